@@ -1,0 +1,43 @@
+# seatwright: the lab, the tests and the checks. Every target uses the pinned venv (.venv).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv/bin
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
+# Debian's docker client (scripts/bootstrap installs it) comes before any other on PATH.
+STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
+RUN_DIR := evidence/runs/$(STAMP)
+
+.PHONY: help setup lab lab-up lab-down unit lint molecule test
+
+help:
+	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
+	@echo "make test      unit tests, ansible-lint, yamllint and molecule test (what CI runs)"
+	@echo "make lab-down  remove the lab containers and network"
+
+setup:
+	bash scripts/bootstrap
+
+lab-up: setup
+	molecule create
+	molecule prepare --force
+
+lab: lab-up
+	@mkdir -p $(RUN_DIR)
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/site.log $(VENV)/ansible-playbook -i inventory/lab site.yml -l gpu_nodes
+	@echo "site.yml output: $(RUN_DIR)/site.log; facts cached in .cache/facts/; node state under /var/lib/seatwright on node-a and node-b"
+
+lab-down:
+	molecule destroy
+
+unit:
+	$(VENV)/python -m pytest tests/unit -q
+
+lint:
+	$(VENV)/yamllint --strict .
+	$(VENV)/ansible-lint
+
+molecule:
+	molecule test
+
+test: unit lint molecule
