@@ -256,16 +256,24 @@ def list_gpus(gpus):
 def topo_matrix(profile):
     topology = profile["topology"]
     count = len(profile["gpus"])
-    columns = ["GPU%d" % i for i in range(count)] + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    nics = topology.get("nics", [])
+    names = ["GPU%d" % i for i in range(count)] + ["NIC%d" % n for n in range(len(nics))]
+    columns = names + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
     lines = ["\t\x1b[4m" + "\t".join(columns) + "\x1b[0m"]
     for i in range(count):
-        cells = []
-        for j in range(count):
-            link = topology["links"][i][j]
-            cells.append(" X " if i == j else link)
+        cells = [" X " if i == j else topology["links"][i][j] for j in range(count)]
+        cells += [nic["links"][i] for nic in nics]
         cells += [topology["cpu_affinity"], topology["numa_affinity"], "", topology.get("gpu_numa_id", "N/A")]
         lines.append("GPU%d\t" % i + "\t".join(cells))
-    return "\n".join(lines) + "\n" + TOPO_LEGEND
+    for n, nic in enumerate(nics):
+        cells = list(nic["links"]) + [" X " if n == m else nic.get("nic_links", {}).get(str(m), "SYS")
+                                      for m in range(len(nics))]
+        lines.append("NIC%d\t" % n + "\t".join(cells) + "\t\t")
+    legend = TOPO_LEGEND
+    if nics:
+        legend += "\nNIC Legend:\n\n" + "".join("  NIC%d: %s\n" % (n, nic["name"]) for n, nic in enumerate(nics))
+        legend += "\n"
+    return "\n".join(lines) + "\n" + legend
 
 
 def _q_line(depth, key, value=None):

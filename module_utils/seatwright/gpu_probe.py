@@ -1,0 +1,229 @@
+"""Reading and setting GPUs on the node: NVML first, nvidia-smi as the fallback, plus sysfs for IOMMU.
+
+The I/O half of gpu.py, shared by the gpu_facts and gpu_power_limit modules. It returns raw readings;
+every interpretation lives in gpu.py.
+"""
+import os
+import sys
+
+from ansible.module_utils.seatwright.gpu import (
+    SMI_QUERY_FIELDS,
+    devices_from_nvml,
+    devices_from_smi_rows,
+    driver_version_from_smi_rows,
+    cuda_version_from_nvml,
+    links_from_nvml,
+    parse_query_csv,
+    parse_query_report,
+    parse_topo_matrix,
+)
+
+IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+PCI_DEVICES = "/sys/bus/pci/devices"
+
+
+class ProbeUnavailable(Exception):
+    """This reader cannot answer on this host; the message says why."""
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _nvml():
+    try:
+        import pynvml
+    except ImportError:
+        raise ProbeUnavailable("nvidia-ml-py (pynvml) is not installed for %s" % sys.executable)
+    return pynvml
+
+
+def _nvlinks_between(pynvml, handle, peer_bus_id):
+    """Active NVLinks from `handle` whose far end is the GPU at `peer_bus_id`."""
+    count = 0
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handle, link) != pynvml.NVML_FEATURE_ENABLED:
+                continue
+            remote = _text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+        except pynvml.NVMLError:
+            continue
+        if remote.lower() == peer_bus_id.lower():
+            count += 1
+    return count
+
+
+def _optional(call, *args):
+    """An NVML reading, or None where the device does not support it."""
+    try:
+        return call(*args)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def read_nvml(with_links=True):
+    """Raw NVML readings: driver, CUDA version, one dict per device and, optionally, every GPU pair's link."""
+    pynvml = _nvml()
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise ProbeUnavailable("NVML could not start: %s" % exc)
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = _optional(pynvml.nvmlSystemGetCudaDriverVersion)
+        handles, raw = [], []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            handles.append(handle)
+            raw.append({
+                "index": index,
+                "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                "cc": _optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle),
+                "mem": _optional(lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total, handle),
+                "limit": _optional(pynvml.nvmlDeviceGetPowerManagementLimit, handle),
+                "enforced": _optional(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
+                "constraints": _optional(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, handle),
+                "default": _optional(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+                "persistence": _optional(pynvml.nvmlDeviceGetPersistenceMode, handle),
+            })
+        pairs = []
+        if with_links:
+            for a in range(len(handles)):
+                for b in range(a + 1, len(handles)):
+                    pairs.append({
+                        "a": a,
+                        "b": b,
+                        "nvlinks": _nvlinks_between(pynvml, handles[a], raw[b]["pci_bus_id"]),
+                        "common_ancestor": _optional(pynvml.nvmlDeviceGetTopologyCommonAncestor,
+                                                     handles[a], handles[b]),
+                    })
+    finally:
+        pynvml.nvmlShutdown()
+    return {
+        "driver_version": driver,
+        "cuda_version": cuda_version_from_nvml(cuda),
+        "devices": devices_from_nvml(raw),
+        "links": links_from_nvml(pairs),
+        "source": "nvml",
+    }
+
+
+def _smi(module, binary, args):
+    rc, out, err = module.run_command([binary] + args)
+    if rc != 0:
+        raise ProbeUnavailable("`nvidia-smi %s` exited %d: %s" % (" ".join(args), rc, (out + err).strip()))
+    return out
+
+
+def read_smi(module, with_links=True):
+    """The same readings from nvidia-smi's CSV query, `topo -m` and `-q -d POWER` (for the CUDA version)."""
+    binary = module.get_bin_path("nvidia-smi")
+    if binary is None:
+        raise ProbeUnavailable("nvidia-smi is not on PATH")
+    query = _smi(module, binary, ["--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=csv,noheader"])
+    try:
+        rows = parse_query_csv(query)
+    except ValueError as exc:
+        raise ProbeUnavailable("unexpected nvidia-smi query output: %s" % exc)
+    report = parse_query_report(_smi(module, binary, ["-q", "-d", "POWER"]))
+    links = []
+    if with_links and len(rows) > 1:
+        try:
+            links = parse_topo_matrix(_smi(module, binary, ["topo", "-m"]))["links"]
+        except ValueError as exc:
+            raise ProbeUnavailable("unexpected nvidia-smi topo -m output: %s" % exc)
+    return {
+        "driver_version": driver_version_from_smi_rows(rows) or report["driver_version"],
+        "cuda_version": report["cuda_version"],
+        "devices": devices_from_smi_rows(rows),
+        "links": links,
+        "source": "nvidia-smi",
+    }
+
+
+def read_gpus(module, backend="auto", with_links=True):
+    """NVML, else nvidia-smi. Raises ProbeUnavailable with both reasons when neither answers."""
+    reasons = []
+    if backend in ("auto", "nvml"):
+        try:
+            return read_nvml(with_links)
+        except ProbeUnavailable as exc:
+            reasons.append(str(exc))
+    if backend in ("auto", "nvidia-smi"):
+        try:
+            return read_smi(module, with_links)
+        except ProbeUnavailable as exc:
+            reasons.append(str(exc))
+    raise ProbeUnavailable("; ".join(reasons))
+
+
+def set_power_limit(module, source, index, watts):
+    """Ask the driver for a new requested limit on one GPU, through the reader that answered."""
+    if source == "nvml":
+        pynvml = _nvml()
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            pynvml.nvmlDeviceSetPowerManagementLimit(handle, int(round(watts * 1000)))
+        except pynvml.NVMLError as exc:
+            raise ProbeUnavailable("NVML refused a %.2f W limit on GPU %d: %s" % (watts, index, exc))
+        finally:
+            pynvml.nvmlShutdown()
+        return
+    binary = module.get_bin_path("nvidia-smi", required=True)
+    _smi(module, binary, ["-i", str(index), "-pl", "%.2f" % watts])
+
+
+def read_platform(module, bus_ids):
+    """IOMMU groups, kernel command line, each GPU's IOMMU group and `lspci -vvv` text, where readable."""
+    platform = {"iommu_group_count": None, "iommu_reason": None, "cmdline": None, "gpu_groups": {},
+                "lspci": None, "lspci_reason": None, "bridge_configs": {}}
+    try:
+        platform["iommu_group_count"] = len(os.listdir(IOMMU_GROUPS))
+    except OSError as exc:
+        platform["iommu_reason"] = "%s is not readable: %s" % (IOMMU_GROUPS, exc.strerror)
+    try:
+        with open("/proc/cmdline", encoding="utf-8") as handle:
+            platform["cmdline"] = handle.read().strip()
+    except OSError:
+        pass
+    for address in bus_ids:
+        if not address:
+            continue
+        link = os.path.join(PCI_DEVICES, address, "iommu_group")
+        if os.path.islink(link):
+            platform["gpu_groups"][address] = os.path.basename(os.readlink(link))
+    lspci = module.get_bin_path("lspci")
+    if lspci is None:
+        platform["lspci_reason"] = "lspci is not installed (pciutils)"
+    else:
+        rc, out, err = module.run_command([lspci, "-vvv"])
+        if rc == 0:
+            platform["lspci"] = out
+        else:
+            platform["lspci_reason"] = "lspci -vvv exited %d: %s" % (rc, err.strip())
+    if platform["lspci"] is None:
+        platform["bridge_configs"] = read_bridge_configs()
+    return platform
+
+
+def read_bridge_configs():
+    """Raw config space of every PCI bridge (class 0x0604), as setpci would read it."""
+    configs = {}
+    try:
+        addresses = os.listdir(PCI_DEVICES)
+    except OSError:
+        return configs
+    for address in addresses:
+        base = os.path.join(PCI_DEVICES, address)
+        try:
+            with open(os.path.join(base, "class"), encoding="ascii") as handle:
+                if not handle.read().strip().startswith("0x0604"):
+                    continue
+            with open(os.path.join(base, "config"), "rb") as handle:
+                configs[address] = handle.read(4096)
+        except OSError:
+            continue
+    return configs
