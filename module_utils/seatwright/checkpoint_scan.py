@@ -1,0 +1,203 @@
+"""Reading a checkpoint from disk: the walk, safetensors headers, streaming hashes.
+
+The I/O half of checkpoint.py, shared by checkpoint_facts, weight_source and weight_stage. It
+never writes.
+"""
+import hashlib
+import json
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.seatwright.checkpoint import (
+    INDEX_NAME, MANIFEST_NAME, SAFETENSORS_SUFFIX, CheckpointError, assemble_report, blob_hash_kind,
+    check_index, git_blob_prefix, header_length, is_staging_artifact, judge_files, parse_manifest,
+    parse_safetensors_header, revision_problems, summarise_tensors)
+from ansible.module_utils.seatwright.io import read_json
+
+# Large reads let hashlib drop the GIL for long stretches, so hashing threads overlap.
+READ_CHUNK = 8 * 1024 * 1024
+
+
+def detect_layout(path):
+    """'hf-cache' for a `models--org--name` cache entry, else 'folder'."""
+    if os.path.isdir(os.path.join(path, "snapshots")) and os.path.isdir(os.path.join(path, "blobs")):
+        return "hf-cache"
+    return "folder"
+
+
+def checkpoint_dir(path, layout, revision):
+    """The folder that holds the checkpoint's files: the snapshot of `revision` in a cache entry."""
+    if layout == "hf-cache":
+        return os.path.join(path, "snapshots", revision or "")
+    return path
+
+
+def read_refs(path):
+    refs = {}
+    refs_dir = os.path.join(path, "refs")
+    for root, _dirs, names in os.walk(refs_dir):
+        for name in names:
+            full = os.path.join(root, name)
+            try:
+                with open(full, "r", encoding="ascii") as handle:
+                    refs[os.path.relpath(full, refs_dir)] = handle.read().strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+    return refs
+
+
+def walk_files(root):
+    """{rel: {abs, size, mtime_ns, blob, dangling}} for every checkpoint file under `root`."""
+    found = {}
+    for current, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".cache")
+        for name in sorted(names):
+            full = os.path.join(current, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if is_staging_artifact(rel):
+                continue
+            entry = {"abs": full, "size": None, "mtime_ns": None, "blob": None, "dangling": False}
+            if os.path.islink(full):
+                entry["blob"] = os.path.basename(os.readlink(full))
+            try:
+                info = os.stat(full)
+            except FileNotFoundError:
+                entry["dangling"] = True
+                found[rel] = entry
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            entry.update(abs=os.path.realpath(full), size=info.st_size, mtime_ns=info.st_mtime_ns)
+            found[rel] = entry
+    return found
+
+
+def read_header(path, size):
+    """parse_safetensors_header's report for the file at `path`, read with two small reads."""
+    with open(path, "rb") as handle:
+        first = handle.read(8)
+        try:
+            length = header_length(first)
+        except CheckpointError as exc:
+            return {"status": "truncated", "problems": [str(exc)], "tensors": 0, "tensor_bytes": 0,
+                    "bytes_by_dtype": {}, "expected_size": None, "tensor_names": []}
+        fits = 8 + length <= size
+        body = handle.read(length) if fits and length <= 100 * 1000 * 1000 else b""
+    return parse_safetensors_header(body, length, size)
+
+
+def new_hashers(want_git_sha1, size):
+    hashers = {"sha256": hashlib.sha256()}
+    if want_git_sha1:
+        hashers["git_sha1"] = hashlib.sha1(git_blob_prefix(size))
+    return hashers
+
+
+def hash_file(path, want_git_sha1=False):
+    """Digests of a whole file, read in large chunks (sha256 always, git blob sha1 on request)."""
+    size = os.path.getsize(path)
+    hashers = new_hashers(want_git_sha1, size)
+    buf = bytearray(READ_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            count = handle.readinto(buf)
+            if not count:
+                break
+            for hasher in hashers.values():
+                hasher.update(view[:count])
+    return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
+
+
+def hash_many(jobs, workers):
+    """{key: digests} for jobs {key: (path, want_git_sha1)}, several files at once."""
+    if not jobs:
+        return {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+        futures = {key: pool.submit(hash_file, path, git) for key, (path, git) in jobs.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def load_manifest(folder):
+    """(manifest or None, warning or None) for the parity manifest in `folder`."""
+    raw = read_json(os.path.join(folder, MANIFEST_NAME))
+    if raw is None:
+        return None, None
+    try:
+        return parse_manifest(raw), None
+    except CheckpointError as exc:
+        return None, "%s ignored: %s" % (MANIFEST_NAME, exc)
+
+
+def expectations(layout, files, manifest, index_shards):
+    """What each file should be, merged from blob names, the manifest and the index."""
+    expected = {}
+    for rel, seen in files.items():
+        kind = blob_hash_kind(seen["blob"]) if layout == "hf-cache" else None
+        if kind:
+            expected[rel] = {"size": None, "sha256": None, "git_sha1": None, "source": "blob name"}
+            expected[rel][kind.replace("-", "_")] = seen["blob"]
+    for rel, entry in (manifest or {}).get("files", {}).items():
+        want = expected.setdefault(rel, {"size": None, "sha256": None, "git_sha1": None, "source": "manifest"})
+        want["size"] = entry["size"]
+        want["sha256"] = want["sha256"] or entry["sha256"]
+    for shard in index_shards:
+        expected.setdefault(shard, {"size": None, "sha256": None, "git_sha1": None, "source": "index"})
+    return expected
+
+
+def scan_checkpoint(path, revision=None, mode="quick", workers=4):
+    """(report, files) for the checkpoint at `path`; `files` carries absolute paths for serving."""
+    layout = detect_layout(path)
+    folder = checkpoint_dir(path, layout, revision)
+    if layout == "hf-cache" and revision is None:
+        raise CheckpointError("%s is a Hugging Face cache entry: give the pinned 40-hex revision to read"
+                              % path)
+    snapshot_present = os.path.isdir(folder)
+    files = walk_files(folder) if snapshot_present else {}
+    manifest, manifest_warning = load_manifest(folder) if snapshot_present else (None, None)
+    headers = {}
+    for rel, seen in files.items():
+        if rel.endswith(SAFETENSORS_SUFFIX) and not seen["dangling"]:
+            try:
+                headers[rel] = read_header(seen["abs"], seen["size"])
+            except OSError as exc:
+                headers[rel] = {"status": "bad-header", "problems": ["unreadable: %s" % exc],
+                                "tensors": 0, "tensor_bytes": 0, "bytes_by_dtype": {},
+                                "expected_size": None, "tensor_names": []}
+    index = None
+    if INDEX_NAME in files and not files[INDEX_NAME]["dangling"]:
+        try:
+            with open(files[INDEX_NAME]["abs"], "rb") as handle:
+                index_doc = json.loads(handle.read().decode("utf-8"))
+        except (OSError, ValueError) as exc:
+            index_doc = None
+            index = {"shards": [], "total_size": None, "errors": ["%s is unreadable: %s" % (INDEX_NAME, exc)],
+                     "warnings": []}
+        if index is None:
+            shard_tensors = {rel: (report["tensor_names"] if report["status"] != "bad-header" else None)
+                             for rel, report in headers.items()}
+            index = check_index(index_doc, shard_tensors)
+    expected = expectations(layout, files, manifest, (index or {}).get("shards", []))
+    hashes = None
+    if mode == "full":
+        jobs = {rel: (seen["abs"], bool(expected.get(rel, {}).get("git_sha1")))
+                for rel, seen in files.items() if not seen["dangling"]}
+        hashes = hash_many(jobs, workers)
+    observed = {rel: dict(seen, header=headers.get(rel)) for rel, seen in files.items()}
+    judged = judge_files(observed, expected, manifest, hashes)
+    tensors = summarise_tensors(headers.values())
+    issues = revision_problems(layout, revision, snapshot_present,
+                               manifest.get("revision") if manifest else None)
+    report = assemble_report(layout, path, revision, judged, tensors, index, issues, manifest, mode)
+    if manifest_warning:
+        report["warnings"].append(manifest_warning)
+    if layout == "hf-cache":
+        report["refs"] = read_refs(path)
+    if hashes is not None:
+        for entry in report["files"]:
+            entry["sha256"] = hashes.get(entry["path"], {}).get("sha256")
+    for rel, seen in files.items():
+        seen["expect"] = expected.get(rel, {})
+    return report, files

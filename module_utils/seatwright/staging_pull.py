@@ -1,0 +1,464 @@
+"""The destination side of staging: pull, hash while the bytes arrive, resume, verify, rename.
+
+Several files move at once, one HTTP connection per stream. Each stream reads large chunks into
+one buffer, feeds the hash and the file from it, and lets go of the GIL while the kernel and
+hashlib work, so hashing on one stream overlaps receiving and writing on the others. A file is
+written under a temporary name, fsynced, compared with the digest the source promised, and only
+then renamed into place; the parity manifest is written last, once every file has verified.
+"""
+import fcntl
+import http.client
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
+
+from ansible.module_utils.seatwright.checkpoint import MANIFEST_NAME, build_manifest, manifest_differs
+from ansible.module_utils.seatwright.checkpoint_scan import hash_many, load_manifest, new_hashers
+from ansible.module_utils.seatwright.io import atomic_write_bytes, atomic_write_json, fingerprint
+from ansible.module_utils.seatwright.staging import (
+    StagingError, digest_problem, failure_summary, fetch_units, link_target, needs_hash, parse_listing,
+    parse_source_url, partial_name, plan_unit, progress_record, throttle_delay)
+
+CHUNK = 4 * 1024 * 1024
+
+
+class Interrupted(Exception):
+    """The connection broke mid-file; what arrived is kept and the transfer resumes."""
+
+
+class Throttle(object):
+    """One cap shared by every stream of a destination."""
+
+    def __init__(self, rate_bytes_s):
+        self.rate = rate_bytes_s
+        self.started = time.monotonic()
+        self.sent = 0
+        self.lock = threading.Lock()
+
+    def consume(self, count):
+        if not self.rate:
+            return
+        with self.lock:
+            self.sent += count
+            delay = throttle_delay(self.rate, self.started, self.sent, time.monotonic())
+        if delay:
+            time.sleep(delay)
+
+
+class Progress(object):
+    """Bytes moved per transfer, written to a JSON file on the node while the run lasts."""
+
+    def __init__(self, name, path, total, interval_s):
+        self.name, self.path, self.total, self.interval_s = name, path, total, interval_s
+        self.started = time.monotonic()
+        self.done = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = None
+
+    def add(self, target, count):
+        with self.lock:
+            self.done[target] = self.done.get(target, 0) + count
+
+    def write(self, state):
+        if not self.path:
+            return
+        with self.lock:
+            units = dict(self.done)
+        record = progress_record(self.name, os.getpid(), state, sum(units.values()), self.total,
+                                 self.started, time.monotonic(), units)
+        try:
+            atomic_write_json(self.path, record)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        def loop():
+            while not self.stop.wait(self.interval_s):
+                self.write("running")
+        self.thread = threading.Thread(target=loop)
+        self.thread.daemon = True
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.write("failed" if exc[0] else "done")
+
+
+class Source(object):
+    """The HTTP source, one keep-alive connection per thread."""
+
+    def __init__(self, url, token, client, io_timeout_s):
+        self.url = url
+        self.host, self.port = parse_source_url(url)
+        self.headers = {"Authorization": "Bearer " + token, "X-Seatwright-Client": client}
+        self.client = client
+        self.io_timeout_s = io_timeout_s
+        self.local = threading.local()
+
+    def connection(self, fresh=False):
+        conn = getattr(self.local, "conn", None)
+        if conn is None or fresh:
+            if conn is not None:
+                conn.close()
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.io_timeout_s)
+            self.local.conn = conn
+        return conn
+
+    def listing(self, connect_timeout_s):
+        deadline = time.monotonic() + connect_timeout_s
+        while True:
+            try:
+                conn = self.connection(fresh=True)
+                conn.request("GET", "/listing", headers=self.headers)
+                response = conn.getresponse()
+                body = response.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                if time.monotonic() > deadline:
+                    raise StagingError("could not reach the weights source at %s within %ds (%s): is the "
+                                       "source task running and the fabric address right?"
+                                       % (self.url, connect_timeout_s, exc))
+                time.sleep(0.5)
+        if response.status == 403:
+            raise StagingError("the weights source at %s refused the token: it belongs to another run" % self.url)
+        try:
+            return json.loads(body.decode("utf-8"))
+        except ValueError:
+            raise StagingError("the weights source at %s sent a listing that is not JSON" % self.url)
+
+    def done(self, report):
+        try:
+            conn = self.connection(fresh=True)
+            payload = json.dumps(dict(report, client=self.client)).encode("utf-8")
+            conn.request("POST", "/done", body=payload, headers=dict(self.headers, **{
+                "Content-Type": "application/json"}))
+            conn.getresponse().read()
+            conn.close()
+        except (OSError, http.client.HTTPException):
+            pass
+
+
+def _write_all(fd, view):
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def pull(source, unit, partial, offset, throttle, progress):
+    """Fetch `unit` into `partial` from byte `offset`, hashing everything; returns the digests.
+
+    The bytes already in the partial file are hashed first, so the final digest covers the file.
+    """
+    hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
+    flags = os.O_RDWR | os.O_CREAT
+    fd = os.open(partial, flags, 0o644)
+    try:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        if offset:
+            os.lseek(fd, 0, os.SEEK_SET)
+            remaining = offset
+            while remaining:
+                count = os.readv(fd, [view[:min(CHUNK, remaining)]])
+                if not count:
+                    break
+                for hasher in hashers.values():
+                    hasher.update(view[:count])
+                remaining -= count
+            offset -= remaining
+        os.ftruncate(fd, offset)
+        os.lseek(fd, offset, os.SEEK_SET)
+        headers = dict(source.headers)
+        if offset:
+            headers["Range"] = "bytes=%d-" % offset
+        try:
+            conn = source.connection()
+            conn.request("GET", "/file/" + quote(unit["target"], safe="/"), headers=headers)
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            source.connection(fresh=True)
+            raise Interrupted("request failed: %s" % exc)
+        if response.status not in (200, 206):
+            detail = response.read().decode("utf-8", "replace")[:300]
+            raise StagingError("the source answered HTTP %d for %s: %s" % (response.status, unit["target"], detail))
+        if offset and response.status == 200:
+            raise StagingError("the source ignored the resume request for %s" % unit["target"])
+        length = int(response.getheader("Content-Length") or -1)
+        if length != unit["size"] - offset:
+            raise StagingError("the source offers %d bytes of %s from byte %d; the listing promised %d"
+                               % (length, unit["target"], offset, unit["size"] - offset))
+        remaining = length
+        try:
+            while remaining:
+                count = response.readinto(view[:min(CHUNK, remaining)])
+                if not count:
+                    raise Interrupted("the source closed the connection with %d bytes of %s to go"
+                                      % (remaining, unit["target"]))
+                chunk = view[:count]
+                for hasher in hashers.values():
+                    hasher.update(chunk)
+                _write_all(fd, chunk)
+                remaining -= count
+                progress.add(unit["target"], count)
+                throttle.consume(count)
+        except (OSError, http.client.HTTPException) as exc:
+            source.connection(fresh=True)
+            raise Interrupted("connection lost with %d bytes of %s to go: %s" % (remaining, unit["target"], exc))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
+
+
+def transfer(source, unit, root, layout, plan, throttle, progress, retries):
+    """Bring one unit into place; returns its record. StagingError when it cannot verify."""
+    final = os.path.join(root, unit["target"])
+    partial = os.path.join(root, partial_name(unit["target"], layout, unit))
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    started = time.monotonic()
+    offset = plan["offset"]
+    reused = offset
+    interruptions = 0
+    while True:
+        try:
+            digests = pull(source, unit, partial, offset, throttle, progress)
+        except Interrupted as exc:
+            interruptions += 1
+            if interruptions > retries:
+                raise StagingError("%s (interrupted %d times; the partial file is kept and resumes on the next run)"
+                                   % (exc, interruptions))
+            time.sleep(min(2 ** interruptions, 10))
+            offset = os.path.getsize(partial) if os.path.exists(partial) else 0
+            continue
+        problem = digest_problem(unit, digests)
+        if problem is None:
+            break
+        os.unlink(partial)
+        if offset:
+            offset, reused = 0, 0
+            continue
+        raise StagingError("the source sent bytes whose %s: its copy of %s is corrupt or was changed. "
+                           "Nothing in place here was replaced" % (problem, unit["source_path"]))
+    os.replace(partial, final)
+    _fsync_dir(os.path.dirname(final))
+    seconds = time.monotonic() - started
+    moved = unit["size"] - reused
+    return {"target": unit["target"], "action": plan["action"], "reason": plan["reason"], "bytes": moved,
+            "bytes_reused": reused, "seconds": round(seconds, 3),
+            "mb_per_s": round(moved / seconds / 1e6, 1) if seconds > 0 else None,
+            "sha256": digests["sha256"], "interruptions": interruptions}
+
+
+def _stat(path):
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def _stale_partials(root, unit, keep):
+    """Partial files of other versions of this file, which can never resume now."""
+    head, base = os.path.split(os.path.join(root, unit["target"]))
+    if not os.path.isdir(head):
+        return []
+    prefix = "." + base + "."
+    return [os.path.join(head, name) for name in os.listdir(head)
+            if name.startswith(prefix) and name.endswith(".partial") and os.path.join(head, name) != keep]
+
+
+def _link_changes(root, listing):
+    """Snapshot symlinks (and refs) a cache entry needs that are missing or point elsewhere."""
+    changes = []
+    snapshot = os.path.join(root, "snapshots", listing["revision"])
+    for entry in listing["files"]:
+        link = os.path.join(snapshot, entry["path"])
+        wanted = link_target(entry["path"], entry["blob"])
+        if not (os.path.islink(link) and os.readlink(link) == wanted):
+            changes.append(("link", link, wanted))
+    for ref, value in listing["refs"].items():
+        ref_path = os.path.join(root, "refs", ref)
+        try:
+            with open(ref_path) as handle:
+                current = handle.read().strip()
+        except OSError:
+            current = None
+        if current != value:
+            changes.append(("ref", ref_path, value))
+    return changes
+
+
+def _apply_link_changes(changes):
+    for kind, path, value in changes:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if kind == "ref":
+            atomic_write_bytes(path, value.encode("ascii"))
+            continue
+        temporary = path + ".seatwright-link"
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        os.symlink(value, temporary)
+        os.replace(temporary, path)
+
+
+class StageLock(object):
+    """Only one staging run may write a destination at a time."""
+
+    def __init__(self, state_dir, dest):
+        os.makedirs(state_dir, exist_ok=True)
+        self.path = os.path.join(state_dir, "stage-%s.lock" % fingerprint(os.path.abspath(dest))[:16])
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(self.fd)
+            raise StagingError("another staging run (pid %s) is writing this destination; wait for it to finish "
+                               "or stop it, then run again" % (holder or "unknown"))
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(os.getpid()).encode("ascii"), 0)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def stage(options, check_mode=False, now=time.time):
+    """Run one destination's staging; returns the result dict a module exits with.
+
+    options: dest, source_url, token, client, name, revision, streams, verify,
+    bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
+    progress_interval_s, source_label.
+    """
+    started = time.monotonic()
+    source = Source(options["source_url"], options["token"], options["client"], options["io_timeout_s"])
+    outcome = {"ok": False}
+    try:
+        result = _stage(options, source, check_mode, now, started, outcome)
+        outcome["ok"] = True
+        return result
+    finally:
+        source.done(outcome)
+
+
+def _stage(options, source, check_mode, now, started, outcome):
+    listing = parse_listing(source.listing(options["connect_timeout_s"]), options["source_url"])
+    if options.get("revision") and listing["revision"] != options["revision"]:
+        raise StagingError("the source serves revision %s of %s, but %s is pinned; point the role at the source "
+                           "that holds the pinned revision" % (listing["revision"], listing["name"], options["revision"]))
+    layout = listing["layout"]
+    root = options["dest"]
+    folder = os.path.join(root, "snapshots", listing["revision"]) if layout == "hf-cache" else root
+    units = fetch_units(listing)
+    old_manifest, _warning = load_manifest(folder)
+    manifest_entries = (old_manifest or {}).get("files", {})
+    finals = {target: _stat(os.path.join(root, target)) for target in units}
+    to_hash = {target: (os.path.join(root, target), bool(unit.get("git_sha1")) and not unit.get("sha256"))
+               for target, unit in units.items()
+               if needs_hash(unit, finals[target], manifest_entries, options["verify"])}
+    hashed = hash_many(to_hash, options["streams"])
+    plans, stale = {}, []
+    for target, unit in units.items():
+        partial = os.path.join(root, partial_name(target, layout, unit))
+        partial_stat = _stat(partial)
+        plans[target] = plan_unit(unit, finals[target], hashed.get(target),
+                                  partial_stat["size"] if partial_stat else None)
+        if layout == "folder":
+            stale.extend(_stale_partials(root, unit, partial))
+    pending = {t: p for t, p in plans.items() if p["action"] != "skip"}
+    result = {"name": listing["name"], "revision": listing["revision"], "layout": layout, "dest": root,
+              "manifest": os.path.join(folder, MANIFEST_NAME), "bytes_total": sum(u["size"] for u in units.values()),
+              "files_skipped": len(units) - len(pending), "files_fetched": 0, "files_resumed": 0,
+              "bytes_transferred": 0, "bytes_reused": 0, "transfers": [],
+              "plan": {t: {"action": p["action"], "reason": p["reason"]} for t, p in sorted(plans.items())}}
+    if check_mode:
+        links = _link_changes(root, listing) if layout == "hf-cache" else []
+        result.update(changed=bool(pending or stale or links or old_manifest is None), manifest_written=False,
+                      verified=not pending and old_manifest is not None)
+        return result
+    os.makedirs(root, exist_ok=True)
+    with StageLock(options["state_dir"], root):
+        for path in stale:
+            os.unlink(path)
+        records, failures = _run_transfers(source, units, pending, root, layout, options)
+        result["transfers"] = sorted(records, key=lambda r: r["target"])
+        result["files_fetched"] = sum(1 for r in records if r["action"] == "fetch")
+        result["files_resumed"] = sum(1 for r in records if r["action"] == "resume")
+        result["bytes_transferred"] = sum(r["bytes"] for r in records)
+        result["bytes_reused"] = sum(r["bytes_reused"] for r in records)
+        transfer_s = max(time.monotonic() - started, 1e-6)
+        result["transfer_s"] = round(transfer_s, 3)
+        result["throughput_mb_per_s"] = round(result["bytes_transferred"] / transfer_s / 1e6, 1)
+        outcome.update(bytes=result["bytes_transferred"])
+        if failures:
+            corrupt_here = [p for t in failures for p in units[t]["paths"]
+                            if plans[t]["reason"].startswith("in place") and p in manifest_entries]
+            if corrupt_here:
+                os.unlink(os.path.join(folder, MANIFEST_NAME))
+            raise StagingError(failure_summary(listing["name"], failures))
+        links = _link_changes(root, listing) if layout == "hf-cache" else []
+        _apply_link_changes(links)
+        digests = {t: r["sha256"] for t, r in ((r["target"], r) for r in records)}
+        files = {}
+        for target, unit in units.items():
+            sha = digests.get(target) or hashed.get(target, {}).get("sha256")
+            for rel in unit["paths"]:
+                sha = sha or manifest_entries[rel]["sha256"]
+                files[rel] = dict(_stat(os.path.join(folder, rel)), sha256=sha)
+        manifest = build_manifest(listing["name"], listing["revision"], layout, files,
+                                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now())), options["source_label"])
+        write_manifest = manifest_differs(old_manifest, manifest)
+        if write_manifest:
+            atomic_write_json(os.path.join(folder, MANIFEST_NAME), manifest)
+        result["diff"] = {"before": _manifest_text(old_manifest), "after": _manifest_text(manifest),
+                          "before_header": result["manifest"], "after_header": result["manifest"]}
+    result.update(changed=bool(pending or stale or links or write_manifest), manifest_written=write_manifest,
+                  verified=True, elapsed_s=round(time.monotonic() - started, 3))
+    return result
+
+
+def _manifest_text(manifest):
+    if not manifest:
+        return ""
+    lines = ["%s %d %s" % (rel, entry["size"], entry["sha256"]) for rel, entry in sorted(manifest["files"].items())]
+    return "revision %s\n%s\n" % (manifest.get("revision"), "\n".join(lines))
+
+
+def _run_transfers(source, units, pending, root, layout, options):
+    """Every pending unit, largest first, `streams` at a time; (records, {target: error})."""
+    throttle = Throttle(options["bandwidth_limit_bytes_s"])
+    total = sum(units[t]["size"] - p["offset"] for t, p in pending.items())
+    progress_path = os.path.join(options["state_dir"], "progress-%s.json" % options["name"]) \
+        if options.get("progress_interval_s") else None
+    records, failures = [], {}
+    order = sorted(pending, key=lambda t: -units[t]["size"])
+    with Progress(options["name"], progress_path, total, options.get("progress_interval_s") or 1) as progress:
+        with ThreadPoolExecutor(max_workers=max(1, options["streams"])) as pool:
+            futures = {t: pool.submit(transfer, source, units[t], root, layout, pending[t], throttle, progress,
+                                      options["retries"]) for t in order}
+            for target, future in futures.items():
+                try:
+                    records.append(future.result())
+                except StagingError as exc:
+                    failures[target] = str(exc)
+                except OSError as exc:
+                    failures[target] = "write failed here: %s" % exc
+    return records, failures
