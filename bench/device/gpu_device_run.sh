@@ -23,9 +23,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   python3 -m pip show nvidia-ml-py 2>/dev/null | grep -E '^(Name|Version)'
   python3 -m ansible.cli.playbook --version
   nvidia-smi --version
-} >"$RAW/env.txt" 2>&1
+} >"$RAW/probe.txt" 2>&1
 
 nvidia-smi --query-gpu=$LIMITS --format=csv >"$RAW/limits_before.csv" 2>&1
+
+python3 bench/device/gpu_nvml_raw.py "$RAW/nvml_raw.json" >>"$RAW/probe.txt" 2>&1
 
 python3 -m ansible.cli.playbook -i localhost, bench/device/gpu_device.yml --diff \
   -e ansible_python_interpreter="$(command -v python3)" >"$RAW/playbook.log" 2>&1
@@ -43,14 +45,16 @@ nvidia-smi --query-gpu=$LIMITS --format=csv >"$RAW/limits_after.csv" 2>&1
 rm "$RAW/limits_before.csv" "$RAW/limits_after.csv"
 
 {
+  echo "## nvidia-smi nvlink -s"; nvidia-smi nvlink -s
   echo "## nvidia-smi -q -d POWER"; nvidia-smi -q -d POWER
   echo "## nvidia-smi topo -m"; nvidia-smi topo -m
   echo "## /sys/kernel/iommu_groups entries"; ls /sys/kernel/iommu_groups 2>&1 | wc -l
   echo "## /proc/cmdline iommu arguments"; tr ' ' '\n' </proc/cmdline | grep -i iommu || echo "(none)"
   echo "## lspci -vvv (Access Control Services)"
   if command -v lspci >/dev/null; then lspci -vvv 2>&1 | grep -E '^[0-9a-f]|ACSCap|ACSCtl'; else echo "lspci: not installed"; fi
-} >"$RAW/probe.txt" 2>&1
+} >>"$RAW/probe.txt" 2>&1
 
 python3 bench/device/gpu_redact.py "$RAW" "$OUT"
 rm -rf "$RAW"
 cat "$OUT/playbook.log" "$OUT/timing.txt" "$OUT/limits_readback.txt"
+head -40 "$OUT/probe.txt"

@@ -257,16 +257,64 @@ def devices_from_nvml(raw_devices):
     return devices
 
 
-def links_from_nvml(raw_pairs):
-    """Pairs {a, b, nvlinks, common_ancestor} -> link records; NVLink wins over the PCIe path, as in topo -m."""
+NVLINK_REMOTE_IBMNPU = 1
+NVML_P2P_STATUS_OK = 0
+
+
+def _nvlink_ends(device, gpu_buses):
+    """(links straight to each peer GPU by bus id, links into an NVSwitch fabric) for one device's ports.
+
+    An active port whose far end is not a GPU of this host (nor a CPU) is counted as fabric: behind an
+    NVSwitch the far end is the switch, which a VM may not even show.
+    """
+    direct, fabric = {}, 0
+    for port in device.get("nvlinks") or []:
+        if not port.get("active"):
+            continue
+        remote = (port.get("remote_bus_id") or "").lower()
+        if remote in gpu_buses:
+            direct[remote] = direct.get(remote, 0) + 1
+        elif port.get("remote_type") != NVLINK_REMOTE_IBMNPU:
+            fabric += 1
+    return direct, fabric
+
+
+def links_from_nvml(raw_devices, raw_pairs):
+    """Each GPU pair's NVLink count (direct, or through a shared NVSwitch fabric) and its PCIe path.
+
+    NVLink wins over the PCIe path in the link code, as in topo -m; the PCIe path is kept beside it.
+    When no port answers but NVML reports NVLink peer-to-peer between the pair, the link is NVLink of
+    unknown width ('NV').
+    """
+    buses = {d["index"]: (d.get("pci_bus_id") or "").lower() for d in raw_devices}
+    ends = {d["index"]: _nvlink_ends(d, set(buses.values())) for d in raw_devices}
     links = []
     for pair in raw_pairs:
+        a, b = pair["a"], pair["b"]
+        nvlinks = ends[a][0].get(buses[b], 0) + min(ends[a][1], ends[b][1])
         pcie = NVML_TOPOLOGY_LEVELS.get(pair.get("common_ancestor"))
-        nvlinks = pair.get("nvlinks") or 0
-        code = "NV%d" % nvlinks if nvlinks else (pcie or "unknown")
-        record = link_record(pair["a"], pair["b"], code, pcie_path=pcie)
+        if nvlinks:
+            code = "NV%d" % nvlinks
+        elif pair.get("p2p_nvlink") == NVML_P2P_STATUS_OK:
+            code = "NV"
+        else:
+            code = pcie or "unknown"
+        record = link_record(a, b, code, pcie_path=pcie)
+        if code == "NV":
+            record.update(kind="nvlink", nvlink_count=None)
         links.append(record)
     return links
+
+
+def reading_from_nvml(raw):
+    """read_nvml_raw's answer -> devices, versions and links in the shape the nvidia-smi reader returns."""
+    return {
+        "driver_version": raw["driver_version"],
+        "cuda_version": cuda_version_from_nvml(raw.get("cuda_driver_version")),
+        "devices": devices_from_nvml(raw["devices"]),
+        "links": links_from_nvml(raw["devices"], raw.get("pairs", [])),
+        "source": "nvml",
+    }
 
 
 # ---------------------------------------------------------------- IOMMU and ACS
@@ -351,6 +399,9 @@ def interpret_acs(lspci_text=None, reason=None, config_spaces=None):
     if lspci_text is not None:
         parsed = parse_lspci_acs(lspci_text)
         devices, denied, origin = parsed["devices"], parsed["access_denied"], "lspci -vvv"
+    elif config_spaces == {}:
+        return {"state": "not_present", "redirecting": [], "bridges_with_acs": 0,
+                "reason": "no PCI bridge on this host, so nothing can redirect peer-to-peer traffic"}
     elif config_spaces:
         devices = acs_from_config_spaces(config_spaces)
         denied, origin = devices is None, "PCI config space"

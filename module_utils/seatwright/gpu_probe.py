@@ -8,17 +8,16 @@ import sys
 
 from ansible.module_utils.seatwright.gpu import (
     SMI_QUERY_FIELDS,
-    devices_from_nvml,
     devices_from_smi_rows,
     driver_version_from_smi_rows,
-    cuda_version_from_nvml,
-    links_from_nvml,
     parse_query_csv,
     parse_query_report,
     parse_topo_matrix,
+    reading_from_nvml,
 )
 
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+NVML_P2P_CAPS_INDEX_NVLINK = 2
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
@@ -38,19 +37,23 @@ def _nvml():
     return pynvml
 
 
-def _nvlinks_between(pynvml, handle, peer_bus_id):
-    """Active NVLinks from `handle` whose far end is the GPU at `peer_bus_id`."""
-    count = 0
+def _nvlink_ports(pynvml, handle):
+    """Every NVLink port of one GPU: whether it is up, what is at the far end and its PCI bus id."""
+    ports = []
     for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        port = {"link": link, "active": None, "remote_type": None, "remote_bus_id": None, "error": None}
         try:
-            if pynvml.nvmlDeviceGetNvLinkState(handle, link) != pynvml.NVML_FEATURE_ENABLED:
-                continue
-            remote = _text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
-        except pynvml.NVMLError:
+            port["active"] = pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED
+        except pynvml.NVMLError as exc:
+            port["error"] = str(exc)
+            ports.append(port)
             continue
-        if remote.lower() == peer_bus_id.lower():
-            count += 1
-    return count
+        if port["active"]:
+            port["remote_type"] = _optional(pynvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+            remote = _optional(pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+            port["remote_bus_id"] = _text(remote.busId) if remote is not None else None
+        ports.append(port)
+    return ports
 
 
 def _optional(call, *args):
@@ -61,8 +64,8 @@ def _optional(call, *args):
         return None
 
 
-def read_nvml(with_links=True):
-    """Raw NVML readings: driver, CUDA version, one dict per device and, optionally, every GPU pair's link."""
+def read_nvml_raw(with_links=True):
+    """What NVML answers, untouched: driver, CUDA version, one dict per device and the GPU pairs."""
     pynvml = _nvml()
     try:
         pynvml.nvmlInit()
@@ -87,6 +90,7 @@ def read_nvml(with_links=True):
                 "constraints": _optional(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, handle),
                 "default": _optional(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
                 "persistence": _optional(pynvml.nvmlDeviceGetPersistenceMode, handle),
+                "nvlinks": _nvlink_ports(pynvml, handle) if with_links else [],
             })
         pairs = []
         if with_links:
@@ -95,19 +99,20 @@ def read_nvml(with_links=True):
                     pairs.append({
                         "a": a,
                         "b": b,
-                        "nvlinks": _nvlinks_between(pynvml, handles[a], raw[b]["pci_bus_id"]),
                         "common_ancestor": _optional(pynvml.nvmlDeviceGetTopologyCommonAncestor,
                                                      handles[a], handles[b]),
+                        # nvidia-ml-py defines the caps index as a tuple in some releases: pass the int.
+                        "p2p_nvlink": _optional(pynvml.nvmlDeviceGetP2PStatus, handles[a], handles[b],
+                                                NVML_P2P_CAPS_INDEX_NVLINK),
                     })
     finally:
         pynvml.nvmlShutdown()
-    return {
-        "driver_version": driver,
-        "cuda_version": cuda_version_from_nvml(cuda),
-        "devices": devices_from_nvml(raw),
-        "links": links_from_nvml(pairs),
-        "source": "nvml",
-    }
+    return {"driver_version": driver, "cuda_driver_version": cuda, "devices": raw, "pairs": pairs}
+
+
+def read_nvml(with_links=True):
+    """NVML readings in the shape read_smi returns."""
+    return reading_from_nvml(read_nvml_raw(with_links))
 
 
 def _smi(module, binary, args):
@@ -179,7 +184,7 @@ def set_power_limit(module, source, index, watts):
 def read_platform(module, bus_ids):
     """IOMMU groups, kernel command line, each GPU's IOMMU group and `lspci -vvv` text, where readable."""
     platform = {"iommu_group_count": None, "iommu_reason": None, "cmdline": None, "gpu_groups": {},
-                "lspci": None, "lspci_reason": None, "bridge_configs": {}}
+                "lspci": None, "lspci_reason": None, "bridge_configs": None}
     try:
         platform["iommu_group_count"] = len(os.listdir(IOMMU_GROUPS))
     except OSError as exc:
@@ -210,12 +215,12 @@ def read_platform(module, bus_ids):
 
 
 def read_bridge_configs():
-    """Raw config space of every PCI bridge (class 0x0604), as setpci would read it."""
+    """Raw config space of every PCI bridge (class 0x0604), as setpci would read it; None if unlistable."""
     configs = {}
     try:
         addresses = os.listdir(PCI_DEVICES)
     except OSError:
-        return configs
+        return None
     for address in addresses:
         base = os.path.join(PCI_DEVICES, address)
         try:

@@ -194,14 +194,32 @@ def test_cuda_version_from_nvml(value, expected):
     assert cuda_version_from_nvml(value) == expected
 
 
-@pytest.mark.parametrize("pair, link, kind, pcie", [
-    ({"a": 0, "b": 1, "nvlinks": 18, "common_ancestor": 30}, "NV18", "nvlink", "PHB"),
-    ({"a": 0, "b": 1, "nvlinks": 0, "common_ancestor": 20}, "PXB", "pcie", "PXB"),
-    ({"a": 0, "b": 1, "nvlinks": 0, "common_ancestor": 50}, "SYS", "pcie", "SYS"),
-    ({"a": 0, "b": 1, "nvlinks": 0, "common_ancestor": None}, "unknown", "unknown", None),
+def ports(*ends):
+    """NVLink ports, each (remote type, remote bus id); None for a port that is down."""
+    return [{"link": i, "active": end is not None, "remote_type": end and end[0], "remote_bus_id": end and end[1]}
+            for i, end in enumerate(ends)]
+
+
+BUS_A, BUS_B, SWITCH = "00000000:00:06.0", "00000000:00:07.0", "00000000:C5:00.0"
+
+
+@pytest.mark.parametrize("ports_a, ports_b, pair, link, kind, pcie", [
+    # HGX: every port of both GPUs goes into the NVSwitch fabric.
+    (ports(*[(2, SWITCH)] * 18), ports(*[(2, SWITCH)] * 18), {"common_ancestor": 30}, "NV18", "nvlink", "PHB"),
+    # A bridge pair: four ports straight to the peer, two down.
+    (ports((0, BUS_B), (0, BUS_B), (0, BUS_B), (0, BUS_B), None, None), ports((0, BUS_A)),
+     {"common_ancestor": 20}, "NV4", "nvlink", "PXB"),
+    # A VM that hides the switch: far end unknown, still fabric.
+    (ports(*[(None, None)] * 12), ports(*[(None, None)] * 18), {"common_ancestor": 30}, "NV12", "nvlink", "PHB"),
+    (ports(None, None), ports(None, None), {"common_ancestor": 20}, "PXB", "pcie", "PXB"),
+    ([], [], {"common_ancestor": 50}, "SYS", "pcie", "SYS"),
+    ([], [], {"common_ancestor": 30, "p2p_nvlink": 0}, "NV", "nvlink", "PHB"),
+    ([], [], {"common_ancestor": None}, "unknown", "unknown", None),
 ])
-def test_links_from_nvml(pair, link, kind, pcie):
-    (record,) = links_from_nvml([pair])
+def test_links_from_nvml(ports_a, ports_b, pair, link, kind, pcie):
+    devices = [{"index": 0, "pci_bus_id": BUS_A, "nvlinks": ports_a}, {"index": 1, "pci_bus_id": BUS_B,
+                                                                      "nvlinks": ports_b}]
+    (record,) = links_from_nvml(devices, [dict(pair, a=0, b=1)])
     assert (record["link"], record["kind"], record["pcie_path"]) == (link, kind, pcie)
 
 
@@ -209,7 +227,7 @@ def test_links_from_nvml(pair, link, kind, pcie):
 
 
 def test_h200_facts_match_the_contract():
-    links = links_from_nvml([{"a": 0, "b": 1, "nvlinks": 18, "common_ancestor": 30}])
+    links = [{"gpus": [0, 1], "link": "NV18", "nvlink_count": 18, "pcie_path": "PHB", "kind": "nvlink"}]
     gpus, summary = assemble_facts(h200_nvml_devices(), "580.159.04", "13.0", links, "nvml", "2026-11-30T03:11:27Z",
                                    IOMMU_OFF, ACS_ABSENT, {"0000:00:06.0": "12"})
     assert [g["sm"] for g in gpus] == ["sm_90", "sm_90"]
@@ -279,6 +297,7 @@ def _config_space_with_acs(control):
     ({"0000:00:01.1": _config_space_with_acs(0b0001)}, "disabled"),
     ({"0000:00:01.1": _config_space_with_acs(0b1101)[:256]}, "unknown"),
     ({"0000:00:01.1": bytes(4096)}, "not_present"),
+    ({}, "not_present"),
 ])
 def test_acs_from_config_space(spaces, state):
     assert interpret_acs(None, "lspci is not installed", spaces)["state"] == state
