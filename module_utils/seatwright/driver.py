@@ -48,11 +48,11 @@ class DriverError(ValueError):
 
 def repository(distribution, version, architecture, base_url=CUDA_REPO_BASE):
     """The CUDA repository entry for a node: URL, suite, key file URL (or None)."""
-    distribution = (distribution or "").lower()
+    name = (distribution or "").lower()
     release = str(version or "")
-    if distribution == "debian":
+    if name == "debian":
         release = release.split(".")[0]
-    key = (distribution, release)
+    key = (name, release)
     if key not in REPOSITORIES:
         supported = ", ".join("%s %s" % pair for pair in sorted(REPOSITORIES))
         raise DriverError("%s %s is not a distribution seatwright installs the NVIDIA driver on "

@@ -1,0 +1,165 @@
+"""NVIDIA driver plan (module_utils/seatwright/driver.py) and library/nvidia_driver_plan.py."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from ansible.module_utils.seatwright.driver import (
+    CUDA_KEY_FINGERPRINT,
+    DriverError,
+    driver_action,
+    driver_packages,
+    driver_plan,
+    key_fingerprints,
+    pin_preferences,
+    repository,
+)
+from ansible.module_utils.testing import patch_module_args
+
+import nvidia_driver_plan
+
+# `gpg --show-keys --with-colons` of the lab's test repository key (a key with one subkey would
+# list a sub/fpr pair after it, which must not count).
+GPG_COLONS = """pub:u:255:22:8FB637B1BCDA7F30:1796011173:::u:::scSC:::::ed25519:::0:
+fpr:::::::::08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30:
+uid:u::::1796011173::88F1A519A32FFE242EA8554C7A88C761C8169220::seatwright lab TEST EQUIPMENT repository key (not NVIDIA's) <lab@seatwright.invalid>::::::::::0:
+sub:u:255:22:1111111111111111:1796011173::::::e:::::cv25519::
+fpr:::::::::AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:
+"""
+
+
+@pytest.mark.parametrize("distribution,version,arch,url", [
+    ("Debian", "12", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+    ("Debian", "12.8", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+    ("Ubuntu", "22.04", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"),
+    ("Ubuntu", "24.04", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
+])
+def test_repository_per_distribution(distribution, version, arch, url):
+    repo = repository(distribution, version, arch)
+    assert repo["url"] == url
+    assert repo["suite"] == "/"
+    assert repo["key_url"] == url + "3bf863cc.pub"
+    assert repo["key_fingerprint"] == CUDA_KEY_FINGERPRINT
+
+
+@pytest.mark.parametrize("distribution,version,arch,message", [
+    ("Rocky", "9", "x86_64", "Rocky 9 is not a distribution seatwright installs"),
+    ("Ubuntu", "20.04", "x86_64", "supported: debian 12, debian 13, ubuntu 22.04, ubuntu 24.04"),
+    ("Debian", "12", "ppc64le", "architecture 'ppc64le' has no NVIDIA CUDA repository"),
+])
+def test_unsupported_nodes_are_told_what_to_do(distribution, version, arch, message):
+    with pytest.raises(DriverError, match=message):
+        repository(distribution, version, arch)
+
+
+@pytest.mark.parametrize("branch,open_modules,expected", [
+    ("580", True, ["nvidia-driver-pinning-580", "nvidia-open"]),
+    ("590", True, ["nvidia-driver-pinning-590", "nvidia-open"]),
+    ("580", False, ["nvidia-driver-pinning-580", "cuda-drivers"]),
+    ("575", True, ["nvidia-open-575"]),
+    ("570", False, ["cuda-drivers-570"]),
+])
+def test_packages_per_branch(branch, open_modules, expected):
+    assert driver_packages(branch, open_modules, ["9.0"]) == expected
+
+
+@pytest.mark.parametrize("branch,open_modules,caps,message", [
+    ("580", False, ["12.0", "12.0"], "only the open kernel modules drive"),
+    ("565", True, ["12.0"], "predates Blackwell"),
+    ("550", True, ["9.0"], "older than 560"),
+    ("58", True, [], "expected a three-digit driver branch"),
+    ("latest", True, [], "expected a three-digit driver branch"),
+])
+def test_package_refusals(branch, open_modules, caps, message):
+    with pytest.raises(DriverError, match=message):
+        driver_packages(branch, open_modules, caps)
+
+
+def test_pin_holds_the_branch():
+    text = pin_preferences("580")
+    lines = text.splitlines()
+    assert lines[0].startswith("# Written by seatwright")
+    assert lines[1].startswith("Package: /^(nvidia-(open|driver")
+    assert lines[2:] == ["Pin: version 580.*", "Pin-Priority: 1000"]
+
+
+@pytest.mark.parametrize("current,action", [
+    (None, "install"), ("", "install"), ("580.159.04", "none"), ("580.95.05", "none"),
+    ("575.64.05", "change"), ("610.88", "change"),
+])
+def test_action_from_running_driver(current, action):
+    assert driver_action(current, "580")[0] == action
+
+
+def test_plan_for_the_lab_node():
+    plan = driver_plan("Debian", "12", "x86_64", "580", compute_capabilities=["12.0", "12.0"],
+                       current_version="580.159.04")
+    assert plan["action"] == "none"
+    assert plan["driver_packages"] == ["nvidia-driver-pinning-580", "nvidia-open"]
+    assert plan["toolkit_packages"] == ["nvidia-container-toolkit"]
+    assert plan["toolkit_repository"]["key_fingerprint"] == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+
+
+def test_debian_13_needs_a_declared_key():
+    with pytest.raises(DriverError, match="set nvidia_driver_cuda_key_url and nvidia_driver_cuda_key_fingerprint"):
+        driver_plan("Debian", "13", "x86_64", "580")
+    plan = driver_plan("Debian", "13", "x86_64", "580", cuda_key_url="https://example.invalid/key.pub",
+                       cuda_key_fingerprint="08ac 9c81 e9b5 8d9c c15a ab66 8fb6 37b1 bcda 7f30")
+    assert plan["cuda_repository"]["key_fingerprint"] == "08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30"
+    with pytest.raises(DriverError, match="not a 40-hex-digit"):
+        driver_plan("Debian", "13", "x86_64", "580", cuda_key_url="u", cuda_key_fingerprint="1234")
+
+
+def test_primary_key_fingerprints_only():
+    assert key_fingerprints(GPG_COLONS) == ["08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30"]
+    assert key_fingerprints("") == []
+
+
+def run(capsys, **args):
+    base = {"distribution": "Debian", "distribution_version": "12", "architecture": "x86_64", "branch": "580"}
+    base.update(args)
+    with patch_module_args(base):
+        with pytest.raises(SystemExit):
+            nvidia_driver_plan.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_module_plans_without_changing_anything(capsys):
+    result = run(capsys, current_version="575.64.05", compute_capabilities=["12.0"])
+    assert result["changed"] is False
+    assert result["plan"]["action"] == "change"
+    assert "Pin: version 580.*" in result["plan"]["pin_preferences"]
+
+
+def test_module_refusal_is_a_message(capsys):
+    result = run(capsys, open_kernel_modules=False, compute_capabilities=["12.0"])
+    assert result["failed"] is True
+    assert "set nvidia_driver_open_kernel_modules: true" in result["msg"]
+
+
+@pytest.fixture
+def test_key(tmp_path):
+    """A throwaway OpenPGP key made with the machine's gpg, exported to an armored file."""
+    if not shutil.which("gpg"):
+        pytest.skip("gpg is not installed")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    env = dict(os.environ, GNUPGHOME=str(home))
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "seatwright unit test <t@invalid>",
+                    "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    colons = subprocess.run(["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True).stdout
+    path = tmp_path / "key.asc"
+    path.write_bytes(armored)
+    return str(path), key_fingerprints(colons.decode())[0]
+
+
+def test_module_verifies_keyrings(capsys, test_key):
+    path, fingerprint = test_key
+    good = run(capsys, verify_keyrings=[{"path": path, "fingerprint": fingerprint.lower()}])
+    assert good["keyrings"] == [{"path": path, "fingerprints": [fingerprint]}]
+    bad = run(capsys, verify_keyrings=[{"path": path, "fingerprint": CUDA_KEY_FINGERPRINT}])
+    assert bad["failed"] is True
+    assert bad["msg"].startswith("keyring %s does not hold the expected key %s (found: %s"
+                                 % (path, CUDA_KEY_FINGERPRINT, fingerprint))
