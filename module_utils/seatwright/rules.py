@@ -1,0 +1,366 @@
+"""Compatibility rules for SM120 and multi-node seats, as data, and their pure evaluation.
+
+Each rule has an id, a condition (named, over the recipe, the seat's GPUs and its topology), the
+effects it has on the launch, and a reason citing the field reports ([000] etc., see FIELD.md).
+A recipe that sets a value a rule forbids is an error unless `overrides` names the rule with a
+reason. Conditions answer True, False or None (None: a field they read is unknown).
+"""
+import copy
+import re
+
+from ansible.module_utils.seatwright.hardware import is_sm120
+from ansible.module_utils.seatwright.recipe import SeatError
+
+
+def _and(*answers):
+    if any(answer is False for answer in answers):
+        return False
+    return None if any(answer is None for answer in answers) else True
+
+
+def _or(*answers):
+    if any(answer is True for answer in answers):
+        return True
+    return None if any(answer is None for answer in answers) else False
+
+
+def _sm12x(ctx):
+    return any(is_sm120(gpu["compute_capability"]) for gpu in ctx["gpus"])
+
+
+def _multi_node(ctx):
+    return ctx["recipe"]["topology"]["nodes"] > 1
+
+
+def _engine_is(ctx, name):
+    engine = ctx["recipe"]["engine"]["name"]
+    return None if engine == "unknown" else engine == name
+
+
+def _attention_is(ctx, kind):
+    attention = ctx["recipe"]["model"]["architecture"]["attention"]
+    return None if attention == "unknown" else attention == kind
+
+
+def _speculates_concurrently(ctx):
+    serving = ctx["recipe"]["serving"]
+    # Unset max_num_seqs means the engine's default, which admits many sequences at once.
+    return serving["speculation"] is not None and (serving["max_num_seqs"] or 2) > 1
+
+
+def _speculation_detail(recipe):
+    serving = recipe["serving"]
+    return "serving.speculation is %s with %d draft tokens, serving.max_num_seqs is %s, topology.nodes is %d" % (
+        serving["speculation"]["method"], serving["speculation"]["num_speculative_tokens"],
+        serving["max_num_seqs"] or "unset (the engine admits many)", recipe["topology"]["nodes"])
+
+
+# Why a refusal fired, in the recipe's own fields.
+REFUSAL_DETAILS = {"no-cross-node-speculation": _speculation_detail}
+
+# Condition name -> (function, recipe fields it reads that may be 'unknown').
+CONDITIONS = {
+    "sm12x-or-multi-node": (lambda ctx: _or(_sm12x(ctx), _multi_node(ctx)), ()),
+    "sm12x": (_sm12x, ()),
+    "multi-node-concurrent-speculation": (
+        lambda ctx: _and(_multi_node(ctx), _speculates_concurrently(ctx)), ()),
+    "multi-node": (_multi_node, ()),
+    "multi-node-vllm": (lambda ctx: _and(_multi_node(ctx), _engine_is(ctx, "vllm")), ("engine.name",)),
+    "cotenants-resident": (lambda ctx: bool(ctx["gpus"]) and not ctx["recipe"]["topology"]["exclusive"], ()),
+    "nope-mla-on-sm12x": (lambda ctx: _and(_sm12x(ctx), _attention_is(ctx, "mla-nope")),
+                          ("model.architecture.attention",)),
+}
+
+_NOPE_WHEN = "the model's attention is MLA with no rotary part (NoPE) and any GPU of the seat is SM12x"
+
+RULES = (
+    {
+        "id": "custom-allreduce-off",
+        "when": "any GPU of the seat is SM12x, or the seat spans more than one node",
+        "condition": "sm12x-or-multi-node",
+        "effects": ({"kind": "set", "field": "serving.custom_all_reduce", "value": False},),
+        "launch": "--disable-custom-all-reduce (vLLM and SGLang)",
+        "reason": "The custom all-reduce prober enters a symmetric-memory rendezvous that SM120 cannot "
+                  "complete: every rank hung silently until the flag was passed, and the engine's own "
+                  "multi-node switch did not stop the prober [000]. A CUDA-graph capture abort at TP=2 "
+                  "on sm_12x is a second reason (vLLM PR #47751).",
+        "sources": ("000", "vLLM PR #47751"),
+    },
+    {
+        "id": "allreduce-fusion-off",
+        "when": "any GPU of the seat is SM12x",
+        "condition": "sm12x",
+        "effects": ({"kind": "set", "field": "serving.allreduce_fusion", "value": False},),
+        "launch": "vLLM: --compilation-config with pass_config.fuse_allreduce_rms false; SGLang: "
+                  "--enable-flashinfer-allreduce-fusion is never passed",
+        "reason": "FlashInfer's fused all-reduce kernels are built for SM90/SM100 only; with the gates "
+                  "forced open on SM120 the kernels ran but throughput fell from 1,867 to 236 tok/s "
+                  "[001][004].",
+        "sources": ("001", "004"),
+    },
+    {
+        "id": "no-cross-node-speculation",
+        "when": "the seat spans more than one node, speculation is configured, and more than one "
+                "sequence may run at once (serving.max_num_seqs unset or above 1)",
+        "condition": "multi-node-concurrent-speculation",
+        "effects": ({"kind": "refuse"},),
+        "launch": "none: the plan is refused",
+        "remedy": "drop serving.speculation, or set serving.max_num_seqs to 1",
+        "reason": "Accepted draft lengths differ from request to request, so ranks issue different "
+                  "numbers of collectives and the sampling collective stalls until an RPC timeout "
+                  "kills the server; this failed on every engine tried across the fabric, while "
+                  "single-stream speculation worked [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "distributed-timeout",
+        "when": "the seat spans more than one node",
+        "condition": "multi-node",
+        "effects": ({"kind": "set", "field": "serving.distributed_timeout_s", "value": 3600},),
+        "launch": "vLLM --distributed-timeout-seconds 3600; SGLang --dist-timeout 3600",
+        "reason": "The cross-node seats that worked were launched with a one-hour distributed "
+                  "timeout alongside the all-reduce fix [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "cudagraph-capture-cap",
+        "when": "the seat spans more than one node",
+        "condition": "multi-node",
+        "effects": ({"kind": "at_most", "field": "serving.max_cudagraph_capture_size", "value": 256},),
+        "launch": "vLLM --max-cudagraph-capture-size; SGLang --cuda-graph-max-bs",
+        "reason": "Capping CUDA-graph capture at 256 was one of the deviations needed to run the "
+                  "qualified SM120 image across two nodes [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "ray-executor",
+        "when": "the seat spans more than one node and the engine is vLLM",
+        "condition": "multi-node-vllm",
+        "effects": ({"kind": "set", "field": "topology.executor", "value": "ray"},),
+        "launch": "--distributed-executor-backend ray; rank 0 starts the Ray head, the other nodes "
+                  "join it, VLLM_HOST_IP is each node's fabric address",
+        "reason": "vLLM spans nodes through a Ray cluster; the single-node launcher of the qualified "
+                  "SM120 image had to be bypassed to pass the Ray executor [000].",
+        "sources": ("000", "DESIGN.md"),
+    },
+    {
+        "id": "gpu-memory-cotenants",
+        "when": "the seat uses GPUs and other GPU services stay resident on its nodes (topology.exclusive: false)",
+        "condition": "cotenants-resident",
+        "effects": ({"kind": "at_most", "field": "serving.gpu_memory_utilization", "value": 0.75},),
+        "launch": "vLLM --gpu-memory-utilization; SGLang --mem-fraction-static",
+        "reason": "With co-tenant services resident, 0.78 aborted at start-up (73.98 GiB free "
+                  "against 74.11 GiB requested) and 0.75 ran [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "nope-mla-backend-gate",
+        "when": _NOPE_WHEN,
+        "condition": "nope-mla-on-sm12x",
+        "effects": ({"kind": "has_patch", "field": "engine.patches", "value": "sm90-mla-backend-on-cc12"},),
+        "launch": "none: the image must carry the patch that lets the SM90 NoPE MLA backend run on "
+                  "capability 12",
+        "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and "
+                  "the FP8 MLA cache refused the geometry; the model served once the SM90 NoPE MLA "
+                  "backend was gated to capability 12 [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "nope-mla-block-size",
+        "when": _NOPE_WHEN,
+        "condition": "nope-mla-on-sm12x",
+        "effects": ({"kind": "multiple_of", "field": "serving.block_size", "value": 256,
+                     "default": 2304},),
+        "launch": "vLLM --block-size; SGLang --page-size",
+        "reason": "The engine derived a block size of 1152 for Mamba page alignment and the indexer "
+                  "kernel asserted, since it needs a multiple of 256; 2304 worked [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "nope-mla-flashinfer",
+        "when": _NOPE_WHEN,
+        "condition": "nope-mla-on-sm12x",
+        "effects": ({"kind": "version_at_least", "field": "engine.flashinfer_version",
+                     "value": "0.6.18"},),
+        "launch": "none: the image must ship FlashInfer 0.6.18 or newer",
+        "reason": "With FlashInfer 0.6.17 the logits were NaN from prefill (400 repeats of 'lock', "
+                  "HTTP 400 on prompt logprobs); 0.6.18 carries the FA2 MLA NaN fix for SM12x and "
+                  "the output was correct [000].",
+        "sources": ("000",),
+    },
+    {
+        "id": "nope-mla-marlin-moe",
+        "when": _NOPE_WHEN,
+        "condition": "nope-mla-on-sm12x",
+        "effects": ({"kind": "set", "field": "serving.moe_backend", "value": "marlin"},),
+        "launch": "vLLM --moe-backend marlin; SGLang --moe-runner-backend marlin",
+        "reason": "The Marlin MoE backend is one of the five fixes that together made GLM-5.3-Flash "
+                  "NVFP4 serve correctly on SM120 [000].",
+        "sources": ("000",),
+    },
+)
+
+RULE_IDS = tuple(rule["id"] for rule in RULES)
+
+
+def _version_tuple(text):
+    match = re.match(r"^([0-9]+(?:\.[0-9]+)*)", str(text))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def _lookup(recipe, field):
+    node = recipe
+    for part in field.split("."):
+        node = node[part]
+    return node
+
+
+def _store(recipe, field, value):
+    parts = field.split(".")
+    node = recipe
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def _v(value):
+    """A setting as recipes write it: true/false rather than Python's True/False."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def describe_effect(effect):
+    """Words for one effect, as the README table and the plan show it."""
+    kind, field = effect["kind"], effect.get("field")
+    shown = _v(effect.get("value"))
+    if kind == "set":
+        return "%s = %s" % (field, shown)
+    if kind == "at_most":
+        return "%s at most %s (set to %s when unset)" % (field, shown, shown)
+    if kind == "multiple_of":
+        return "%s a multiple of %s (set to %s when unset)" % (field, shown, effect["default"])
+    if kind == "version_at_least":
+        return "%s at least %s" % (field, shown)
+    if kind == "has_patch":
+        return "%s includes %s" % (field, shown)
+    return "refuse the seat"
+
+
+def _apply(effect, recipe):
+    """(outcome, detail) of one effect on the recipe, which it may change.
+
+    outcome: 'ok' (already holds), 'set' (filled in), 'unverified' (an unknown blocks the check),
+    'conflict' (the recipe says otherwise).
+    """
+    field, want = effect.get("field"), effect.get("value")
+    have = _lookup(recipe, field)
+    kind = effect["kind"]
+    if kind == "set":
+        if have is None:
+            _store(recipe, field, want)
+            return "set", "%s: unset -> %s" % (field, _v(want))
+        return ("ok", "%s: %s as required" % (field, _v(have))) if have == want else (
+            "conflict", "%s is %s; the rule needs %s" % (field, _v(have), _v(want)))
+    if kind == "at_most":
+        if have is None:
+            _store(recipe, field, want)
+            return "set", "%s: unset -> %s" % (field, _v(want))
+        return ("ok", "%s: %s, within %s" % (field, _v(have), _v(want))) if have <= want else (
+            "conflict", "%s is %s; the rule allows at most %s" % (field, _v(have), _v(want)))
+    if kind == "multiple_of":
+        if have is None:
+            _store(recipe, field, effect["default"])
+            return "set", "%s: unset -> %s" % (field, effect["default"])
+        return ("ok", "%s: %s is a multiple of %s" % (field, have, want)) if have % want == 0 else (
+            "conflict", "%s is %r; the rule needs a multiple of %r" % (field, have, want))
+    if kind == "version_at_least":
+        if have is None:
+            return "unverified", "%s is unknown; the rule needs %s or newer" % (field, want)
+        return ("ok", "%s: %s >= %s" % (field, have, want)) if _version_tuple(have) >= _version_tuple(want) \
+            else ("conflict", "%s is %r; the rule needs %s or newer" % (field, have, want))
+    if kind == "has_patch":
+        if want in have:
+            return "ok", "%s includes %s" % (field, want)
+        if recipe["engine"]["image"]["status"] == "unknown":
+            return "unverified", "engine.image is unknown; it must carry patch %s" % want
+        return "conflict", "%s lacks %s; the pinned image must carry it" % (field, want)
+    raise SeatError("rule effect kind %r is not known to seatwright" % kind)
+
+
+def evaluate(recipe, gpus, source):
+    """Apply every rule to a normalised recipe and the seat's GPUs (facts or declared).
+
+    Returns {'settings': recipe with rule values filled in, 'applied', 'refusals', 'undecided',
+    'unverified', 'unused_overrides'}; raises SeatError listing every unexcused conflict.
+    """
+    settings = copy.deepcopy(recipe)
+    overrides = {item["rule"]: item["reason"] for item in recipe.get("overrides", [])}
+    ctx = {"recipe": recipe, "gpus": gpus}
+    result = {"applied": [], "refusals": [], "undecided": [], "unverified": []}
+    conflicts, used = [], set()
+    for rule in RULES:
+        check, reads = CONDITIONS[rule["condition"]]
+        answer = check(ctx)
+        if answer is None:
+            unknown = [field for field in reads if _lookup(recipe, field) == "unknown"]
+            result["undecided"].append({
+                "id": rule["id"],
+                "reason": "undecided: %s unknown; declare %s" % (
+                    " and ".join(unknown), "it" if len(unknown) == 1 else "them")})
+            continue
+        if not answer:
+            continue
+        entry = {"id": rule["id"], "reason": rule["reason"], "sources": list(rule["sources"]),
+                 "effect": "; ".join(describe_effect(e) for e in rule["effects"]),
+                 "launch": rule["launch"], "details": [], "overridden": None}
+        for effect in rule["effects"]:
+            if effect["kind"] == "refuse":
+                if rule["id"] in overrides:
+                    raise SeatError("%s: overrides names %s, but a refusal cannot be overridden; %s"
+                                    % (source, rule["id"], rule["remedy"]))
+                detail = REFUSAL_DETAILS[rule["id"]](recipe)
+                entry["details"].append(detail)
+                result["refusals"].append({"id": rule["id"], "reason": rule["reason"], "detail": detail,
+                                           "remedy": rule["remedy"]})
+                continue
+            outcome, detail = _apply(effect, settings)
+            if outcome in ("conflict", "unverified") and rule["id"] in overrides:
+                used.add(rule["id"])
+                entry["overridden"] = overrides[rule["id"]]
+                entry["details"].append("%s; overridden: %s" % (detail, overrides[rule["id"]]))
+            elif outcome == "conflict":
+                conflicts.append("%s: rule %s: %s. Change the recipe, or add to overrides: "
+                                 "{rule: %s, reason: <why it does not hold, with a source>}. "
+                                 "Rule reason: %s" % (source, rule["id"], detail, rule["id"],
+                                                      rule["reason"]))
+            else:
+                if outcome == "unverified":
+                    result["unverified"].append("%s (rule %s)" % (detail, rule["id"]))
+                entry["details"].append(detail)
+        result["applied"].append(entry)
+    if conflicts:
+        raise SeatError("\n".join(conflicts))
+    result["settings"] = settings
+    result["unused_overrides"] = sorted(set(overrides) - used)
+    return result
+
+
+def table_rows():
+    """One row per rule for the README: id, when, effect, reason, source."""
+    return [{
+        "id": rule["id"],
+        "when": rule["when"],
+        "effect": "; ".join(describe_effect(e) for e in rule["effects"]) + " — " + rule["launch"],
+        "reason": rule["reason"],
+        "source": ", ".join(rule["sources"]),
+    } for rule in RULES]
+
+
+def table_markdown():
+    """The README's rules table, rendered from RULES."""
+    def cell(text):
+        return text.replace("|", "\\|").replace("\n", " ")
+    lines = ["| id | when | effect | reason | source |", "|---|---|---|---|---|"]
+    for row in table_rows():
+        lines.append("| `%s` | %s | %s | %s | %s |" % tuple(
+            cell(row[key]) for key in ("id", "when", "effect", "reason", "source")))
+    return "\n".join(lines) + "\n"
