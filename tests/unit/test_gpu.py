@@ -30,6 +30,7 @@ from ansible.module_utils.seatwright.gpu import (
     plan_diff,
     plan_power_limits,
     readback_failures,
+    reading_from_nvml,
     requested_limits_from_report,
     sysfs_pci_address,
 )
@@ -410,3 +411,51 @@ def test_diff_and_readback(tmp_path):
     assert readback_failures("node-a", plan, maxq_devices(tmp_path, requested=250)) == []
     (failure, _) = readback_failures("node-a", plan, maxq_devices(tmp_path / "fresh"))
     assert failure.startswith("host node-a: GPU 0 was asked for a power limit of 250.00 W but reads back 300.00 W")
+
+
+# ---------------------------------------------------------------- recorded device run (2xH200, NVSwitch)
+
+DEVICE = FIXTURES / "h200x2-device" / "run2"
+
+
+def probe_section(title):
+    text = (DEVICE / "probe.txt").read_text()
+    return text.split("## %s\n" % title, 1)[1].split("\n## ", 1)[0]
+
+
+def test_recorded_nvml_answers_read_as_the_topology_nvidia_smi_printed():
+    raw = json.loads((DEVICE / "nvml_raw.json").read_text())["raw"]
+    reading = reading_from_nvml(raw)
+    topo = parse_topo_matrix(probe_section("nvidia-smi topo -m"))
+    def shape(links):
+        return [(link["gpus"], link["link"], link["nvlink_count"], link["kind"]) for link in links]
+
+    assert shape(reading["links"]) == shape(topo["links"]) == [([0, 1], "NV18", 18, "nvlink")]
+    # Behind the NVSwitch the far end of every port is the switch, whose bus id the VM hides.
+    assert {p["remote_type"] for d in raw["devices"] for p in d["nvlinks"] if p["active"]} == {2}
+    assert [sum(1 for p in d["nvlinks"] if p["active"]) for d in raw["devices"]] == [18, 18]
+    assert (reading["driver_version"], reading["cuda_version"]) == ("580.159.04", "13.0")
+
+
+def test_recorded_nvml_devices_agree_with_the_earlier_csv_of_the_same_node():
+    reading = reading_from_nvml(json.loads((DEVICE / "nvml_raw.json").read_text())["raw"])
+    for from_nvml, from_csv in zip(reading["devices"], h200_devices()["nounits"]):
+        for key in ("index", "name", "pci_bus_id", "compute_capability", "memory_total_mib", "power_min_w",
+                    "power_max_w", "power_default_w", "power_limit_w", "persistence_mode"):
+            assert from_nvml[key] == from_csv[key], key
+
+
+def test_recorded_device_run_reports_the_must_show_values_and_changed_nothing():
+    results = json.loads((DEVICE / "results.json").read_text())
+    summary = results["facts"]["seatwright_gpu_summary"]
+    gpus = results["facts"]["seatwright_gpus"]
+    assert (summary["count"], summary["is_sm120"], summary["source"]) == (2, False, "nvml")
+    assert {(g["compute_capability"], g["memory_total_mib"], g["power_min_w"], g["power_max_w"]) for g in gpus} == {
+        ("9.0", 143771, 200.0, 700.0)}
+    assert summary["links"][0]["link"] == "NV18"
+    prediction = results["cap_prediction"]
+    assert prediction["changed"] is True and prediction["backend"] == "nvml"
+    assert "power limit 600.00 W" in prediction["diff"]["after"]
+    assert [g["power_limit_w"] for g in results["readback"]] == [g["power_limit_w"] for g in gpus] == [700.0, 700.0]
+    before, after = (DEVICE / "limits_readback.txt").read_text().split("## limits after the run\n")
+    assert before.split("\n", 1)[1] == after.rsplit("UNCHANGED", 1)[0]
