@@ -119,18 +119,18 @@ def _missing_recipe_message(seat, recipe_path):
     return "seat %r: no recipe at %s; known seats: %s" % (seat, recipe_path, ", ".join(known) or "none")
 
 
+ARGUMENT_SPEC = {
+    "seat": {"type": "str", "required": True},
+    "recipe_path": {"type": "path", "required": True},
+    "schema_path": {"type": "path", "required": True},
+    "nodes": {"type": "list", "elements": "dict", "required": True},
+    "plan_out": {"type": "path"},
+    "model_root": {"type": "str", "default": "/models"},
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "seat": {"type": "str", "required": True},
-            "recipe_path": {"type": "path", "required": True},
-            "schema_path": {"type": "path", "required": True},
-            "nodes": {"type": "list", "elements": "dict", "required": True},
-            "plan_out": {"type": "path"},
-            "model_root": {"type": "str", "default": "/models"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if not HAS_JSONSCHEMA:
         module.fail_json(msg=missing_required_lib("jsonschema"))
     params = module.params

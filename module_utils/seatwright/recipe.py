@@ -5,6 +5,7 @@ the single source of truth. Every problem becomes a SeatError whose message name
 field path, the value, what is expected and what to do.
 """
 import copy
+import decimal
 import difflib
 import math
 import re
@@ -51,7 +52,7 @@ def parse_size(value):
     match = _SIZE.match(str(value))
     if not match:
         raise ValueError("not a size: %r" % (value,))
-    return int(round(float(match.group(1)) * _UNITS[match.group(2)]))
+    return int((decimal.Decimal(match.group(1)) * _UNITS[match.group(2)]).to_integral_value(decimal.ROUND_HALF_UP))
 
 
 def field_path(parts):
@@ -156,7 +157,7 @@ def _describe(error, schema):
             lines.append("%s: unknown field%s; allowed here: %s" % (
                 field_path(parts + [key]), suggestion, ", ".join(known) or "none"))
         return lines
-    if error.validator == "propertyNames":
+    if "propertyNames" in error.schema_path:
         return ["%s: key %s is not allowed; expected %s" % (
             field_path(parts), _shown(error.instance), _expected(schema, parts))]
     return ["%s: %s is not valid; expected %s" % (

@@ -104,7 +104,7 @@ RULES = (
                 "sequence may run at once (serving.max_num_seqs unset or above 1)",
         "condition": "multi-node-concurrent-speculation",
         "effects": ({"kind": "refuse"},),
-        "launch": "none: the plan is refused",
+        "launch": "no launch is rendered; drop serving.speculation, or set serving.max_num_seqs to 1",
         "remedy": "drop serving.speculation, or set serving.max_num_seqs to 1",
         "reason": "Accepted draft lengths differ from request to request, so ranks issue different "
                   "numbers of collectives and the sampling collective stalls until an RPC timeout "

@@ -1,0 +1,63 @@
+"""Inputs shared by the seat tests: the real recipes, schema, example inventory and H200 recording."""
+import copy
+import csv
+import json
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SEATS = ROOT / "seats"
+SCHEMA = json.loads((ROOT / "schemas" / "seat.schema.json").read_text())
+SEAT_NAMES = sorted(path.stem for path in SEATS.glob("*.yml"))
+FIXTURE_SEATS = ROOT / "tests" / "fixtures" / "seats"
+H200_QUERY = ROOT / "tests" / "fixtures" / "h200x2" / "nvidia-smi-query.csv"
+
+
+def seat_data(name, folder=SEATS):
+    """The recipe as the module reads it: parsed YAML, not yet validated."""
+    return yaml.safe_load((folder / ("%s.yml" % name)).read_text())
+
+
+def example_node(host):
+    """One host of inventory/example as plan.yml hands it to the module."""
+    declared = yaml.safe_load((ROOT / "inventory" / "example" / "host_vars" / ("%s.yml" % host)).read_text())
+    node = {key: value for key, value in declared.items() if key.startswith("seatwright_node_")}
+    node.update(host=host, in_inventory=True)
+    return node
+
+
+def example_nodes():
+    return [example_node("node-a"), example_node("node-b")]
+
+
+def h200_gpus():
+    """seatwright_gpus facts as the recorded 2xH200 nvidia-smi query reports them (units in headers)."""
+    with H200_QUERY.open() as handle:
+        rows = list(csv.reader(handle, skipinitialspace=True))
+    header = [cell.split(" [")[0] for cell in rows[0]]
+    gpus = []
+    for row in rows[1:]:
+        values = dict(zip(header, row))
+        gpus.append({"index": int(values["index"]), "name": values["name"],
+                     "compute_capability": values["compute_cap"],
+                     "memory_total_mib": int(values["memory.total"].split()[0])})
+    return gpus
+
+
+def h200_node(host="gpu-h200"):
+    node = {"host": host, "in_inventory": True, "seatwright_node_gpu_profile": "h200",
+            "seatwright_node_gpu_count": 2, "seatwright_node_fabric_ip": "10.88.0.21",
+            "seatwright_node_fabric_iface": "eth1", "seatwright_node_rdma_devices": [],
+            "seatwright_gpus": h200_gpus()}
+    return node
+
+
+def mutated(data, path, value):
+    """A deep copy of `data` with the field at `path` (tuple of keys) set to `value`."""
+    result = copy.deepcopy(data)
+    node = result
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return result

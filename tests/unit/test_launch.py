@@ -1,0 +1,166 @@
+"""Launch rendering (module_utils/seatwright/launch.py): exact argv and env per node rank."""
+import json
+
+import pytest
+from ansible.module_utils.seatwright.hardware import GPU_PROFILES
+from ansible.module_utils.seatwright.launch import nccl_env, render
+from ansible.module_utils.seatwright.recipe import SeatError, validate_recipe
+from ansible.module_utils.seatwright.rules import RULE_IDS, evaluate
+
+from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
+
+
+def node(host, ip, profile="rtx-pro-6000-maxq", count=2, iface="enp65s0f0np0", rdma=("mlx5_0",)):
+    spec = GPU_PROFILES[profile]
+    return {"host": host, "fabric_ip": ip, "fabric_iface": iface, "rdma_devices": list(rdma),
+            "gpus": [{"index": i, "name": spec["name"], "compute_capability": spec["compute_capability"],
+                      "memory_total_mib": spec["memory_mib"]} for i in range(count)]}
+
+
+EXAMPLE = [node("node-a", "10.77.0.11"), node("node-b", "10.77.0.12", "rtx-pro-6000-ws")]
+
+
+def settings(name, changes=(), nodes=EXAMPLE, folder=None):
+    data = seat_data(name) if folder is None else seat_data(name, folder)
+    for path, value in changes:
+        data = mutated(data, path, value)
+    recipe = validate_recipe(data, SCHEMA, name, RULE_IDS)
+    return evaluate(recipe, [g for n in nodes for g in n["gpus"]], name)["settings"]
+
+
+@pytest.mark.parametrize("iface,devices,expected", [
+    ("enp65s0f0np0", ["mlx5_0"], {"NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
+                                  "NCCL_IB_HCA": "=mlx5_0"}),
+    ("eth0", [], {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}),
+    ("ens1", ["mlx5_0", "mlx5_1"], {"NCCL_SOCKET_IFNAME": "=ens1", "GLOO_SOCKET_IFNAME": "ens1",
+                                    "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}),
+])
+def test_nccl_env_from_declared_fabric(iface, devices, expected):
+    assert nccl_env(iface, devices) == expected
+
+
+def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():
+    ranks = render(settings("glm53-vendor"), EXAMPLE, "seats/glm53-vendor.yml")
+    head, worker = ranks
+    assert head["setup"] == [["ray", "start", "--head", "--port=6379", "--node-ip-address=10.77.0.11"]]
+    assert head["wait_for"] == {"ray_nodes": 2}
+    assert head["argv"] == [
+        "python3", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", "/models/glm-5.3-flash-nvfp4-vendor", "--served-model-name", "glm-5.3-flash-nvfp4-vendor",
+        "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
+        "--distributed-executor-backend", "ray", "--max-model-len", "131072", "--kv-cache-dtype", "fp8",
+        "--gpu-memory-utilization", "0.75", "--block-size", "2304", "--max-cudagraph-capture-size", "256",
+        "--disable-custom-all-reduce", "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":false}}',
+        "--distributed-timeout-seconds", "3600", "--moe-backend", "marlin"]
+    assert head["env"] == {"HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0,1", "VLLM_HOST_IP": "10.77.0.11",
+                           "NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
+                           "NCCL_IB_HCA": "=mlx5_0"}
+    assert (head["host"], head["rank"], head["role"], head["tp_ranks"]) == ("node-a", 0, "ray-head+server", [0, 1])
+    assert worker["argv"] == ["ray", "start", "--block", "--address=10.77.0.11:6379", "--node-ip-address=10.77.0.12"]
+    assert worker["env"]["VLLM_HOST_IP"] == "10.77.0.12"
+    assert (worker["host"], worker["rank"], worker["role"], worker["tp_ranks"]) == ("node-b", 1, "ray-worker", [2, 3])
+
+
+def test_single_node_vllm_has_no_fabric_env_and_no_ray():
+    (rank,) = render(settings("qwen35-122b", nodes=EXAMPLE[:1]), EXAMPLE[:1], "qwen35")
+    assert rank["env"] == {"HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert rank["setup"] == [] and rank["role"] == "server"
+    assert "--distributed-executor-backend" not in rank["argv"]
+    assert rank["argv"][rank["argv"].index("--kv-cache-dtype") + 1] == "bfloat16"
+    assert rank["argv"][rank["argv"].index("--max-num-seqs") + 1] == "1"
+
+
+def test_sglang_single_node_flags():
+    (rank,) = render(settings("inkling-small", nodes=EXAMPLE[:1]), EXAMPLE[:1], "inkling")
+    argv = rank["argv"]
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    for flag, value in (("--model-path", "/models/inkling-small-nvfp4-tp2"), ("--tp", "2"),
+                        ("--context-length", "32768"), ("--kv-cache-dtype", "bf16"),
+                        ("--max-running-requests", "1"), ("--moe-runner-backend", "marlin"),
+                        ("--attention-backend", "triton"), ("--port", "30000")):
+        assert argv[argv.index(flag) + 1] == value
+    assert "--disable-custom-all-reduce" in argv
+    assert "--enable-flashinfer-allreduce-fusion" not in argv
+    assert "--nnodes" not in argv
+
+
+def test_sglang_across_nodes_uses_nnodes_node_rank_and_dist_init_addr():
+    changes = [(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)]
+    ranks = render(settings("deepseek-v4-flash", changes), EXAMPLE, "deepseek")
+    for index, rank in enumerate(ranks):
+        argv = rank["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--node-rank") + 1] == str(index)
+        assert argv[argv.index("--dist-init-addr") + 1] == "10.77.0.11:20000"
+        assert argv[argv.index("--dist-timeout") + 1] == "3600"
+        assert argv[argv.index("--cuda-graph-max-bs") + 1] == "256"
+        assert rank["env"]["NCCL_SOCKET_IFNAME"] == "=enp65s0f0np0"
+        assert "VLLM_HOST_IP" not in rank["env"]
+    assert [rank["role"] for rank in ranks] == ["server", "worker"]
+
+
+def test_each_node_binds_its_own_interface():
+    nodes = [node("a", "10.0.0.1", iface="ens1"), node("b", "10.0.0.2", iface="ens2", rdma=())]
+    ranks = render(settings("glm53", nodes=nodes), nodes, "glm53")
+    assert [r["env"]["GLOO_SOCKET_IFNAME"] for r in ranks] == ["ens1", "ens2"]
+    assert ranks[0]["env"]["NCCL_IB_HCA"] == "=mlx5_0" and ranks[1]["env"]["NCCL_IB_DISABLE"] == "1"
+
+
+def test_speculation_renders_as_json():
+    data = settings("glm53-b12x-mtp", [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2)],
+                    nodes=EXAMPLE[:1], folder=FIXTURE_SEATS)
+    (rank,) = render(data, EXAMPLE[:1], "x")
+    spec = rank["argv"][rank["argv"].index("--speculative-config") + 1]
+    assert json.loads(spec) == {"method": "mtp", "num_speculative_tokens": 4}
+
+
+def test_cpu_lab_seat_renders_the_module_server_with_its_env():
+    lab = [node("node-a", "172.30.99.11", iface="eth0", rdma=())]
+    (rank,) = render(settings("lab", nodes=[dict(lab[0], gpus=[])]), [dict(lab[0], gpus=[])], "lab")
+    assert rank["argv"] == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/seatwright-tiny",
+                            "--served-model-name", "seatwright-tiny", "--host", "0.0.0.0", "--port", "8000",
+                            "--tensor-parallel-size", "1"]
+    assert rank["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert rank["tp_ranks"] == [0] and rank["gpus"] == []
+
+
+def test_h200_single_node_keeps_custom_all_reduce():
+    h200 = [{"host": "gpu-h200", "fabric_ip": "10.88.0.21", "fabric_iface": "eth1", "rdma_devices": [],
+             "gpus": h200_gpus()}]
+    (rank,) = render(settings("qwen35-122b", nodes=h200), h200, "qwen35")
+    assert "--disable-custom-all-reduce" not in rank["argv"]
+    assert "--compilation-config" not in rank["argv"]
+
+
+def test_unknown_engine_renders_nothing():
+    assert render(settings("qwen38-flash-next", nodes=EXAMPLE[:1]), EXAMPLE[:1], "qwen38") == []
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--disable-custom-all-reduce"], "serving.extra_args[0]: --disable-custom-all-reduce is rendered from "
+                                      "serving.custom_all_reduce"),
+    (["--trust-remote-code", "--block-size=1152"], "serving.extra_args[1]: --block-size is rendered from "
+                                                   "serving.block_size"),
+])
+def test_extra_args_may_not_repeat_rendered_flags(extra, fragment):
+    with pytest.raises(SeatError) as caught:
+        render(settings("glm53", [(("serving", "extra_args"), extra)]), EXAMPLE, "seats/glm53.yml")
+    assert fragment in str(caught.value)
+
+
+def test_extra_args_are_appended_verbatim():
+    ranks = render(settings("glm53", [(("serving", "extra_args"), ["--trust-remote-code"])]), EXAMPLE, "glm53")
+    assert ranks[0]["argv"][-1] == "--trust-remote-code"
+
+
+def test_env_may_not_replace_what_the_inventory_decides():
+    data = settings("glm53", [(("serving", "env"), {"NCCL_SOCKET_IFNAME": "eth9"})])
+    with pytest.raises(SeatError, match="serving.env sets NCCL_SOCKET_IFNAME, which seatwright derives"):
+        render(data, EXAMPLE, "seats/glm53.yml")
+
+
+def test_multi_node_vllm_without_ray_is_refused_even_when_overridden():
+    changes = [(("topology", "executor"), "mp"),
+               (("overrides",), [{"rule": "ray-executor", "reason": "the field's dev build used mp [000]"}])]
+    with pytest.raises(SeatError, match="launches vLLM across nodes only with Ray"):
+        render(settings("nemotron3-ultra", changes), EXAMPLE, "nemotron3-ultra")

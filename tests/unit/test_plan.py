@@ -1,0 +1,180 @@
+"""The plan (module_utils/seatwright/plan.py): recipe + declared or cached hardware -> one JSON plan."""
+import json
+
+import pytest
+from ansible.module_utils.seatwright.plan import make_plan, node_hardware, plan_lines
+from ansible.module_utils.seatwright.recipe import SeatError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seat_cases import FIXTURE_SEATS, SCHEMA, SEAT_NAMES, example_node, example_nodes, h200_node, seat_data
+
+CONTRACT = {"seat", "fits", "reasons", "checkpoint_bytes", "node_vram_bytes", "per_rank_weight_bytes", "rules",
+            "ranks"}
+
+
+def plan(name, nodes=None, folder=None, data=None):
+    data = data if data is not None else (seat_data(name) if folder is None else seat_data(name, folder))
+    return make_plan(data, SCHEMA, name, example_nodes() if nodes is None else nodes, "seats/%s.yml" % name)
+
+
+@pytest.mark.parametrize("name", SEAT_NAMES)
+def test_every_seat_plans_on_the_example_fleet_with_the_contract_keys(name):
+    result = plan(name)
+    assert CONTRACT <= set(result)
+    assert isinstance(result["fits"], bool)
+    assert all(set(rule) >= {"id", "reason"} for rule in result["rules"])
+    assert all(set(rank) >= {"host", "rank", "argv", "env"} for rank in result["ranks"])
+    json.dumps(result)
+    assert plan_lines(result)[0].startswith("seat %s: " % name)
+
+
+def test_glm53_vendor_on_both_example_nodes():
+    result = plan("glm53-vendor")
+    assert (result["fits"], result["verdict"], result["launchable"], result["ready"]) == (True, "fits", True, False)
+    assert result["checkpoint_bytes"] == 204500000000
+    assert result["node_vram_bytes"] == {"node-a": 2 * 97887 * 2 ** 20, "node-b": 2 * 97887 * 2 ** 20}
+    assert result["per_rank_weight_bytes"] == 51125000000
+    ids = [rule["id"] for rule in result["rules"]]
+    for wanted in ("custom-allreduce-off", "distributed-timeout", "cudagraph-capture-cap", "ray-executor",
+                   "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer", "nope-mla-marlin-moe"):
+        assert wanted in ids
+    assert all("[0" in rule["reason"] for rule in result["rules"])
+    assert result["one_node"]["fits"] is False
+    assert any("204.5 GB (190.46 GiB) against 205.3 GB (191.19 GiB)" in reason for reason in result["reasons"])
+    assert [rank["host"] for rank in result["ranks"]] == ["node-a", "node-b"]
+
+
+def test_glm53_vendor_on_one_node_does_not_fit_with_the_byte_comparison():
+    result = plan("glm53-vendor", [example_node("node-a")])
+    assert (result["fits"], result["verdict"], result["launchable"]) == (False, "does-not-fit", False)
+    assert result["ranks"] == []
+    assert "204.5 GB (190.46 GiB) against 205.3 GB (191.19 GiB) raw VRAM" in result["blockers"][0]
+    assert "the seat needs 2 nodes (TP4 = 2 x 2 GPUs); 1 host given (node-a)" in result["blockers"][1]
+
+
+def test_refused_seat_is_not_launchable_and_says_why():
+    result = plan("glm53-b12x-mtp", folder=FIXTURE_SEATS)
+    assert result["launchable"] is False
+    assert result["refusals"][0]["id"] == "no-cross-node-speculation"
+    assert result["blockers"][-1].startswith("refused by rule no-cross-node-speculation: serving.speculation is mtp")
+    assert any(line.startswith("REFUSED by no-cross-node-speculation") for line in plan_lines(result))
+
+
+def test_seat_uses_the_first_hosts_in_order():
+    nodes = [example_node("node-b"), example_node("node-a")]
+    result = plan("glm53-vendor", nodes)
+    assert [host["host"] for host in result["hosts"]] == ["node-b", "node-a"]
+    assert result["ranks"][0]["setup"][0][-1] == "--node-ip-address=10.77.0.12"
+
+
+def test_one_node_seat_takes_only_the_first_host():
+    result = plan("qwen35-122b")
+    assert [host["host"] for host in result["hosts"]] == ["node-a"]
+    assert [rank["host"] for rank in result["ranks"]] == ["node-a"]
+
+
+def test_cached_facts_win_over_the_declaration_and_say_so():
+    result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_gpus=h200_node()["seatwright_gpus"])])
+    assert result["hosts"][0]["source"] == "facts"
+    assert result["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
+    assert result["rules"] == []
+    assert any("cached facts show 2 x NVIDIA H200" in note for note in result["notes"])
+
+
+def test_too_few_gpus_is_a_shortfall():
+    result = plan("glm53-vendor", [dict(example_node("node-a"), seatwright_node_gpu_count=1), example_node("node-b")])
+    assert result["verdict"] == "does-not-fit"
+    assert "host node-a has 1 GPU (inventory), the seat needs 2 per node" in result["blockers"]
+
+
+def test_unknowns_are_listed_not_invented():
+    result = plan("qwen38-flash-next")
+    assert result["ranks"] == [] and result["ready"] is False
+    text = "\n".join(result["unknowns"])
+    for field in ("model.revision", "engine.name", "engine.image", "model.checkpoint.bytes"):
+        assert field in text
+    assert "launch: none rendered (engine unknown)" in plan_lines(result)
+
+
+def test_lab_seat_is_ready_on_the_lab_inventory():
+    lab_node = {"host": "node-a", "in_inventory": True, "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
+                "seatwright_node_gpu_count": 2, "seatwright_node_fabric_ip": "172.30.99.11",
+                "seatwright_node_fabric_iface": "eth0", "seatwright_node_rdma_devices": []}
+    result = plan("lab", [lab_node])
+    assert (result["verdict"], result["ready"], result["rules"]) == ("not-applicable", True, [])
+    assert result["ranks"][0]["gpus"] == []
+
+
+def test_recipe_name_must_match_the_seat_asked_for():
+    with pytest.raises(SeatError, match="name is 'glm53' but the seat asked for is 'glm53-vendor'"):
+        make_plan(seat_data("glm53"), SCHEMA, "glm53-vendor", example_nodes(), "seats/glm53-vendor.yml")
+
+
+@pytest.mark.parametrize("nodes,fragment", [
+    ([dict(example_node("node-a"), seatwright_node_fabric_ip="10.77.0.300")],
+     "host node-a: seatwright_node_fabric_ip is '10.77.0.300'; expected the node's IP address"),
+    ([dict(example_node("node-a"), seatwright_node_gpu_profile=None)],
+     "host node-a: seatwright_node_gpu_profile is not set"),
+    ([dict(example_node("node-a"), in_inventory=False)], "host node-a is not in the inventory"),
+    ([example_node("node-a"), example_node("node-a")], "seat_hosts: node-a listed more than once"),
+    ([dict(example_node("node-a"), seatwright_gpus=[{"index": 0, "name": "x", "compute_capability": "12",
+                                                      "memory_total_mib": 97887}])],
+     "host node-a: cached fact seatwright_gpus[0].compute_capability is '12'"),
+    ([dict(example_node("node-a"), seatwright_gpus="NVIDIA")], "cached fact seatwright_gpus is str"),
+])
+def test_bad_inventory_names_host_and_variable(nodes, fragment):
+    with pytest.raises(SeatError) as caught:
+        plan("qwen35-122b", nodes)
+    assert fragment in str(caught.value)
+
+
+def test_node_hardware_from_the_declaration():
+    hardware = node_hardware(example_node("node-b"), 0)
+    assert hardware["source"] == "inventory"
+    assert [gpu["sm"] for gpu in hardware["gpus"]] == ["sm_120", "sm_120"]
+    assert hardware["rdma_devices"] == ["mlx5_0"]
+
+
+# --- property tests: malformed inventories never escape as anything but a SeatError naming the host ---
+
+VARIABLES = ["seatwright_node_gpu_profile", "seatwright_node_gpu_count", "seatwright_node_fabric_ip",
+             "seatwright_node_fabric_iface", "seatwright_node_rdma_devices", "seatwright_gpus", "host"]
+ANYTHING = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-10 ** 6, max_value=10 ** 6) | st.floats(allow_nan=True)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8)
+GLM_VENDOR = seat_data("glm53-vendor")
+
+
+@settings(max_examples=400, deadline=None)
+@given(which=st.sampled_from(["node-a", "node-b"]), variable=st.sampled_from(VARIABLES), value=ANYTHING)
+def test_any_inventory_value_plans_or_fails_as_seat_error(which, variable, value):
+    nodes = example_nodes()
+    target = nodes[0] if which == "node-a" else nodes[1]
+    target[variable] = value
+    try:
+        make_plan(GLM_VENDOR, SCHEMA, "glm53-vendor", nodes, "seats/glm53-vendor.yml")
+    except SeatError as exc:
+        assert which in str(exc) or "seat_hosts" in str(exc)
+
+
+WRONG = {
+    "seatwright_node_gpu_profile": st.sampled_from(["rtx-5090", "", 3, ["h200"]]),
+    "seatwright_node_gpu_count": st.sampled_from([0, 17, "2", 2.5, True, -1]),
+    "seatwright_node_fabric_ip": st.sampled_from(["10.77.0", "node-b", 1077, "10.77.0.256"]),
+    "seatwright_node_fabric_iface": st.sampled_from(["a" * 16, "en p65", "eth/0", 5]),
+    "seatwright_node_rdma_devices": st.sampled_from(["mlx5_0", [1], ["mlx5 0"], {"a": 1}]),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(which=st.sampled_from(["node-a", "node-b"]), data=st.data())
+def test_a_wrong_declaration_is_rejected_naming_host_and_variable(which, data):
+    variable = data.draw(st.sampled_from(sorted(WRONG)))
+    nodes = example_nodes()
+    (nodes[0] if which == "node-a" else nodes[1])[variable] = data.draw(WRONG[variable])
+    with pytest.raises(SeatError) as caught:
+        make_plan(GLM_VENDOR, SCHEMA, "glm53-vendor", nodes, "seats/glm53-vendor.yml")
+    assert "host %s: %s is" % (which, variable) in str(caught.value)

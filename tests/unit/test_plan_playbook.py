@@ -1,0 +1,79 @@
+"""playbooks/plan.yml and the seat playbooks, run for real against inventory/example (no node reachable)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from seat_cases import ROOT, h200_gpus
+
+PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
+pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")
+
+
+def run(tmp_path, *args, inventory="inventory/example"):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    return subprocess.run([PLAYBOOK, "-i", inventory] + list(args), cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp_path):
+    out = tmp_path / "glm53.json"
+    result = run(tmp_path, "playbooks/seat-glm53.yml", "--check", "-e", "plan_out=%s" % out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict: FITS" in result.stdout
+    assert "launch node rank 0 on node-a (ray-head+server" in result.stdout
+    assert "launch node rank 1 on node-b (ray-worker" in result.stdout
+    assert "--disable-custom-all-reduce" in result.stdout
+    recap = result.stdout.split("PLAY RECAP")[1]
+    assert "localhost" in recap and "node-a" not in recap and "node-b" not in recap
+    assert not out.exists()
+
+
+def test_plan_writes_the_contract_json(tmp_path):
+    out = tmp_path / "vendor.json"
+    result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=glm53-vendor", "-e", "plan_out=%s" % out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads(out.read_text())
+    assert plan["fits"] is True and plan["checkpoint_bytes"] == 204500000000
+    assert [rank["host"] for rank in plan["ranks"]] == ["node-a", "node-b"]
+
+
+def test_vendor_glm_on_one_node_fails_with_the_byte_comparison(tmp_path):
+    result = run(tmp_path, "playbooks/seat-glm53-vendor.yml", "--check", "-e", "seat_hosts=node-a")
+    assert result.returncode != 0
+    assert "cannot be launched: one node (node-a, 2 GPUs): checkpoint 204.5 GB (190.46 GiB) against 205.3 GB" \
+        in result.stdout
+
+
+def test_refused_recipe_stops_the_play_with_the_rule(tmp_path):
+    recipe = ROOT / "tests" / "fixtures" / "seats" / "glm53-b12x-mtp.yml"
+    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=glm53-b12x-mtp",
+                 "-e", "seat_recipe=%s" % recipe)
+    assert result.returncode != 0
+    assert "refused by rule no-cross-node-speculation" in result.stdout
+
+
+def test_a_host_outside_the_inventory_is_named(tmp_path):
+    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=qwen35-122b", "-e", "seat_hosts=node-z")
+    assert result.returncode != 0
+    assert "host node-z is not in the inventory" in result.stdout
+
+
+def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
+    cache_play = tmp_path / "cache.yml"
+    cache_play.write_text(
+        "- hosts: node-a\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n        cacheable: true\n        seatwright_gpus: %s\n"
+        "      vars:\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        % json.dumps(h200_gpus()))
+    assert run(tmp_path, str(cache_play)).returncode == 0
+    out = tmp_path / "qwen.json"
+    result = run(tmp_path, "playbooks/seat-qwen35.yml", "-e", "plan_out=%s" % out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads(Path(out).read_text())
+    assert plan["hosts"][0]["source"] == "facts"
+    assert plan["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
+    assert plan["rules"] == []

@@ -1,0 +1,58 @@
+"""The README's rules table is generated from the rules' data (tools/render_rules_table.py)."""
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from ansible.module_utils.seatwright.rules import RULE_IDS, table_markdown
+
+from seat_cases import ROOT
+
+TOOL = ROOT / "tools" / "render_rules_table.py"
+_spec = importlib.util.spec_from_file_location("render_rules_table", TOOL)
+render_rules_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(render_rules_table)
+
+
+def test_table_has_a_row_per_rule_with_its_reason():
+    table = table_markdown()
+    assert table.splitlines()[0] == "| id | when | effect | reason | source |"
+    assert len(table.splitlines()) == 2 + len(RULE_IDS)
+    for rule_id in RULE_IDS:
+        assert "| `%s` |" % rule_id in table
+
+
+def test_with_table_replaces_only_between_the_markers():
+    text = "intro\n<!-- rules:begin -->\nold table\n<!-- rules:end -->\noutro\n"
+    result = render_rules_table.with_table(text, "| new |\n")
+    assert result == "intro\n<!-- rules:begin -->\n| new |\n<!-- rules:end -->\noutro\n"
+    assert render_rules_table.with_table(result, "| new |\n") == result
+
+
+@pytest.mark.parametrize("text", ["no markers", "<!-- rules:end -->\n<!-- rules:begin -->\n"])
+def test_with_table_needs_both_markers_in_order(text):
+    with pytest.raises(render_rules_table.MarkersMissing, match="README.md needs the lines"):
+        render_rules_table.with_table(text, "| t |\n")
+
+
+def test_check_mode_fails_on_a_stale_table_and_passes_once_rendered(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- rules:begin -->\nstale\n<!-- rules:end -->\n")
+    assert render_rules_table.main(["--check", "--readme", str(readme)]) == 1
+    assert render_rules_table.main(["--readme", str(readme)]) == 0
+    assert render_rules_table.main(["--check", "--readme", str(readme)]) == 0
+    assert table_markdown() in readme.read_text()
+
+
+def test_missing_markers_print_the_table_and_fail(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers here\n")
+    assert render_rules_table.main(["--readme", str(readme)]) == 2
+    assert "custom-allreduce-off" in capsys.readouterr().out
+    assert readme.read_text() == "# no markers here\n"
+
+
+def test_readme_table_is_current():
+    result = subprocess.run([sys.executable, str(TOOL), "--check"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr + "run: .venv/bin/python tools/render_rules_table.py"
