@@ -190,7 +190,6 @@ def pull(source, unit, partial, offset, throttle, progress):
             conn.request("GET", "/file/" + quote(unit["target"], safe="/"), headers=headers)
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
-            source.connection(fresh=True)
             raise Interrupted("request failed: %s" % exc)
         if response.status not in (200, 206):
             detail = response.read().decode("utf-8", "replace")[:300]
@@ -202,22 +201,21 @@ def pull(source, unit, partial, offset, throttle, progress):
             raise StagingError("the source offers %d bytes of %s from byte %d; the listing promised %d"
                                % (length, unit["target"], offset, unit["size"] - offset))
         remaining = length
-        try:
-            while remaining:
+        while remaining:
+            try:
                 count = response.readinto(view[:min(CHUNK, remaining)])
-                if not count:
-                    raise Interrupted("the source closed the connection with %d bytes of %s to go"
-                                      % (remaining, unit["target"]))
-                chunk = view[:count]
-                for hasher in hashers.values():
-                    hasher.update(chunk)
-                _write_all(fd, chunk)
-                remaining -= count
-                progress.add(unit["target"], count)
-                throttle.consume(count)
-        except (OSError, http.client.HTTPException) as exc:
-            source.connection(fresh=True)
-            raise Interrupted("connection lost with %d bytes of %s to go: %s" % (remaining, unit["target"], exc))
+            except (OSError, http.client.HTTPException) as exc:
+                raise Interrupted("connection lost with %d bytes of %s to go: %s" % (remaining, unit["target"], exc))
+            if not count:
+                raise Interrupted("the source closed the connection with %d bytes of %s to go"
+                                  % (remaining, unit["target"]))
+            chunk = view[:count]
+            for hasher in hashers.values():
+                hasher.update(chunk)
+            _write_all(fd, chunk)
+            remaining -= count
+            progress.add(unit["target"], count)
+            throttle.consume(count)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -237,6 +235,7 @@ def transfer(source, unit, root, layout, plan, throttle, progress, retries):
         try:
             digests = pull(source, unit, partial, offset, throttle, progress)
         except Interrupted as exc:
+            source.connection(fresh=True)
             interruptions += 1
             if interruptions > retries:
                 raise StagingError("%s (interrupted %d times; the partial file is kept and resumes on the next run)"

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""The benchmark's plain copy: the same HTTP pull as weight_stage, with no hashing at all.
+
+Same source, same number of streams, same chunk size, same fsync per file; only verification,
+temporary names and resume are missing. The gap between this and weight_stage is the price of
+verification. Standard library only (it runs on the lab nodes).
+
+  plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4
+"""
+import argparse
+import http.client
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote, urlsplit
+
+CHUNK = 4 * 1024 * 1024
+
+
+def fetch(host, port, headers, target, dest_path):
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn.request("GET", "/file/" + quote(target, safe="/"), headers=headers)
+    response = conn.getresponse()
+    if response.status != 200:
+        raise SystemExit("HTTP %d for %s" % (response.status, target))
+    remaining = int(response.getheader("Content-Length"))
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    os.makedirs(os.path.dirname(dest_path), exist_ok=True)
+    fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while remaining:
+            count = response.readinto(view[:min(CHUNK, remaining)])
+            if not count:
+                raise SystemExit("connection closed early for %s" % target)
+            chunk = view[:count]
+            while chunk:
+                chunk = chunk[os.write(fd, chunk):]
+            remaining -= count
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        conn.close()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--dest", required=True)
+    parser.add_argument("--streams", type=int, default=4)
+    args = parser.parse_args(argv)
+    parts = urlsplit(args.url)
+    with open(args.token_file) as handle:
+        headers = {"Authorization": "Bearer " + handle.read().strip(), "X-Seatwright-Client": "plain"}
+    started = time.monotonic()
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn.request("GET", "/listing", headers=headers)
+    listing = json.loads(conn.getresponse().read().decode("utf-8"))
+    conn.close()
+    jobs = {}
+    for entry in listing["files"]:
+        target = "blobs/" + entry["blob"] if listing["layout"] == "hf-cache" else entry["path"]
+        jobs[target] = (entry["size"], os.path.join(args.dest, entry["path"]))
+    order = sorted(jobs, key=lambda t: -jobs[t][0])
+    with ThreadPoolExecutor(max_workers=args.streams) as pool:
+        for future in [pool.submit(fetch, parts.hostname, parts.port, headers, t, jobs[t][1]) for t in order]:
+            future.result()
+    seconds = time.monotonic() - started
+    total = sum(size for size, _ in jobs.values())
+    json.dump({"bytes": total, "seconds": round(seconds, 3)}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
