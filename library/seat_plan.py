@@ -33,7 +33,10 @@ options:
   nodes:
     description:
       - The candidate hosts in order, each a mapping with C(host), C(in_inventory) and the host's
-        C(seatwright_node_*) variables, plus C(seatwright_gpus) from the fact cache when present.
+        C(seatwright_node_*) variables, plus C(seatwright_gpus) and C(seatwright_checkpoint) from the
+        fact cache when present.
+      - Checkpoint facts count only for the recipe's pinned revision and when they judged the
+        checkpoint complete; their safetensors tensor bytes then replace the declared size.
     type: list
     elements: dict
     required: true

@@ -83,6 +83,7 @@ def node_hardware(candidate, position):
         gpus, source = declared, "inventory"
     return {
         "host": host, "source": source, "gpus": gpus, "notes": notes,
+        "checkpoint": candidate.get("seatwright_checkpoint"),
         "fabric_ip": str(candidate["seatwright_node_fabric_ip"]),
         "fabric_iface": candidate["seatwright_node_fabric_iface"],
         "rdma_devices": list(candidate.get("seatwright_node_rdma_devices") or []),
@@ -117,6 +118,34 @@ def _placement(settings, candidates):
     return seat_nodes, hardware, shortfall
 
 
+def _measured_checkpoint(recipe, hardware):
+    """The recipe with checkpoint bytes from a seat host's cached checkpoint facts, and a note.
+
+    Only facts for the recipe's pinned revision that judged the checkpoint complete count; the
+    tensor bytes of its safetensors headers replace the declared size.
+    """
+    revision = recipe["model"]["revision"]
+    for node in hardware:
+        facts = node["checkpoint"]
+        if revision is None or not isinstance(facts, dict) or facts.get("revision") != revision:
+            continue
+        tensors = facts.get("safetensors")
+        measured = tensors.get("tensor_bytes") if isinstance(tensors, dict) else None
+        if facts.get("complete") is not True or not _is_int(measured) or measured <= 0:
+            return recipe, "host %s: cached checkpoint facts for revision %s are incomplete; the declared size " \
+                "is used" % (node["host"], revision[:12])
+        checkpoint = recipe["model"]["checkpoint"]
+        declared = checkpoint["bytes"]
+        note = "checkpoint bytes measured from the safetensors headers on %s: %s" % (node["host"], size_text(measured))
+        if declared is not None:
+            note += " (the recipe declares %s)" % size_text(declared)
+        updated = dict(recipe, model=dict(recipe["model"], checkpoint=dict(
+            checkpoint, bytes=measured, bytes_status="measured",
+            bytes_source="checkpoint facts on %s, revision %s" % (node["host"], revision[:12]))))
+        return updated, note
+    return recipe, None
+
+
 def _unknowns(settings, rules, fit):
     model, engine = settings["model"], settings["engine"]
     items = []
@@ -149,6 +178,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
                         % (source, recipe["name"], seat))
     gpus_per_node = recipe["topology"]["gpus_per_node"]
     seat_nodes, hardware, shortfall = _placement(recipe, candidates)
+    recipe, measured_note = _measured_checkpoint(recipe, hardware)
     seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
@@ -200,7 +230,8 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "undecided": rules["undecided"],
         "unused_overrides": rules["unused_overrides"],
         "unknowns": unknowns,
-        "notes": list(recipe["notes"]) + [note for node in hardware for note in node["notes"]],
+        "notes": list(recipe["notes"]) + [note for node in hardware for note in node["notes"]]
+        + ([measured_note] if measured_note else []),
         "model": {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status",
                                                           "served_name")},
         "engine": {"name": settings["engine"]["name"], "version": settings["engine"]["version"],

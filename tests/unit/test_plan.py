@@ -139,7 +139,8 @@ def test_node_hardware_from_the_declaration():
 # --- property tests: malformed inventories never escape as anything but a SeatError naming the host ---
 
 VARIABLES = ["seatwright_node_gpu_profile", "seatwright_node_gpu_count", "seatwright_node_fabric_ip",
-             "seatwright_node_fabric_iface", "seatwright_node_rdma_devices", "seatwright_gpus", "host"]
+             "seatwright_node_fabric_iface", "seatwright_node_rdma_devices", "seatwright_gpus", "seatwright_checkpoint",
+             "host"]
 ANYTHING = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-10 ** 6, max_value=10 ** 6) | st.floats(allow_nan=True)
     | st.text(max_size=20),
@@ -178,3 +179,37 @@ def test_a_wrong_declaration_is_rejected_naming_host_and_variable(which, data):
     with pytest.raises(SeatError) as caught:
         make_plan(GLM_VENDOR, SCHEMA, "glm53-vendor", nodes, "seats/glm53-vendor.yml")
     assert "host %s: %s is" % (which, variable) in str(caught.value)
+
+
+QWEN_REVISION = "98915d837c4e7c87ac8296d02e89de19b3207e6d"
+
+
+def checkpoint_facts(revision=QWEN_REVISION, complete=True, tensor_bytes=75 * 10 ** 9):
+    return {"path": "/srv/hf/hub/models--nvidia--Qwen3.5-122B-A10B-NVFP4", "revision": revision,
+            "complete": complete, "safetensors": {"files": 15, "tensors": 1000, "tensor_bytes": tensor_bytes}}
+
+
+def test_checkpoint_facts_of_the_pinned_revision_give_a_verdict():
+    result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=checkpoint_facts())])
+    assert (result["checkpoint_bytes"], result["checkpoint_bytes_status"]) == (75 * 10 ** 9, "measured")
+    assert result["verdict"] == "fits" and result["per_rank_weight_bytes"] == 37500000000
+    assert "checkpoint bytes measured from the safetensors headers on node-a: 75.0 GB (69.85 GiB)" in result["notes"]
+
+
+@pytest.mark.parametrize("facts,note", [
+    (checkpoint_facts(revision="0" * 40), None),
+    (checkpoint_facts(complete=False), "cached checkpoint facts for revision 98915d837c4e are incomplete"),
+    ("not a mapping", None),
+])
+def test_checkpoint_facts_of_another_revision_or_incomplete_are_not_used(facts, note):
+    result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=facts)])
+    assert result["verdict"] == "unknown" and result["checkpoint_bytes"] is None
+    assert (note is None) or any(note in item for item in result["notes"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(complete=ANYTHING, safetensors=ANYTHING | st.fixed_dictionaries({"tensor_bytes": ANYTHING}))
+def test_any_checkpoint_fact_shape_plans_without_a_traceback(complete, safetensors):
+    facts = {"revision": QWEN_REVISION, "complete": complete, "safetensors": safetensors}
+    result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=facts)])
+    assert result["checkpoint_bytes_status"] in ("measured", "unknown")
