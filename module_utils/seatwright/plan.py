@@ -262,8 +262,9 @@ def plan_lines(plan):
     image = plan["engine"]["image"]
     lines = [
         "seat %s: %s" % (plan["seat"], plan["title"]),
-        "model: %s, repo %s, revision %s" % (model["name"], model["repo"] or "unknown",
-                                            model["revision"] or model["revision_status"]),
+        "model: %s, repo %s, revision %s" % (
+            model["name"], model["repo"] or ("none (built on the node)" if model["revision_status"] == "local"
+                                             else "unknown"), model["revision"] or model["revision_status"]),
         "engine: %s %s, image %s" % (plan["engine"]["name"], plan["engine"]["version"] or "(version unknown)",
                                      image["digest"] or image["reference"] or image["status"]),
         "verdict: %s; %s" % (verdict, state),
