@@ -459,3 +459,14 @@ def test_recorded_device_run_reports_the_must_show_values_and_changed_nothing():
     assert [g["power_limit_w"] for g in results["readback"]] == [g["power_limit_w"] for g in gpus] == [700.0, 700.0]
     before, after = (DEVICE / "limits_readback.txt").read_text().split("## limits after the run\n")
     assert before.split("\n", 1)[1] == after.rsplit("UNCHANGED", 1)[0]
+
+
+def test_emulator_full_report_reads_like_the_recorded_one(tmp_path):
+    report = parse_query_report(emulator("rtx-pro-6000-ws-x2", tmp_path, "-q"))
+    recorded = parse_query_report((H200 / "nvidia-smi-q.txt").read_text())
+    emulated = report["gpus"]["00000000:41:00.0"]
+    assert emulated["Product Name"] == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    assert emulated["FB Memory Usage/Total"] == "97887 MiB"
+    shared = {"Product Name", "Persistence Mode", "PCI/Bus Id", "FB Memory Usage/Total", "Max Clocks/SM",
+              "GPU Power Readings/Requested Power Limit", "GPU Power Readings/Max Power Limit"}
+    assert shared <= set(emulated) and shared <= set(recorded["gpus"]["00000000:00:06.0"])
