@@ -36,6 +36,7 @@ unit:
 lint:
 	$(VENV)/yamllint --strict .
 	$(VENV)/ansible-lint
+	$(VENV)/python tools/render_rules_table.py --check
 
 molecule:
 	molecule test
