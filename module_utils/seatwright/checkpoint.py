@@ -337,7 +337,11 @@ def _has_parity(rel, seen, want, manifest, got):
 
 
 def revision_problems(layout, requested, snapshot_present, manifest_revision):
-    """Why the checkpoint on disk is not the pinned revision, as a list of sentences."""
+    """Why the checkpoint on disk is not the pinned revision, as a list of sentences.
+
+    A folder with no manifest cannot say which revision it holds; that is a missing proof, which
+    `verified` reports, not damage.
+    """
     if requested is None:
         return []
     if not is_revision(requested):
@@ -348,9 +352,7 @@ def revision_problems(layout, requested, snapshot_present, manifest_revision):
         if manifest_revision not in (None, requested):
             return ["the parity manifest is for revision %s" % manifest_revision]
         return []
-    if manifest_revision is None:
-        return ["no parity manifest records which revision this folder holds"]
-    if manifest_revision != requested:
+    if manifest_revision is not None and manifest_revision != requested:
         return ["the folder holds revision %s (from its manifest)" % manifest_revision]
     return []
 
@@ -428,6 +430,8 @@ def assemble_report(layout, path, revision, judged, tensors, index, revision_iss
         "warnings": warnings,
         "complete": complete,
         "verified": complete and judged["verified"],
+        "revision_confirmed": bool(revision) and not revision_issues and (
+            layout == "hf-cache" or bool(manifest and manifest.get("revision") == revision)),
         "parity": "hashed" if mode == "full" else ("manifest" if manifest else "none"),
         "manifest": ({"present": True, "revision": manifest.get("revision"),
                       "verified_at": manifest.get("verified_at")} if manifest else {"present": False}),

@@ -151,7 +151,7 @@ def test_manifest_rewritten_only_when_content_changes():
     ("hf-cache", REVISION, True, OTHER_REVISION, "manifest is for revision"),
     ("hf-cache", "main", True, None, "not a pinned"),
     ("folder", REVISION, True, REVISION, None),
-    ("folder", REVISION, True, None, "no parity manifest"),
+    ("folder", REVISION, True, None, None),
     ("folder", REVISION, True, OTHER_REVISION, "holds revision " + OTHER_REVISION),
     ("folder", None, True, None, None),
 ])
@@ -168,6 +168,8 @@ def test_reference_folder_is_complete_but_has_no_parity(tmp_path):
     assert report["safetensors"]["tensors"] == 7
     assert report["parity"] == "none"
     assert sorted(report["unverified"]) == sorted(os.listdir(REFERENCE))
+    pinned, _ = scan_checkpoint(str(tmp_path / "m"), REVISION)
+    assert pinned["complete"] and not pinned["verified"] and not pinned["revision_confirmed"]
 
 
 @pytest.mark.parametrize("mode, verified, parity", [("quick", False, "none"), ("full", True, "hashed")])
@@ -251,7 +253,7 @@ def test_manifest_vouches_for_a_folder_in_quick_mode(tmp_path):
     root = _manifested_folder(tmp_path, reference_files())
     report, _ = scan_checkpoint(root, REVISION)
     assert report["verified"] and report["parity"] == "manifest"
-    assert report["manifest"]["revision"] == REVISION
+    assert report["manifest"]["revision"] == REVISION and report["revision_confirmed"]
 
 
 @pytest.mark.parametrize("change, key, words", [
