@@ -40,6 +40,10 @@ options:
     type: list
     elements: str
     default: []
+  gpu_profile:
+    description: The node's declared GPU profile (C(seatwright_node_gpu_profile)); its compute
+      capability is used when O(compute_capabilities) is empty (before any GPU facts exist).
+    type: str
   current_version:
     description: Driver version the node runs now; read from sysfs when not given.
     type: str
@@ -105,6 +109,7 @@ keyrings:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.seatwright.driver import DriverError, driver_plan, key_fingerprints
+from ansible.module_utils.seatwright.hardware import GPU_PROFILES
 
 
 def read_loaded_version():
@@ -141,6 +146,7 @@ def main():
             "branch": {"type": "str", "required": True},
             "open_kernel_modules": {"type": "bool", "default": True},
             "compute_capabilities": {"type": "list", "elements": "str", "default": []},
+            "gpu_profile": {"type": "str"},
             "current_version": {"type": "str"},
             "container_toolkit": {"type": "bool", "default": True},
             "toolkit_version": {"type": "str"},
@@ -153,10 +159,16 @@ def main():
     )
     params = module.params
     current = params["current_version"] or read_loaded_version()
+    capabilities = params["compute_capabilities"]
+    profile = params["gpu_profile"]
+    if not capabilities and profile:
+        if profile not in GPU_PROFILES:
+            module.fail_json(msg="gpu_profile %r is not one of %s" % (profile, ", ".join(sorted(GPU_PROFILES))))
+        capabilities = [GPU_PROFILES[profile]["compute_capability"]]
     try:
         plan = driver_plan(
             params["distribution"], params["distribution_version"], params["architecture"],
-            params["branch"], params["open_kernel_modules"], params["compute_capabilities"], current,
+            params["branch"], params["open_kernel_modules"], capabilities, current,
             params["container_toolkit"], params["toolkit_version"], params["cuda_key_url"],
             params["cuda_key_fingerprint"], params["repo_base_url"])
     except DriverError as exc:

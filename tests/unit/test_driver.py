@@ -132,10 +132,22 @@ def test_module_plans_without_changing_anything(capsys):
     assert "Pin: version 580.*" in result["plan"]["pin_preferences"]
 
 
-def test_module_refusal_is_a_message(capsys):
-    result = run(capsys, open_kernel_modules=False, compute_capabilities=["12.0"])
+@pytest.mark.parametrize("args", [
+    {"compute_capabilities": ["12.0"]},
+    {"gpu_profile": "rtx-pro-6000-maxq"},
+])
+def test_module_refusal_is_a_message(capsys, args):
+    result = run(capsys, open_kernel_modules=False, **args)
     assert result["failed"] is True
     assert "set nvidia_driver_open_kernel_modules: true" in result["msg"]
+
+
+def test_module_takes_the_declared_profile_before_facts_exist(capsys):
+    assert run(capsys, open_kernel_modules=False, gpu_profile="h200")["plan"]["driver_packages"] == [
+        "nvidia-driver-pinning-580", "cuda-drivers"]
+    result = run(capsys, gpu_profile="rtx-6000")
+    assert result["failed"] is True
+    assert "gpu_profile 'rtx-6000' is not one of" in result["msg"]
 
 
 @pytest.fixture
