@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Staging benchmark: verified staging against plain copies, in one run, several passes.
+
+Creates two lab containers (ckpt-a, ckpt-b on ckptnet, 172.30.98.0/24), writes a synthetic
+cache-entry checkpoint of `--shards` x `--shard-mib` MiB on ckpt-a and moves it to ckpt-b with:
+
+  plain          bench/staging/plain_pull.py: the same HTTP pull, streams and fsync, no hashing
+  curl           curl --parallel from the same source, then sync
+  copy+sha256sum plain_pull.py, then sha256sum -c of every LFS blob (what most people do)
+  rsync          rsync daemon on ckpt-a, rsync -a -L into ckpt-b, then sync
+  verified       the weight_stage module (hash while streaming, temp name, fsync, rename, manifest)
+
+Every HTTP method pulls from one weight_source started once (async) on ckpt-a. Methods run in a
+different order each pass; before each one the destination is removed, dirty pages are flushed,
+the host page cache is dropped and (with --cache warm-source) the source re-read, and the run
+waits until the host's CPUs are quiet (other jobs share them). Times are measured on ckpt-b around
+the transfer. Results go to bench/results/staging.json and .md.
+
+  .venv/bin/python bench/staging/bench.py --passes 5
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import secrets
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = "/usr/bin/docker"
+IMAGE = "seatwright/lab:current"
+NETWORK, SUBNET = "ckptnet", "172.30.98.0/24"
+NODES = {"ckpt-a": "172.30.98.11", "ckpt-b": "172.30.98.12"}
+INVENTORY = ROOT / "tests" / "integration" / "staging" / "inventory.yml"
+SOURCE_URL = "http://172.30.98.11:8473"
+METHODS = ["plain", "curl", "copy+sha256sum", "rsync", "verified"]
+TIMER = ("import subprocess, sys, time; t = time.monotonic(); "
+         "r = subprocess.run(sys.argv[1], shell=True, stdout=subprocess.DEVNULL); "
+         "print(round(time.monotonic() - t, 3)); sys.exit(r.returncode)")
+
+
+def sh(args, check=True, **kwargs):
+    return subprocess.run(args, check=check, capture_output=True, text=True, **kwargs)
+
+
+def on(node, script, check=True):
+    return sh([DOCKER, "exec", node, "sh", "-c", script], check=check).stdout
+
+
+def timed(node, script):
+    """Seconds a shell script takes, measured inside the node."""
+    done = sh([DOCKER, "exec", node, "python3", "-c", TIMER, script], check=False)
+    if done.returncode:
+        raise SystemExit("%s failed on %s: %s" % (script, node, done.stderr.strip()[-500:]))
+    return float(done.stdout.strip())
+
+
+def cpu_sample(seconds):
+    """Host CPU busy fraction over `seconds`."""
+    def read():
+        with open("/proc/stat") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]
+    total0, idle0 = read()
+    time.sleep(seconds)
+    total1, idle1 = read()
+    return 1.0 - (idle1 - idle0) / float(max(total1 - total0, 1))
+
+
+class CpuMeter(object):
+    def __enter__(self):
+        with open("/proc/stat") as handle:
+            self.start = [int(v) for v in handle.readline().split()[1:]]
+        return self
+
+    def __exit__(self, *exc):
+        with open("/proc/stat") as handle:
+            end = [int(v) for v in handle.readline().split()[1:]]
+        delta = [b - a for a, b in zip(self.start, end)]
+        self.busy = 1.0 - (delta[3] + delta[4]) / float(max(sum(delta), 1))
+
+
+def wait_quiet(threshold, max_wait_s):
+    """Wait until the host's CPUs are mostly idle; returns (busy fraction seen, seconds waited)."""
+    started = time.monotonic()
+    busy = cpu_sample(1.0)
+    while busy > threshold and time.monotonic() - started < max_wait_s:
+        busy = cpu_sample(1.0)
+    return round(busy, 3), round(time.monotonic() - started, 1)
+
+
+def drop_caches():
+    sh(["sync"])
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def ansible_json(args):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    done = sh([str(ROOT / ".venv" / "bin" / "ansible"), "-i", str(INVENTORY)] + args, check=False, env=env,
+              cwd=str(ROOT))
+    report = json.loads(done.stdout[done.stdout.index("{"):])
+    return list(report["plays"][0]["tasks"][0]["hosts"].values())[0]
+
+
+def setup(args, token):
+    for node in NODES:
+        sh([DOCKER, "rm", "-f", node], check=False)
+    sh([DOCKER, "network", "rm", NETWORK], check=False)
+    sh([DOCKER, "network", "create", "--subnet", SUBNET, NETWORK])
+    for node, address in NODES.items():
+        sh([DOCKER, "run", "-d", "--name", node, "--hostname", node, "--network", NETWORK, "--ip", address,
+            IMAGE, "sleep", "infinity"])
+        on(node, "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null")
+        for script in ("make_checkpoint.py", "plain_pull.py"):
+            sh([DOCKER, "cp", str(ROOT / "bench" / "staging" / script), "%s:/usr/local/bin/" % node])
+    made = json.loads(on("ckpt-a", "python3 /usr/local/bin/make_checkpoint.py --out /srv/hf --shards %d "
+                                   "--shard-mib %d" % (args.shards, args.shard_mib)))
+    on("ckpt-b", "printf %s > /run/token" % token)
+    on("ckpt-a", "printf '[ckpt]\\npath = %s\\nread only = yes\\nuid = root\\ngid = root\\n' > /etc/rsyncd.conf && "
+                 "rsync --daemon --address=172.30.98.11" % made["path"])
+    source = ansible_json(["ckpt-a", "-m", "weight_source", "-B", "14400", "-P", "0", "-a", json.dumps({
+        "path": made["path"], "revision": made["revision"], "name": "bench", "bind_address": "172.30.98.11",
+        "token": token, "clients": 100000, "idle_timeout_s": 3600, "lifetime_s": 14400})])
+    if "ansible_job_id" not in source:
+        raise SystemExit("could not start weight_source: %s" % source)
+    return made
+
+
+def method_script(method, made, token):
+    """The shell each baseline runs on ckpt-b (verified runs through Ansible instead)."""
+    blobs = [(name, entry) for name, entry in sorted(made["files"].items())]
+    if method in ("plain", "copy+sha256sum"):
+        script = ("python3 /usr/local/bin/plain_pull.py --url %s --token-file /run/token --dest /srv/bench/%s "
+                  "--streams 4" % (SOURCE_URL, method))
+        if method == "copy+sha256sum":
+            lines = "".join("%s  %s\\n" % (e["sha256"], name) for name, e in blobs if "sha256" in e)
+            script += " && cd /srv/bench/%s && printf '%s' | sha256sum --quiet -c -" % (method, lines)
+        return script
+    if method == "curl":
+        outputs = " ".join("-o /srv/bench/curl/%s %s/file/blobs/%s" % (name, SOURCE_URL, e.get("sha256") or e.get(
+            "git-sha1")) for name, e in blobs)
+        return ("mkdir -p /srv/bench/curl && curl -sf --parallel --parallel-max 4 -H 'Authorization: Bearer %s' %s "
+                "&& sync" % (token, outputs))
+    if method == "rsync":
+        return ("mkdir -p /srv/bench/rsync && rsync -a -L rsync://172.30.98.11/ckpt/snapshots/%s/ /srv/bench/rsync/ "
+                "&& sync" % made["revision"])
+    raise ValueError(method)
+
+
+def run_verified(made, token):
+    started = time.monotonic()
+    result = ansible_json(["ckpt-b", "-m", "weight_stage", "-a", json.dumps({
+        "source_url": SOURCE_URL, "token": token, "dest": "/srv/bench/verified/models--seatwright--synthetic",
+        "name": "bench", "revision": made["revision"], "client": "verified", "streams": 4})])
+    wall = time.monotonic() - started
+    if result.get("failed") or result.get("bytes_transferred") != made["bytes"]:
+        raise SystemExit("verified staging failed: %s" % result.get("msg", result))
+    return result["transfer_s"], round(wall, 3)
+
+
+def one_pass(index, order, made, token, args):
+    records = []
+    for method in order:
+        on("ckpt-b", "rm -rf /srv/bench")
+        dropped = drop_caches()
+        if args.cache == "warm-source":
+            on("ckpt-a", "cat %s/blobs/* > /dev/null" % made["path"])
+        busy_before, waited = wait_quiet(args.quiet_busy, args.quiet_wait_s)
+        with CpuMeter() as meter:
+            if method == "verified":
+                seconds, ansible_wall = run_verified(made, token)
+            else:
+                seconds, ansible_wall = timed("ckpt-b", method_script(method, made, token)), None
+        size = int(on("ckpt-b", "du -sbL /srv/bench | cut -f1").strip() or 0)
+        records.append({"pass": index, "method": method, "seconds": seconds, "mb_per_s": round(made["bytes"] / seconds / 1e6, 1),
+                        "ansible_wall_s": ansible_wall, "dest_bytes": size, "host_cpu_busy_during": round(meter.busy, 3),
+                        "host_cpu_busy_before": busy_before, "quiet_wait_s": waited, "caches_dropped": dropped})
+        print("pass %d %-15s %7.2f s %7.1f MB/s  cpu %.0f%% (before %.0f%%)" % (
+            index, method, seconds, records[-1]["mb_per_s"], 100 * meter.busy, 100 * busy_before), flush=True)
+    return records
+
+
+def summarise(records, made):
+    by_method = {}
+    for method in METHODS:
+        times = sorted(r["seconds"] for r in records if r["method"] == method)
+        by_method[method] = {"median_s": statistics.median(times), "min_s": times[0], "max_s": times[-1],
+                             "median_mb_per_s": round(made["bytes"] / statistics.median(times) / 1e6, 1),
+                             "passes": len(times)}
+    med = {m: by_method[m]["median_s"] for m in METHODS}
+    per_pass = {}
+    for r in records:
+        per_pass.setdefault(r["pass"], {})[r["method"]] = r["seconds"]
+    pass_ratios = [p["plain"] / p["verified"] for p in per_pass.values()]
+    ratios = {
+        "verified_vs_plain_throughput": round(med["plain"] / med["verified"], 3),
+        "verified_vs_plain_per_pass": [round(x, 3) for x in pass_ratios],
+        "verified_vs_plain_per_pass_median": round(statistics.median(pass_ratios), 3),
+        "verified_speedup_over_copy_then_sha256sum": round(med["copy+sha256sum"] / med["verified"], 3),
+        "verified_vs_curl_throughput": round(med["curl"] / med["verified"], 3),
+        "verified_vs_rsync_throughput": round(med["rsync"] / med["verified"], 3),
+    }
+    ratios["meets_0_9_of_plain"] = ratios["verified_vs_plain_throughput"] >= 0.9
+    ratios["meets_1_5x_over_copy_then_sha256sum"] = ratios["verified_speedup_over_copy_then_sha256sum"] >= 1.5
+    return by_method, ratios
+
+
+def environment(args):
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    flags = open("/proc/cpuinfo").read()
+    return {"cpu": cpu, "cores": os.cpu_count(), "sha_ni": " sha_ni " in flags, "kernel": platform.release(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1),
+            "node_python": on("ckpt-b", "python3 --version").strip(),
+            "rsync": on("ckpt-b", "rsync --version | head -1").strip(),
+            "curl": on("ckpt-b", "curl --version | head -1").strip(),
+            "sha256sum": on("ckpt-b", "sha256sum --version | head -1").strip(),
+            "docker": sh([DOCKER, "--version"]).stdout.strip(), "cache_policy": args.cache,
+            "quiet_gate": "each method starts once host CPU busy <= %.0f%% over 1 s (or after %d s)"
+                          % (100 * args.quiet_busy, args.quiet_wait_s)}
+
+
+def write_results(args, made, records, by_method, ratios, env, command):
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "checkpoint": {"shards": args.shards, "shard_mib": args.shard_mib, "bytes": made["bytes"],
+                          "tensor_bytes": made["tensor_bytes"], "files": len(made["files"]), "layout": "hf-cache"},
+           "environment": env, "methods": by_method, "ratios": ratios, "records": records}
+    (out / "staging.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = ["# Staging benchmark", "",
+             "Command (from the repository root): `%s`" % command, "",
+             "Checkpoint: %d shards of %d MiB with real safetensors headers, a shard index and config files, "
+             "as a Hugging Face cache entry: %d files, %d bytes. Two lab containers on one Docker network; the "
+             "destination is ckpt-b's overlay filesystem." % (args.shards, args.shard_mib, len(made["files"]), made["bytes"]),
+             "", "Machine: %s, %d cores (sha_ni %s), %s GiB, kernel %s; %s; %s; %s." % (
+                 env["cpu"], env["cores"], env["sha_ni"], env["memory_gib"], env["kernel"], env["node_python"],
+                 env["rsync"], env["sha256sum"]),
+             "", "| method | median s | min s | max s | median MB/s |", "|---|---|---|---|---|"]
+    for method in METHODS:
+        m = by_method[method]
+        lines.append("| %s | %.2f | %.2f | %.2f | %.1f |" % (method, m["median_s"], m["min_s"], m["max_s"],
+                                                            m["median_mb_per_s"]))
+    lines += ["", "| ratio | value | bar |", "|---|---|---|",
+              "| verified throughput / plain copy throughput (medians) | %.3f | >= 0.9: %s |" % (
+                  ratios["verified_vs_plain_throughput"], "met" if ratios["meets_0_9_of_plain"] else "NOT met"),
+              "| same, median of per-pass ratios | %.3f | |" % ratios["verified_vs_plain_per_pass_median"],
+              "| copy-then-sha256sum time / verified time (medians) | %.3f | >= 1.5: %s |" % (
+                  ratios["verified_speedup_over_copy_then_sha256sum"],
+                  "met" if ratios["meets_1_5x_over_copy_then_sha256sum"] else "NOT met"),
+              "| verified throughput / curl throughput | %.3f | |" % ratios["verified_vs_curl_throughput"],
+              "| verified throughput / rsync throughput | %.3f | |" % ratios["verified_vs_rsync_throughput"],
+              "", "Per pass (seconds, measured inside ckpt-b around the transfer; verified = weight_stage's own "
+              "transfer_s, listing fetch to manifest written):", "",
+              "| pass | " + " | ".join(METHODS) + " | host CPU busy during verified |",
+              "|" + "---|" * (len(METHODS) + 2)]
+    for index in sorted({r["pass"] for r in records}):
+        row = {r["method"]: r for r in records if r["pass"] == index}
+        lines.append("| %d | %s | %.0f%% |" % (index, " | ".join("%.2f" % row[m]["seconds"] for m in METHODS),
+                                               100 * row["verified"]["host_cpu_busy_during"]))
+    lines += ["", "Method: %s. Cache policy `%s`: before every method the destination is removed, dirty pages "
+              "flushed and the host page cache dropped (%s)%s. %s. The containers share the host's cores "
+              "with other jobs; the CPU columns in staging.json show how busy the host was." % (
+                  "methods run in a rotated order each pass", args.cache,
+                  "allowed" if all(r["caches_dropped"] for r in records) else "refused",
+                  "; then the source blobs are read once so the source serves from memory, as a node that just "
+                  "downloaded or staged the checkpoint does, and the one shared virtual disk only takes the "
+                  "destination's writes" if args.cache == "warm-source" else "",
+                  env["quiet_gate"])]
+    (out / "staging.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--shard-mib", type=int, default=1024)
+    parser.add_argument("--cache", choices=["warm-source", "cold"], default="warm-source")
+    parser.add_argument("--quiet-busy", type=float, default=0.15)
+    parser.add_argument("--quiet-wait-s", type=int, default=120)
+    parser.add_argument("--keep", action="store_true", help="leave the containers up afterwards")
+    args = parser.parse_args(argv)
+    command = "%s %s" % (".venv/bin/python bench/staging/bench.py", " ".join(shlex.quote(a) for a in (
+        argv if argv is not None else sys.argv[1:])))
+    token = secrets.token_hex(20)
+    try:
+        made = setup(args, token)
+        env = environment(args)
+        records = []
+        for index in range(1, args.passes + 1):
+            shift = (index - 1) % len(METHODS)
+            records += one_pass(index, METHODS[shift:] + METHODS[:shift], made, token, args)
+        by_method, ratios = summarise(records, made)
+        write_results(args, made, records, by_method, ratios, env, command.strip())
+        print(json.dumps(ratios, indent=2))
+    finally:
+        if not args.keep:
+            for node in NODES:
+                sh([DOCKER, "rm", "-f", node], check=False)
+            sh([DOCKER, "network", "rm", NETWORK], check=False)
+
+
+if __name__ == "__main__":
+    main()
