@@ -5,12 +5,11 @@ DOCUMENTATION = r"""
 module: fabric_bandwidth
 short_description: Measure the bandwidth between two nodes and keep it as a fingerprinted fact
 description:
-  - One probe is a pair of hosts, a client and a server. A play drives it in four steps, the
-    server ones delegated to the peer (see roles/rdma_fabric/tasks/probe.yml)
-    C(lookup) on the client reads the cached record and says whether it is still valid;
-    C(serve) on the peer starts a server that exits after one client or O(server_lifetime_s);
-    C(measure) on the client runs the test and caches the record; C(store) on the peer caches the
-    same record there.
+  - One probe is a pair of hosts, a client and a server, driven by a play in four steps (see
+    roles/rdma_fabric/tasks/probe.yml). C(lookup) on the client reads the cached record and says
+    whether it is still valid. C(serve), delegated to the peer, starts a server there that exits
+    after one client or O(server_lifetime_s). C(measure) on the client runs the test and caches the
+    record. C(store), delegated to the peer, caches the same record there.
   - RDMA pairs run C(ib_write_bw) (Gb/s, C(--out_json) when the binary has it, GPU memory with
     O(use_cuda)); pairs without an active RDMA port on both ends run C(iperf3) over TCP.
   - A record holds the rate, the line rate, their ratio, the method, the time, and a fingerprint of
