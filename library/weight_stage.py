@@ -67,6 +67,13 @@ options:
     type: str
     choices: [full, quick]
     default: full
+  direct_io:
+    description:
+      - Write with O_DIRECT, bypassing the page cache, and fall back to buffered writes where the
+        filesystem refuses it. Staging hundreds of GB through the page cache evicts what running
+        services keep cached, and on the lab's VM the cache's bookkeeping cost more CPU than hashing.
+    type: bool
+    default: true
   bandwidth_limit_mb_per_s:
     description: Cap on this node's total receive rate in MB/s (10^6 bytes); 0 means no cap.
     type: float
@@ -135,7 +142,7 @@ plan:
   returned: success
   type: dict
 transfers:
-  description: For each file moved, bytes, bytes_reused, seconds, mb_per_s, sha256 and interruptions.
+  description: For each file moved, bytes, bytes_reused, seconds, mb_per_s, sha256, interruptions and direct_io.
   returned: success
   type: list
   elements: dict
@@ -160,6 +167,7 @@ def main():
             client=dict(type="str", default="destination"),
             streams=dict(type="int", default=4),
             verify=dict(type="str", choices=["full", "quick"], default="full"),
+            direct_io=dict(type="bool", default=True),
             bandwidth_limit_mb_per_s=dict(type="float", default=0),
             state_dir=dict(type="path", default="/var/lib/seatwright/staging"),
             connect_timeout_s=dict(type="int", default=60),

@@ -5,6 +5,8 @@ Creates two lab containers (ckpt-a, ckpt-b on ckptnet, 172.30.98.0/24), writes a
 cache-entry checkpoint of `--shards` x `--shard-mib` MiB on ckpt-a and moves it to ckpt-b with:
 
   plain          bench/staging/plain_pull.py: the same HTTP pull, streams and fsync, no hashing
+  plain-direct   the same with O_DIRECT writes, as weight_stage writes (the faster of the two plain
+                 copies is the physical limit the 0.9 bar is judged against)
   curl           curl --parallel from the same source, then sync
   copy+sha256sum plain_pull.py, then sha256sum -c of every LFS blob (what most people do)
   rsync          rsync daemon on ckpt-a, rsync -a -L into ckpt-b, then sync
@@ -38,7 +40,7 @@ NETWORK, SUBNET = "ckptnet", "172.30.98.0/24"
 NODES = {"ckpt-a": "172.30.98.11", "ckpt-b": "172.30.98.12"}
 INVENTORY = ROOT / "tests" / "integration" / "staging" / "inventory.yml"
 SOURCE_URL = "http://172.30.98.11:8473"
-METHODS = ["plain", "curl", "copy+sha256sum", "rsync", "verified"]
+METHODS = ["plain", "plain-direct", "curl", "copy+sha256sum", "rsync", "verified"]
 TIMER = ("import subprocess, sys, time; t = time.monotonic(); "
          "r = subprocess.run(sys.argv[1], shell=True, stdout=subprocess.DEVNULL); "
          "print(round(time.monotonic() - t, 3)); sys.exit(r.returncode)")
@@ -140,9 +142,9 @@ def setup(args, token):
 def method_script(method, made, token):
     """The shell each baseline runs on ckpt-b (verified runs through Ansible instead)."""
     blobs = [(name, entry) for name, entry in sorted(made["files"].items())]
-    if method in ("plain", "copy+sha256sum"):
+    if method in ("plain", "plain-direct", "copy+sha256sum"):
         script = ("python3 /usr/local/bin/plain_pull.py --url %s --token-file /run/token --dest /srv/bench/%s "
-                  "--streams 4" % (SOURCE_URL, method))
+                  "--streams 4%s" % (SOURCE_URL, method, " --direct" if method == "plain-direct" else ""))
         if method == "copy+sha256sum":
             lines = "".join("%s  %s\\n" % (e["sha256"], name) for name, e in blobs if "sha256" in e)
             script += " && cd /srv/bench/%s && printf '%s' | sha256sum --quiet -c -" % (method, lines)
@@ -199,14 +201,18 @@ def summarise(records, made):
                              "median_mb_per_s": round(made["bytes"] / statistics.median(times) / 1e6, 1),
                              "passes": len(times)}
     med = {m: by_method[m]["median_s"] for m in METHODS}
+    limit = min(("plain", "plain-direct"), key=lambda m: med[m])
     per_pass = {}
     for r in records:
         per_pass.setdefault(r["pass"], {})[r["method"]] = r["seconds"]
-    pass_ratios = [p["plain"] / p["verified"] for p in per_pass.values()]
+    pass_ratios = [min(p["plain"], p["plain-direct"]) / p["verified"] for p in per_pass.values()]
     ratios = {
-        "verified_vs_plain_throughput": round(med["plain"] / med["verified"], 3),
+        "physical_limit_method": limit,
+        "verified_vs_plain_throughput": round(med[limit] / med["verified"], 3),
         "verified_vs_plain_per_pass": [round(x, 3) for x in pass_ratios],
         "verified_vs_plain_per_pass_median": round(statistics.median(pass_ratios), 3),
+        "verified_vs_buffered_plain_throughput": round(med["plain"] / med["verified"], 3),
+        "verified_vs_direct_plain_throughput": round(med["plain-direct"] / med["verified"], 3),
         "verified_speedup_over_copy_then_sha256sum": round(med["copy+sha256sum"] / med["verified"], 3),
         "verified_vs_curl_throughput": round(med["curl"] / med["verified"], 3),
         "verified_vs_rsync_throughput": round(med["rsync"] / med["verified"], 3),
@@ -252,9 +258,13 @@ def write_results(args, made, records, by_method, ratios, env, command):
         lines.append("| %s | %.2f | %.2f | %.2f | %.1f |" % (method, m["median_s"], m["min_s"], m["max_s"],
                                                             m["median_mb_per_s"]))
     lines += ["", "| ratio | value | bar |", "|---|---|---|",
-              "| verified throughput / plain copy throughput (medians) | %.3f | >= 0.9: %s |" % (
-                  ratios["verified_vs_plain_throughput"], "met" if ratios["meets_0_9_of_plain"] else "NOT met"),
-              "| same, median of per-pass ratios | %.3f | |" % ratios["verified_vs_plain_per_pass_median"],
+              "| verified throughput / faster plain copy (%s) throughput, medians | %.3f | >= 0.9: %s |" % (
+                  ratios["physical_limit_method"], ratios["verified_vs_plain_throughput"],
+                  "met" if ratios["meets_0_9_of_plain"] else "NOT met"),
+              "| same, median of per-pass ratios (each pass against its faster plain copy) | %.3f | |"
+              % ratios["verified_vs_plain_per_pass_median"],
+              "| verified / plain (buffered) | %.3f | |" % ratios["verified_vs_buffered_plain_throughput"],
+              "| verified / plain-direct | %.3f | |" % ratios["verified_vs_direct_plain_throughput"],
               "| copy-then-sha256sum time / verified time (medians) | %.3f | >= 1.5: %s |" % (
                   ratios["verified_speedup_over_copy_then_sha256sum"],
                   "met" if ratios["meets_1_5x_over_copy_then_sha256sum"] else "NOT met"),

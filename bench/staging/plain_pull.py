@@ -3,13 +3,16 @@
 
 Same source, same number of streams, same chunk size, same fsync per file; only verification,
 temporary names and resume are missing. The gap between this and weight_stage is the price of
-verification. Standard library only (it runs on the lab nodes).
+verification. --direct writes with O_DIRECT as weight_stage does, so the comparison can be made
+with and without the page cache. Standard library only (it runs on the lab nodes).
 
-  plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4
+  plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4 [--direct]
 """
 import argparse
+import fcntl
 import http.client
 import json
+import mmap
 import os
 import sys
 import time
@@ -19,22 +22,26 @@ from urllib.parse import quote, urlsplit
 CHUNK = 4 * 1024 * 1024
 
 
-def fetch(host, port, headers, target, dest_path):
+def fetch(host, port, headers, target, dest_path, direct):
     conn = http.client.HTTPConnection(host, port, timeout=60)
     conn.request("GET", "/file/" + quote(target, safe="/"), headers=headers)
     response = conn.getresponse()
     if response.status != 200:
         raise SystemExit("HTTP %d for %s" % (response.status, target))
     remaining = int(response.getheader("Content-Length"))
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
+    view = memoryview(mmap.mmap(-1, CHUNK))
     os.makedirs(os.path.dirname(dest_path), exist_ok=True)
-    fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if direct else 0), 0o644)
     try:
         while remaining:
-            count = response.readinto(view[:min(CHUNK, remaining)])
-            if not count:
-                raise SystemExit("connection closed early for %s" % target)
+            want, count = min(CHUNK, remaining), 0
+            while count < want:
+                got = response.readinto(view[count:want])
+                if not got:
+                    raise SystemExit("connection closed early for %s" % target)
+                count += got
+            if direct and count % 4096:
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
             chunk = view[:count]
             while chunk:
                 chunk = chunk[os.write(fd, chunk):]
@@ -51,6 +58,7 @@ def main(argv=None):
     parser.add_argument("--token-file", required=True)
     parser.add_argument("--dest", required=True)
     parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--direct", action="store_true", help="write with O_DIRECT")
     args = parser.parse_args(argv)
     parts = urlsplit(args.url)
     with open(args.token_file) as handle:
@@ -66,7 +74,7 @@ def main(argv=None):
         jobs[target] = (entry["size"], os.path.join(args.dest, entry["path"]))
     order = sorted(jobs, key=lambda t: -jobs[t][0])
     with ThreadPoolExecutor(max_workers=args.streams) as pool:
-        for future in [pool.submit(fetch, parts.hostname, parts.port, headers, t, jobs[t][1]) for t in order]:
+        for future in [pool.submit(fetch, parts.hostname, parts.port, headers, t, jobs[t][1], args.direct) for t in order]:
             future.result()
     seconds = time.monotonic() - started
     total = sum(size for size, _ in jobs.values())

@@ -10,7 +10,7 @@ import stat
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.seatwright.checkpoint import (
-    INDEX_NAME, MANIFEST_NAME, SAFETENSORS_SUFFIX, CheckpointError, assemble_report, blob_hash_kind,
+    INDEX_NAME, MANIFEST_NAME, MAX_HEADER_BYTES, SAFETENSORS_SUFFIX, CheckpointError, assemble_report, blob_hash_kind,
     check_index, git_blob_prefix, header_length, is_staging_artifact, judge_files, parse_manifest,
     parse_safetensors_header, revision_problems, summarise_tensors)
 from ansible.module_utils.seatwright.io import read_json
@@ -83,7 +83,7 @@ def read_header(path, size):
             return {"status": "truncated", "problems": [str(exc)], "tensors": 0, "tensor_bytes": 0,
                     "bytes_by_dtype": {}, "expected_size": None, "tensor_names": []}
         fits = 8 + length <= size
-        body = handle.read(length) if fits and length <= 100 * 1000 * 1000 else b""
+        body = handle.read(length) if fits and length <= MAX_HEADER_BYTES else b""
     return parse_safetensors_header(body, length, size)
 
 
@@ -107,6 +107,8 @@ def hash_file(path, want_git_sha1=False):
                 break
             for hasher in hashers.values():
                 hasher.update(view[:count])
+        # Hashing a checkpoint should not evict what running services keep in the page cache.
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
 
 

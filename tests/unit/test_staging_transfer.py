@@ -1,4 +1,5 @@
 """Source and destination talking over loopback: the issue's staging behaviours, file by file."""
+import errno
 import http.client
 import json
 import os
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from ansible.module_utils.seatwright import staging_source
+from ansible.module_utils.seatwright import staging_pull, staging_source
 from ansible.module_utils.seatwright.checkpoint import MANIFEST_NAME
 from ansible.module_utils.seatwright.checkpoint_scan import scan_checkpoint
 from ansible.module_utils.seatwright.staging import StagingError
@@ -53,7 +54,7 @@ def source(tmp_path):
 
 def options(tmp_path, url, **changes):
     base = dict(dest=str(tmp_path / "dst" / "models--org--model"), source_url=url, token=TOKEN, client="node-b",
-                name="m", revision=REVISION, streams=3, verify="full", bandwidth_limit_bytes_s=0,
+                name="m", revision=REVISION, streams=3, verify="full", direct_io=True, bandwidth_limit_bytes_s=0,
                 state_dir=str(tmp_path / "dst-state"), connect_timeout_s=3, io_timeout_s=5, retries=2,
                 progress_interval_s=1, source_label="node-a:/src")
     base.update(changes)
@@ -135,7 +136,35 @@ def test_partial_file_resumes_from_where_it_stopped(tmp_path, source, kept_bytes
     resumed = [t for t in result["transfers"] if t["action"] == "resume"]
     assert len(resumed) == 1
     assert resumed[0]["bytes_reused"] == (kept_bytes if good else 0)
-    assert resumed[0]["bytes"] == len(payload) - (kept_bytes if good else 0)
+    # A bad prefix costs the resumed tail, then the whole file again.
+    assert resumed[0]["bytes"] == (len(payload) - kept_bytes if good else 2 * len(payload) - kept_bytes)
+    assert scan_checkpoint(result["dest"], REVISION, "full")[0]["verified"]
+
+
+@pytest.mark.parametrize("direct_io, reused", [(True, 1 << 20), (False, (1 << 20) + 123)])
+def test_direct_io_resumes_from_a_block_boundary(tmp_path, source, direct_io, reused):
+    payload = source.files[SHARD2]
+    blobs = tmp_path / "dst" / "models--org--model" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / (blob_name(SHARD2, payload) + ".incomplete")).write_bytes(payload[:(1 << 20) + 123])
+    result = stage(options(tmp_path, source.url, direct_io=direct_io))
+    resumed = [t for t in result["transfers"] if t["action"] == "resume"][0]
+    assert resumed["bytes_reused"] == reused and resumed["direct_io"] is direct_io
+    assert all(t["direct_io"] is direct_io for t in result["transfers"])
+    assert scan_checkpoint(result["dest"], REVISION, "full")[0]["verified"]
+
+
+def test_filesystem_refusing_direct_io_falls_back_to_buffered_writes(tmp_path, source, monkeypatch):
+    real_open = os.open
+
+    def no_direct(path, flags, *rest):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *rest)
+
+    monkeypatch.setattr(staging_pull.os, "open", no_direct)
+    result = stage(options(tmp_path, source.url))
+    assert not any(t["direct_io"] for t in result["transfers"])
     assert scan_checkpoint(result["dest"], REVISION, "full")[0]["verified"]
 
 
