@@ -6,7 +6,6 @@ import ansible.module_utils
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
-SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
 
 # Modules import `ansible.module_utils.seatwright.*`; Ansible resolves that from module_utils/.
 if str(ROOT / "module_utils") not in ansible.module_utils.__path__:

@@ -23,10 +23,10 @@ from ansible.module_utils.testing import patch_module_args
 
 import nccl_bandwidth
 import nccl_env_render
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES
 
 NCCL = FIXTURES / "nccl"
-H200_SHARED = SHARED_FIXTURES / "h200x2" / "torch-allreduce-nccl.txt"
+H200_SHARED = FIXTURES / "h200x2" / "torch-allreduce-nccl.txt"
 
 
 def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="off", second_gid=None, active=True):
