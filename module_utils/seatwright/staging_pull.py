@@ -221,6 +221,35 @@ def _fsync_dir(path):
         os.close(fd)
 
 
+class Writer(object):
+    """Writes one chunk while the stream receives and hashes the next: two buffers, one write in flight.
+
+    A direct write blocks until the disk has the data; without this the disk would idle while the
+    stream hashes, and verified staging would fall behind a plain copy.
+    """
+
+    def __init__(self, handle, progress, target):
+        self.handle, self.progress, self.target = handle, progress, target
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending = None
+
+    def _write(self, chunk):
+        self.handle.write(chunk)
+        self.progress.add(self.target, len(chunk))
+
+    def submit(self, chunk):
+        self.wait()
+        self.pending = self.pool.submit(self._write, chunk)
+
+    def wait(self):
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def shutdown(self):
+        self.pool.shutdown(wait=True)
+
+
 def pull(source, unit, partial, offset, throttle, progress, direct_io):
     """Fetch `unit` into `partial` from byte `offset`, hashing everything; (digests, start offset, direct).
 
@@ -228,20 +257,20 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
     """
     hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
     handle = PartialFile(partial, direct_io)
+    writer = Writer(handle, progress, unit["target"])
     synced = False
     try:
-        # An anonymous map is page-aligned, as direct I/O requires of its buffers.
-        buf = mmap.mmap(-1, CHUNK)
-        view = memoryview(buf)
+        # Anonymous maps are page-aligned, as direct I/O requires of its buffers.
+        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
         offset = handle.usable_prefix(min(offset, os.fstat(handle.fd).st_size))
         os.lseek(handle.fd, 0, os.SEEK_SET)
         remaining = offset
         while remaining:
-            count = handle.read_into(view[:min(CHUNK, remaining)])
+            count = handle.read_into(buffers[0][:min(CHUNK, remaining)])
             if not count:
                 break
             for hasher in hashers.values():
-                hasher.update(view[:count])
+                hasher.update(buffers[0][:count])
             remaining -= count
         offset -= remaining
         os.ftruncate(handle.fd, offset)
@@ -264,9 +293,11 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         if length != unit["size"] - offset:
             raise StagingError("the source offers %d bytes of %s from byte %d; the listing promised %d"
                                % (length, unit["target"], offset, unit["size"] - offset))
-        remaining = length
+        remaining, turn = length, 0
         while remaining:
             want = min(CHUNK, remaining)
+            # Writer.submit waited for this buffer's previous write, so it is free to fill again.
+            view, turn = buffers[turn], 1 - turn
             try:
                 count = _fill(response, view[:want])
                 error = None
@@ -278,12 +309,13 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
             chunk = view[:count]
             for hasher in hashers.values():
                 hasher.update(chunk)
-            handle.write(chunk)
+            writer.submit(chunk)
             remaining -= count
-            progress.add(unit["target"], count)
             throttle.consume(count)
+        writer.wait()
         synced = True
     finally:
+        writer.shutdown()
         handle.close(sync=synced)
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}, offset, handle.opened_direct
 

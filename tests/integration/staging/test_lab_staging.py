@@ -10,6 +10,7 @@ two cores.
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -193,3 +194,21 @@ def test_6_corrupt_source_replaces_nothing(lab):
     assert any("its copy of %s is corrupt" % SHARD2 in message for message in failures), failures
     assert on("ckpt-b", "sha256sum " + blob_of(lab, SHARD2)) == kept
     assert ".incomplete" not in on("ckpt-b", "ls %s/blobs" % ENTRY)
+
+
+def test_7_source_on_the_controller(lab, tmp_path):
+    made = json.loads(subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(tmp_path), "--shards",
+         "2", "--shard-mib", "8", "--repo", "seatwright/controller", "--seed", "7"],
+        check=True, capture_output=True, text=True).stdout)
+    gateway = SUBNET.rsplit(".", 1)[0] + ".1"
+    overrides = ["-e", json.dumps({
+        "weights_checkpoint_name": "controller", "weights_checkpoint_revision": made["revision"],
+        "weights_source_host": "localhost", "weights_source_path": made["path"],
+        "weights_source_address": gateway, "weights_source_port": 8474,
+        "weights_source_state_dir": str(tmp_path / "state"), "weights_dest_path": "/srv/ctl/models--x"})]
+    rc, result, failures, _ = stage(lab, *overrides)
+    assert rc == 0, failures
+    assert result["verified"] and result["bytes_transferred"] == made["bytes"]
+    rc, result, failures, _ = stage(lab, *overrides)
+    assert rc == 0 and result["bytes_transferred"] == 0 and not result["changed"], failures
