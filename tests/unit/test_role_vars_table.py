@@ -1,0 +1,22 @@
+"""The README's role-variable table is generated from the roles' argument specs and kept current."""
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import render_role_vars  # noqa: E402
+
+
+def test_every_role_and_variable_is_in_the_table():
+    table = render_role_vars.role_table(ROOT / "roles")
+    for spec in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        assert "**%s**" % spec.parent.parent.name in table
+    assert "| `gpu_power_limit_w` | float | `null` |" in table
+
+
+def test_readme_table_is_current():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "render_role_vars.py"), "--check"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
