@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark's plain copy: the same HTTP pull as weight_stage, with no hashing at all.
 
-Same source, same number of streams, same chunk size, same fsync per file; only verification,
-temporary names and resume are missing. The gap between this and weight_stage is the price of
+Same source, same number of streams, same chunk size, same double-buffered writer, same fsync
+per file; only verification, temporary names and resume are missing. The gap between this and weight_stage is the price of
 verification. --direct writes with O_DIRECT as weight_stage does, so the comparison can be made
 with and without the page cache. Standard library only (it runs on the lab nodes).
 
@@ -22,32 +22,43 @@ from urllib.parse import quote, urlsplit
 CHUNK = 4 * 1024 * 1024
 
 
+def write_all(fd, chunk, direct):
+    if direct and len(chunk) % 4096:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+    while chunk:
+        chunk = chunk[os.write(fd, chunk):]
+
+
 def fetch(host, port, headers, target, dest_path, direct):
+    """One file, with weight_stage's pipeline: two buffers, the next received while the last is written."""
     conn = http.client.HTTPConnection(host, port, timeout=60)
     conn.request("GET", "/file/" + quote(target, safe="/"), headers=headers)
     response = conn.getresponse()
     if response.status != 200:
         raise SystemExit("HTTP %d for %s" % (response.status, target))
     remaining = int(response.getheader("Content-Length"))
-    view = memoryview(mmap.mmap(-1, CHUNK))
+    buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
     os.makedirs(os.path.dirname(dest_path), exist_ok=True)
     fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if direct else 0), 0o644)
+    writer, pending, turn = ThreadPoolExecutor(max_workers=1), None, 0
     try:
         while remaining:
             want, count = min(CHUNK, remaining), 0
+            view, turn = buffers[turn], 1 - turn
             while count < want:
                 got = response.readinto(view[count:want])
                 if not got:
                     raise SystemExit("connection closed early for %s" % target)
                 count += got
-            if direct and count % 4096:
-                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
-            chunk = view[:count]
-            while chunk:
-                chunk = chunk[os.write(fd, chunk):]
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(write_all, fd, view[:count], direct)
             remaining -= count
+        if pending is not None:
+            pending.result()
         os.fsync(fd)
     finally:
+        writer.shutdown()
         os.close(fd)
         conn.close()
 

@@ -145,6 +145,8 @@ def _range_start(header, size):
 class SourceServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Every destination opens one connection per stream at once; the default backlog of 5 is too small.
+    request_queue_size = 128
 
     def __init__(self, address, token, listing, served, clients):
         self.token = token
