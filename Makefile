@@ -8,11 +8,11 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup lab lab-up lab-down unit lint molecule test
+.PHONY: help setup lab lab-up lab-down unit integration lint molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
-	@echo "make test      unit tests, ansible-lint, yamllint and molecule test (what CI runs)"
+	@echo "make test      unit, lint, lab integration tests and molecule test (what CI runs)"
 	@echo "make lab-down  remove the lab containers and network"
 
 setup:
@@ -33,6 +33,10 @@ lab-down:
 unit:
 	$(VENV)/python -m pytest tests/unit -q
 
+# Weight staging's lab checks on their own two containers (ckpt-a, ckpt-b), removed afterwards.
+integration:
+	$(VENV)/python -m pytest tests/integration -q
+
 lint:
 	$(VENV)/yamllint --strict .
 	$(VENV)/ansible-lint
@@ -42,4 +46,4 @@ lint:
 molecule:
 	molecule test
 
-test: unit lint molecule
+test: unit lint integration molecule
