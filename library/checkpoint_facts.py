@@ -86,8 +86,9 @@ ansible_facts:
         mode: {description: C(quick) or C(full)., type: str}
         files:
           description: One entry per file, with path, size, expected_size, status
-            (ok, missing, truncated, oversized, bad-header, hash-mismatch), problems and hash_source;
-            sha256 too in full mode.
+            (ok, missing, truncated, oversized, bad-header, hash-mismatch), problems, the expected digests
+            (expected_sha256, expected_git_sha1) and where they come from (hash_source); sha256 too in
+            full mode.
           type: list
           elements: dict
         file_count: {description: Files present., type: int}

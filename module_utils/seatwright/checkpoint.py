@@ -285,7 +285,8 @@ def judge_files(observed, expected, manifest=None, hashes=None):
         seen = observed.get(rel)
         want = expected.get(rel, {})
         entry = {"path": rel, "size": None, "expected_size": want.get("size"), "status": "ok",
-                 "problems": [], "hash_source": want.get("source")}
+                 "problems": [], "hash_source": want.get("source"),
+                 "expected_sha256": want.get("sha256"), "expected_git_sha1": want.get("git_sha1")}
         if seen is None or seen.get("dangling"):
             entry["status"] = "missing"
             entry["problems"].append("not on disk" if seen is None else "link points at a missing blob")

@@ -496,10 +496,15 @@ def _stage(options, source, check_mode, now, started, outcome):
               "files_skipped": len(units) - len(pending), "files_fetched": 0, "files_resumed": 0,
               "bytes_transferred": 0, "bytes_reused": 0, "transfers": [],
               "plan": {t: {"action": p["action"], "reason": p["reason"]} for t, p in sorted(plans.items())}}
+    links = _link_changes(root, listing) if layout == "hf-cache" else []
+    hashed_sha = {t: d["sha256"] for t, d in hashed.items()}
     if check_mode:
-        links = _link_changes(root, listing) if layout == "hf-cache" else []
-        result.update(changed=bool(pending or stale or links or old_manifest is None), manifest_written=False,
-                      verified=not pending and old_manifest is not None)
+        manifest = None if pending else _manifest(listing, units, root, hashed_sha, manifest_entries, options, now)
+        differs = bool(pending) or manifest_differs(old_manifest, manifest)
+        result.update(changed=bool(pending or stale or links or differs), manifest_written=False,
+                      verified=not differs)
+        if manifest is not None:
+            result["diff"] = _diff(old_manifest, manifest, result["manifest"])
         return result
     os.makedirs(root, exist_ok=True)
     with StageLock(options["state_dir"], root):
@@ -521,25 +526,31 @@ def _stage(options, source, check_mode, now, started, outcome):
             if corrupt_here:
                 os.unlink(os.path.join(folder, MANIFEST_NAME))
             raise StagingError(failure_summary(listing["name"], failures))
-        links = _link_changes(root, listing) if layout == "hf-cache" else []
         _apply_link_changes(links)
-        digests = {t: r["sha256"] for t, r in ((r["target"], r) for r in records)}
-        files = {}
-        for target, unit in units.items():
-            sha = digests.get(target) or hashed.get(target, {}).get("sha256")
-            for rel in unit["paths"]:
-                sha = sha or manifest_entries[rel]["sha256"]
-                files[rel] = dict(_stat(os.path.join(folder, rel)), sha256=sha)
-        manifest = build_manifest(listing["name"], listing["revision"], layout, files,
-                                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now())), options["source_label"])
+        hashed_sha.update((r["target"], r["sha256"]) for r in records)
+        manifest = _manifest(listing, units, root, hashed_sha, manifest_entries, options, now)
         write_manifest = manifest_differs(old_manifest, manifest)
         if write_manifest:
             atomic_write_json(os.path.join(folder, MANIFEST_NAME), manifest)
-        result["diff"] = {"before": _manifest_text(old_manifest), "after": _manifest_text(manifest),
-                          "before_header": result["manifest"], "after_header": result["manifest"]}
+        result["diff"] = _diff(old_manifest, manifest, result["manifest"])
     result.update(changed=bool(pending or stale or links or write_manifest), manifest_written=write_manifest,
                   verified=True, elapsed_s=round(time.monotonic() - started, 3))
     return result
+
+
+def _manifest(listing, units, root, digests, manifest_entries, options, now):
+    """The parity manifest for the files in place: their sizes and times now, their verified digests."""
+    files = {}
+    for target, unit in units.items():
+        for rel in unit["paths"]:
+            sha = digests.get(target) or manifest_entries[rel]["sha256"]
+            files[rel] = dict(_stat(os.path.join(root, target)), sha256=sha)
+    return build_manifest(listing["name"], listing["revision"], listing["layout"], files,
+                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now())), options["source_label"])
+
+
+def _diff(old, new, path):
+    return {"before": _manifest_text(old), "after": _manifest_text(new), "before_header": path, "after_header": path}
 
 
 def _manifest_text(manifest):

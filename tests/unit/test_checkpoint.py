@@ -181,6 +181,9 @@ def test_hf_entry_blob_names_are_the_expected_hashes(tmp_path, mode, verified, p
     assert report["refs"] == {"main": REVISION}
     assert files[SHARD1]["expect"]["sha256"] == os.path.basename(files[SHARD1]["abs"])
     assert files["model.safetensors.index.json"]["expect"]["git_sha1"]
+    by_path = {entry["path"]: entry for entry in report["files"]}
+    assert by_path[SHARD1]["expected_sha256"] == os.path.basename(files[SHARD1]["abs"])
+    assert by_path[SHARD1]["hash_source"] == "blob name"
 
 
 @pytest.mark.parametrize("damage, mode, key, name, words", [

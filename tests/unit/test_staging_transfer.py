@@ -207,6 +207,20 @@ def test_check_mode_predicts_and_writes_nothing(tmp_path, source):
     assert not stage(options(tmp_path, source.url), check_mode=True)["changed"]
 
 
+def test_check_mode_sees_a_manifest_that_no_longer_matches(tmp_path, source):
+    first = stage(options(tmp_path, source.url))
+    blob = dest_blob(tmp_path, source, SHARD2)
+    os.utime(blob, ns=(os.stat(blob).st_atime_ns, os.stat(blob).st_mtime_ns + 10 ** 9))
+    with open(first["manifest"], "rb") as handle:
+        before = handle.read()
+    predicted = stage(options(tmp_path, source.url), check_mode=True)
+    assert predicted["changed"] and not predicted["manifest_written"] and predicted["bytes_transferred"] == 0
+    assert predicted["diff"]["before"] and predicted["diff"]["after"]
+    with open(first["manifest"], "rb") as handle:
+        assert handle.read() == before
+    assert stage(options(tmp_path, source.url))["manifest_written"]
+
+
 def test_progress_file_ends_done(tmp_path, source):
     stage(options(tmp_path, source.url))
     with open(tmp_path / "dst-state" / "progress-m.json") as handle:

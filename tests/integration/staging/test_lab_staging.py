@@ -66,19 +66,19 @@ def lab(tmp_path_factory):
         docker("network", "rm", NETWORK, check=False)
 
 
-def playbook_command(lab, *extra):
+def playbook_command(lab, *extra, limit="ckpt-b"):
     return [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(INVENTORY),
-            str(ROOT / "playbooks" / "weights.yml"), "-l", "ckpt-b", "-e", "@" + lab["vars"]] + list(extra)
+            str(ROOT / "playbooks" / "weights.yml"), "-l", limit, "-e", "@" + lab["vars"]] + list(extra)
 
 
 def playbook_env():
     return dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
 
 
-def stage(lab, *extra):
-    """Run the playbook; (return code, the weight_stage result, every failure message, recap of ckpt-b)."""
-    done = subprocess.run(playbook_command(lab, *extra), capture_output=True, text=True, env=playbook_env(),
-                          cwd=str(ROOT), timeout=600)
+def stage(lab, *extra, limit="ckpt-b", node="ckpt-b"):
+    """Run the playbook; (return code, `node`'s weight_stage result, every failure message, `node`'s recap)."""
+    done = subprocess.run(playbook_command(lab, *extra, limit=limit), capture_output=True, text=True,
+                          env=playbook_env(), cwd=str(ROOT), timeout=600)
     report = json.loads(done.stdout[done.stdout.index("{"):])
     results, failures = {}, []
     for task in report["plays"][0]["tasks"]:
@@ -86,8 +86,8 @@ def stage(lab, *extra):
             if result.get("failed"):
                 failures.append(result.get("msg", ""))
         if "stage | Pull" in task["task"]["name"]:
-            results = task["hosts"]["ckpt-b"]
-    return done.returncode, results, failures, report["stats"]["ckpt-b"]
+            results = task["hosts"][node]
+    return done.returncode, results, failures, report["stats"][node]
 
 
 def blob_of(lab, shard):
@@ -196,7 +196,19 @@ def test_6_corrupt_source_replaces_nothing(lab):
     assert ".incomplete" not in on("ckpt-b", "ls %s/blobs" % ENTRY)
 
 
-def test_7_source_on_the_controller(lab, tmp_path):
+def test_7_whole_group_verifies_the_source_in_place(lab):
+    """With the source node in the play it checks its own copy; a corrupt one fails there too."""
+    rc, source_node, failures, _ = stage(lab, limit="ckpt-a,ckpt-b", node="ckpt-a")
+    assert rc != 0 and any(SHARD2 in message for message in failures), failures
+    flip("ckpt-a", blob_of(lab, SHARD2))  # the same flip again restores the byte
+    rc, source_node, failures, _ = stage(lab, limit="ckpt-a,ckpt-b", node="ckpt-a")
+    assert rc == 0, failures
+    assert source_node["bytes_transferred"] == 0 and source_node["manifest_written"]
+    rc, result, failures, recap = stage(lab, limit="ckpt-a,ckpt-b", node="ckpt-b")
+    assert rc == 0 and result["bytes_transferred"] == 0 and recap["changed"] == 0, failures
+
+
+def test_8_source_on_the_controller(lab, tmp_path):
     made = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(tmp_path), "--shards",
          "2", "--shard-mib", "8", "--repo", "seatwright/controller", "--seed", "7"],
