@@ -11,6 +11,8 @@ cache-entry checkpoint of `--shards` x `--shard-mib` MiB on ckpt-a and moves it 
   copy+sha256sum plain_pull.py, then sha256sum -c of every LFS blob (what most people do)
   rsync          rsync daemon on ckpt-a, rsync -a -L into ckpt-b, then sync
   verified       the weight_stage module (hash while streaming, temp name, fsync, rename, manifest)
+  disk           no transfer: dd writes the same bytes from memory with O_DIRECT, one writer per
+                 shard, the destination disk's own limit (a reference, not a copy)
 
 Every HTTP method pulls from one weight_source started once (async) on ckpt-a. Methods run in a
 different order each pass; before each one the destination is removed, dirty pages are flushed,
@@ -40,7 +42,7 @@ NETWORK, SUBNET = "ckptnet", "172.30.98.0/24"
 NODES = {"ckpt-a": "172.30.98.11", "ckpt-b": "172.30.98.12"}
 INVENTORY = ROOT / "tests" / "integration" / "staging" / "inventory.yml"
 SOURCE_URL = "http://172.30.98.11:8473"
-METHODS = ["plain", "plain-direct", "curl", "copy+sha256sum", "rsync", "verified"]
+METHODS = ["plain", "plain-direct", "curl", "copy+sha256sum", "rsync", "verified", "disk"]
 TIMER = ("import json, subprocess, sys, time; t = time.monotonic(); "
          "r = subprocess.run(sys.argv[1], shell=True, stdout=subprocess.PIPE, text=True); "
          "print(json.dumps({'seconds': round(time.monotonic() - t, 3), 'stdout': r.stdout})); sys.exit(r.returncode)")
@@ -155,6 +157,10 @@ def method_script(method, made, token):
             "git-sha1")) for name, e in blobs)
         return ("mkdir -p /srv/bench/curl && curl -sf --parallel --parallel-max 4 -H 'Authorization: Bearer %s' %s "
                 "&& sync" % (token, outputs))
+    if method == "disk":
+        writers = " ".join("dd if=/dev/zero of=/srv/bench/disk/%s bs=4M count=%d oflag=direct conv=fsync status=none &"
+                           % (name, e["size"] // (4 << 20)) for name, e in blobs if e["size"] >= 4 << 20)
+        return "mkdir -p /srv/bench/disk && %s wait" % writers
     if method == "rsync":
         return ("mkdir -p /srv/bench/rsync && rsync -a -L rsync://172.30.98.11/ckpt/snapshots/%s/ /srv/bench/rsync/ "
                 "&& sync" % made["revision"])
@@ -222,6 +228,7 @@ def summarise(records, made):
         "verified_speedup_over_copy_then_sha256sum": round(med["copy+sha256sum"] / med["verified"], 3),
         "verified_vs_curl_throughput": round(med["curl"] / med["verified"], 3),
         "verified_vs_rsync_throughput": round(med["rsync"] / med["verified"], 3),
+        "verified_vs_disk_only_throughput": round(med["disk"] / med["verified"], 3),
     }
     ratios["meets_0_9_of_plain"] = ratios["verified_vs_plain_throughput"] >= 0.9
     ratios["meets_1_5x_over_copy_then_sha256sum"] = ratios["verified_speedup_over_copy_then_sha256sum"] >= 1.5
@@ -276,6 +283,8 @@ def write_results(args, made, records, by_method, ratios, env, command):
                   "met" if ratios["meets_1_5x_over_copy_then_sha256sum"] else "NOT met"),
               "| verified throughput / curl throughput | %.3f | |" % ratios["verified_vs_curl_throughput"],
               "| verified throughput / rsync throughput | %.3f | |" % ratios["verified_vs_rsync_throughput"],
+              "| verified throughput / disk-only write rate (dd, no network) | %.3f | |"
+              % ratios["verified_vs_disk_only_throughput"],
               "", "Per pass, in seconds. verified is weight_stage's own elapsed_s (listing fetch to manifest "
               "written); plain and plain-direct are plain_pull's own time (listing fetch to last fsync); curl, "
               "rsync and copy+sha256sum are the wall time of their command inside ckpt-b. `outer_s` in the JSON "
