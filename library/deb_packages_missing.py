@@ -39,7 +39,7 @@ missing:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.packages import DPKG_QUERY_FORMAT, missing_packages
+from ansible.module_utils.seatwright.node.packages import DPKG_QUERY_FORMAT, missing_packages
 
 
 def main():

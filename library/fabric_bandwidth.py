@@ -140,7 +140,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.fabric import (
+from ansible.module_utils.seatwright.fabric.links import (
     FabricError,
     bandwidth_inputs,
     ib_write_bw_argv,
@@ -152,7 +152,7 @@ from ansible.module_utils.seatwright.fabric import (
     parse_iperf3_json,
     probe_plan,
 )
-from ansible.module_utils.seatwright.io import atomic_write_json, cache_lookup, fingerprint, read_json
+from ansible.module_utils.seatwright.io.files import atomic_write_json, cache_lookup, fingerprint, read_json
 
 _LISTEN = "0A"
 

@@ -61,7 +61,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.fabric import fabric_facts
+from ansible.module_utils.seatwright.fabric.links import fabric_facts
 
 _BRIDGE_CLASS_PREFIX = "0x0604"
 

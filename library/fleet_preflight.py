@@ -47,7 +47,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.inventory import check_fleet
+from ansible.module_utils.seatwright.node.inventory import check_fleet
 
 
 def main():

@@ -89,15 +89,15 @@ import platform
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.gpu import (
+from ansible.module_utils.seatwright.node.gpu import (
     assemble_facts,
     interpret_acs,
     interpret_iommu,
     no_gpu_facts,
     sysfs_pci_address,
 )
-from ansible.module_utils.seatwright.gpu_probe import ProbeUnavailable, read_gpus, read_platform
-from ansible.module_utils.seatwright.io import atomic_write_json
+from ansible.module_utils.seatwright.io.gpu_probe import ProbeUnavailable, read_gpus, read_platform
+from ansible.module_utils.seatwright.io.files import atomic_write_json
 
 
 def main():

@@ -125,7 +125,7 @@ import sys
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.nccl import (
+from ansible.module_utils.seatwright.fabric.nccl import (
     NcclError,
     judge_sweep,
     nccl_version,

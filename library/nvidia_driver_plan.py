@@ -108,8 +108,8 @@ keyrings:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.driver import DriverError, driver_plan, key_fingerprints
-from ansible.module_utils.seatwright.hardware import GPU_PROFILES
+from ansible.module_utils.seatwright.node.driver import DriverError, driver_plan, key_fingerprints
+from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 
 
 def read_loaded_version():

@@ -18,7 +18,7 @@ BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 
-from ansible.module_utils.seatwright.rules import table_markdown  # noqa: E402
+from ansible.module_utils.seatwright.seat.rules import table_markdown  # noqa: E402
 
 
 class MarkersMissing(Exception):

@@ -13,8 +13,8 @@ import ansible.module_utils
 ROOT = Path(__file__).resolve().parents[2]
 ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 
-from ansible.module_utils.seatwright.gpu import reading_from_nvml  # noqa: E402
-from ansible.module_utils.seatwright.gpu_probe import read_nvml_raw  # noqa: E402
+from ansible.module_utils.seatwright.node.gpu import reading_from_nvml  # noqa: E402
+from ansible.module_utils.seatwright.io.gpu_probe import read_nvml_raw  # noqa: E402
 
 raw = read_nvml_raw(with_links=True)
 Path(sys.argv[1]).write_text(json.dumps({"raw": raw, "reading": reading_from_nvml(raw)}, indent=2, default=str)

@@ -71,7 +71,7 @@ def main():
 
     import ansible.module_utils
     ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
-    from ansible.module_utils.seatwright.gpu_probe import read_nvml
+    from ansible.module_utils.seatwright.io.gpu_probe import read_nvml
 
     env = dict(os.environ, ANSIBLE_LIBRARY=str(ROOT / "library"), ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
                LC_ALL="C.UTF-8")

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from ansible.module_utils.seatwright import checkpoint as ck
-from ansible.module_utils.seatwright.checkpoint_scan import read_header, scan_checkpoint
+from ansible.module_utils.seatwright.weights import checkpoint as ck
+from ansible.module_utils.seatwright.io.checkpoint_scan import read_header, scan_checkpoint
 from checkpoint_cases import (
     OTHER_REVISION, REFERENCE, REVISION, big_shards, blob_path, copy_reference, flip_byte, reference_files,
     shard_bytes, truncate, write_folder, write_hf_entry)

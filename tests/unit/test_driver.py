@@ -1,11 +1,11 @@
-"""NVIDIA driver plan (module_utils/seatwright/driver.py) and library/nvidia_driver_plan.py."""
+"""NVIDIA driver plan (module_utils/seatwright/node/driver.py) and library/nvidia_driver_plan.py."""
 import json
 import os
 import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.seatwright.driver import (
+from ansible.module_utils.seatwright.node.driver import (
     CUDA_KEY_FINGERPRINT,
     DriverError,
     driver_action,

@@ -1,8 +1,8 @@
-"""Pure fabric decisions (module_utils/seatwright/fabric.py) against recorded tool outputs."""
+"""Pure fabric decisions (module_utils/seatwright/fabric/links.py) against recorded tool outputs."""
 import json
 
 import pytest
-from ansible.module_utils.seatwright.fabric import (
+from ansible.module_utils.seatwright.fabric.links import (
     FabricError,
     acs_redirect_bits,
     bandwidth_inputs,
@@ -20,7 +20,7 @@ from ansible.module_utils.seatwright.fabric import (
     probe_plan,
     roce_v2_gid,
 )
-from ansible.module_utils.seatwright.io import fingerprint
+from ansible.module_utils.seatwright.io.files import fingerprint
 
 from conftest import FIXTURES
 

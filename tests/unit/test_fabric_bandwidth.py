@@ -3,7 +3,7 @@ import json
 import time
 
 import pytest
-from ansible.module_utils.seatwright.io import atomic_write_json
+from ansible.module_utils.seatwright.io.files import atomic_write_json
 from ansible.module_utils.testing import patch_module_args
 
 import fabric_bandwidth

@@ -1,10 +1,10 @@
-"""Fit (module_utils/seatwright/fit.py): checkpoint bytes against VRAM, per-rank weights, KV headroom."""
+"""Fit (module_utils/seatwright/seat/fit.py): checkpoint bytes against VRAM, per-rank weights, KV headroom."""
 import pytest
-from ansible.module_utils.seatwright.fit import (FIELD_RUNTIME_RESERVE_BYTES, GIB, fit_seat, one_node, size_text,
+from ansible.module_utils.seatwright.seat.fit import (FIELD_RUNTIME_RESERVE_BYTES, GIB, fit_seat, one_node, size_text,
                                                  weight_estimate)
-from ansible.module_utils.seatwright.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.recipe import validate_recipe
-from ansible.module_utils.seatwright.rules import RULE_IDS, evaluate
+from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
+from ansible.module_utils.seatwright.seat.recipe import validate_recipe
+from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
 
 from seat_cases import SCHEMA, h200_gpus, mutated, seat_data
 

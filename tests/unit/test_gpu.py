@@ -1,4 +1,4 @@
-"""GPU parsing, facts assembly, IOMMU/ACS reading and power-limit planning (module_utils/seatwright/gpu.py).
+"""GPU parsing, facts assembly, IOMMU/ACS reading and power-limit planning (module_utils/seatwright/node/gpu.py).
 
 Real outputs recorded on a 2xH200 node (tests/fixtures/h200x2/) and outputs of the lab's emulator for
 RTX PRO 6000 pairs are the inputs.
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ansible.module_utils.seatwright.gpu import (
+from ansible.module_utils.seatwright.node.gpu import (
     GpuInputError,
     SMI_QUERY_FIELDS,
     acs_from_config_spaces,

@@ -1,8 +1,8 @@
-"""Preflight checks of inventory declarations (module_utils/seatwright/inventory.py)."""
+"""Preflight checks of inventory declarations (module_utils/seatwright/node/inventory.py)."""
 import json
 
 import pytest
-from ansible.module_utils.seatwright.inventory import check_fleet, check_node
+from ansible.module_utils.seatwright.node.inventory import check_fleet, check_node
 from ansible.module_utils.testing import patch_module_args
 
 import fleet_preflight

@@ -1,11 +1,11 @@
-"""Launch rendering (module_utils/seatwright/launch.py): exact argv and env per node rank."""
+"""Launch rendering (module_utils/seatwright/seat/launch.py): exact argv and env per node rank."""
 import json
 
 import pytest
-from ansible.module_utils.seatwright.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.launch import nccl_env, render
-from ansible.module_utils.seatwright.recipe import SeatError, validate_recipe
-from ansible.module_utils.seatwright.rules import RULE_IDS, evaluate
+from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
+from ansible.module_utils.seatwright.seat.launch import nccl_env, render
+from ansible.module_utils.seatwright.seat.recipe import SeatError, validate_recipe
+from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
 
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
 

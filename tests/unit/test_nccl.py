@@ -1,9 +1,9 @@
-"""NCCL decisions (module_utils/seatwright/nccl.py) and the two NCCL modules."""
+"""NCCL decisions (module_utils/seatwright/fabric/nccl.py) and the two NCCL modules."""
 import json
 import sys
 
 import pytest
-from ansible.module_utils.seatwright.nccl import (
+from ansible.module_utils.seatwright.fabric.nccl import (
     NcclError,
     bus_bandwidth,
     env_decisions,

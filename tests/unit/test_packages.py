@@ -1,8 +1,8 @@
-"""Which packages are missing, from dpkg-query output (module_utils/seatwright/packages.py)."""
+"""Which packages are missing, from dpkg-query output (module_utils/seatwright/node/packages.py)."""
 import json
 
 import pytest
-from ansible.module_utils.seatwright.packages import installed_packages, missing_packages
+from ansible.module_utils.seatwright.node.packages import installed_packages, missing_packages
 from ansible.module_utils.testing import patch_module_args
 
 import deb_packages_missing

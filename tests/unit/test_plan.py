@@ -1,9 +1,9 @@
-"""The plan (module_utils/seatwright/plan.py): recipe + declared or cached hardware -> one JSON plan."""
+"""The plan (module_utils/seatwright/seat/plan.py): recipe + declared or cached hardware -> one JSON plan."""
 import json
 
 import pytest
-from ansible.module_utils.seatwright.plan import make_plan, node_hardware, plan_lines
-from ansible.module_utils.seatwright.recipe import SeatError
+from ansible.module_utils.seatwright.seat.plan import make_plan, node_hardware, plan_lines
+from ansible.module_utils.seatwright.seat.recipe import SeatError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

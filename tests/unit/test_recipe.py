@@ -1,10 +1,10 @@
-"""Recipe loading and validation (module_utils/seatwright/recipe.py) against schemas/seat.schema.json."""
+"""Recipe loading and validation (module_utils/seatwright/seat/recipe.py) against schemas/seat.schema.json."""
 import datetime
 
 import pytest
-from ansible.module_utils.seatwright.recipe import (SeatError, field_path, parse_size, recipe_from_text,
+from ansible.module_utils.seatwright.seat.recipe import (SeatError, field_path, parse_size, recipe_from_text,
                                                     validate_recipe)
-from ansible.module_utils.seatwright.rules import RULE_IDS
+from ansible.module_utils.seatwright.seat.rules import RULE_IDS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator

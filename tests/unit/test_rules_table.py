@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.seatwright.rules import RULE_IDS, table_markdown
+from ansible.module_utils.seatwright.seat.rules import RULE_IDS, table_markdown
 
 from seat_cases import ROOT
 

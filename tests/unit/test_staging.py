@@ -1,7 +1,7 @@
 """Staging decisions: the listing a source sends, and what a destination skips, fetches or resumes."""
 import pytest
 
-from ansible.module_utils.seatwright import staging as st
+from ansible.module_utils.seatwright.weights import staging as st
 from checkpoint_cases import REVISION
 
 SHA = "a" * 64

@@ -6,7 +6,7 @@ caught here with the host, the variable and what is expected, instead of failing
 import ipaddress
 import re
 
-from ansible.module_utils.seatwright.hardware import GPU_PROFILES
+from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 
 # Linux netdev names: at most 15 bytes, no slash or whitespace.
 _IFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")

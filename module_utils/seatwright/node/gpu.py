@@ -7,7 +7,7 @@ IOMMU/ACS state that decides whether peer-to-peer can hang, and plans power-limi
 """
 import re
 
-from ansible.module_utils.seatwright.hardware import is_sm120, profile_for_name, sm_of
+from ansible.module_utils.seatwright.node.hardware import is_sm120, profile_for_name, sm_of
 
 MIB = 1024 * 1024
 

@@ -5,7 +5,7 @@ driver, roles/nvidia_driver writes what is decided here.
 """
 import re
 
-from ansible.module_utils.seatwright.hardware import is_sm120
+from ansible.module_utils.seatwright.node.hardware import is_sm120
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # NVIDIA's CUDA repository signing key for deb-based distributions (driver installation guide,

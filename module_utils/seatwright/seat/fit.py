@@ -14,7 +14,7 @@ A CPU seat has no VRAM to fit: its verdict is 'not-applicable' and says so.
 """
 import math
 
-from ansible.module_utils.seatwright.hardware import MIB
+from ansible.module_utils.seatwright.node.hardware import MIB
 
 GB = 10 ** 9
 GIB = 2 ** 30

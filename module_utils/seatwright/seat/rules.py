@@ -8,8 +8,8 @@ reason. Conditions answer True, False or None (None: a field they read is unknow
 import copy
 import re
 
-from ansible.module_utils.seatwright.hardware import is_sm120
-from ansible.module_utils.seatwright.recipe import SeatError
+from ansible.module_utils.seatwright.node.hardware import is_sm120
+from ansible.module_utils.seatwright.seat.recipe import SeatError
 
 
 def _and(*answers):

@@ -6,7 +6,7 @@ every interpretation lives in gpu.py.
 import os
 import sys
 
-from ansible.module_utils.seatwright.gpu import (
+from ansible.module_utils.seatwright.node.gpu import (
     SMI_QUERY_FIELDS,
     devices_from_smi_rows,
     driver_version_from_smi_rows,

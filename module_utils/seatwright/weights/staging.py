@@ -7,7 +7,7 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
-from ansible.module_utils.seatwright.checkpoint import is_revision, is_sha256
+from ansible.module_utils.seatwright.weights.checkpoint import is_revision, is_sha256
 
 LISTING_FORMAT = "seatwright-listing/1"
 LAYOUTS = ("folder", "hf-cache")

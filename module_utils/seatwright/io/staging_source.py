@@ -16,10 +16,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
-from ansible.module_utils.seatwright.checkpoint import problem_lines
-from ansible.module_utils.seatwright.checkpoint_scan import hash_many, scan_checkpoint
-from ansible.module_utils.seatwright.io import atomic_write_json, cache_lookup, fingerprint
-from ansible.module_utils.seatwright.staging import build_listing, fetch_units
+from ansible.module_utils.seatwright.weights.checkpoint import problem_lines
+from ansible.module_utils.seatwright.io.checkpoint_scan import hash_many, scan_checkpoint
+from ansible.module_utils.seatwright.io.files import atomic_write_json, cache_lookup, fingerprint
+from ansible.module_utils.seatwright.weights.staging import build_listing, fetch_units
 
 def _hashes_for(path, files, need, state_dir, workers, may_write):
     """sha256 of files with no expected digest, cached per file identity so a re-run reads nothing."""

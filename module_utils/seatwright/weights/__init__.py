@@ -1,0 +1,1 @@
+"""Pure decisions about checkpoints and weight staging: safetensors layout, manifests, listings."""
