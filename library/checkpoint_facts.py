@@ -116,7 +116,8 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.weights.checkpoint import CheckpointError, failure_message, is_revision
+from ansible.module_utils.seatwright.errors import CheckpointError
+from ansible.module_utils.seatwright.weights.checkpoint import failure_message, is_revision
 from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
 
 

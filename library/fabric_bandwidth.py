@@ -140,8 +140,8 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.errors import FabricError
 from ansible.module_utils.seatwright.fabric.links import (
-    FabricError,
     bandwidth_inputs,
     ib_write_bw_argv,
     iperf3_argv,

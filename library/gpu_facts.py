@@ -89,6 +89,7 @@ import platform
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.errors import ProbeUnavailable
 from ansible.module_utils.seatwright.node.gpu import (
     assemble_facts,
     interpret_acs,
@@ -96,7 +97,7 @@ from ansible.module_utils.seatwright.node.gpu import (
     no_gpu_facts,
     sysfs_pci_address,
 )
-from ansible.module_utils.seatwright.io.gpu_probe import ProbeUnavailable, read_gpus, read_platform
+from ansible.module_utils.seatwright.io.gpu_probe import read_gpus, read_platform
 from ansible.module_utils.seatwright.io.files import atomic_write_json
 
 

@@ -84,8 +84,9 @@ backend:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.node.gpu import GpuInputError, plan_diff, plan_power_limits, readback_failures
-from ansible.module_utils.seatwright.io.gpu_probe import ProbeUnavailable, read_gpus, set_power_limit
+from ansible.module_utils.seatwright.errors import GpuInputError, ProbeUnavailable
+from ansible.module_utils.seatwright.node.gpu import plan_diff, plan_power_limits, readback_failures
+from ansible.module_utils.seatwright.io.gpu_probe import read_gpus, set_power_limit
 
 
 def main():

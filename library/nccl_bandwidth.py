@@ -125,8 +125,8 @@ import sys
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.errors import NcclError
 from ansible.module_utils.seatwright.fabric.nccl import (
-    NcclError,
     judge_sweep,
     nccl_version,
     parse_all_reduce_perf,

@@ -88,7 +88,8 @@ env_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.fabric.nccl import NcclError, env_decisions, nccl_conf_names, render_file
+from ansible.module_utils.seatwright.errors import NcclError
+from ansible.module_utils.seatwright.fabric.nccl import env_decisions, nccl_conf_names, render_file
 
 BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
 

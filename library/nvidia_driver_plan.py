@@ -108,7 +108,8 @@ keyrings:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.node.driver import DriverError, driver_plan, key_fingerprints
+from ansible.module_utils.seatwright.errors import DriverError
+from ansible.module_utils.seatwright.node.driver import driver_plan, key_fingerprints
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 
 

@@ -100,9 +100,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes
 from ansible.module_utils.seatwright.seat.plan import make_plan, plan_lines
-from ansible.module_utils.seatwright.seat.recipe import HAS_JSONSCHEMA, SeatError, recipe_from_text
+from ansible.module_utils.seatwright.seat.recipe import HAS_JSONSCHEMA, recipe_from_text
 
 
 def _read(path, what):

@@ -117,7 +117,8 @@ done_reports:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.weights.checkpoint import CheckpointError, is_revision
+from ansible.module_utils.seatwright.errors import CheckpointError
+from ansible.module_utils.seatwright.weights.checkpoint import is_revision
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes
 from ansible.module_utils.seatwright.io.staging_source import bind_server, serve_until_done, source_listing
 

@@ -151,8 +151,9 @@ transfers:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision
-from ansible.module_utils.seatwright.weights.staging import StagingError, parse_source_url
+from ansible.module_utils.seatwright.weights.staging import parse_source_url
 from ansible.module_utils.seatwright.io.staging_pull import stage
 
 

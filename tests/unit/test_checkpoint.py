@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from ansible.module_utils.seatwright.errors import CheckpointError
 from ansible.module_utils.seatwright.weights import checkpoint as ck
 from ansible.module_utils.seatwright.io.checkpoint_scan import read_header, scan_checkpoint
 from checkpoint_cases import (
@@ -129,7 +130,7 @@ def test_blob_hash_kind(name, kind):
     ({"format": ck.MANIFEST_FORMAT, "files": {}, "revision": "main"}, "not a 40-hex"),
 ])
 def test_bad_manifests_are_refused(doc, words):
-    with pytest.raises(ck.CheckpointError, match=words.replace("(", r"\(")):
+    with pytest.raises(CheckpointError, match=words.replace("(", r"\(")):
         ck.parse_manifest(doc)
 
 
@@ -219,7 +220,7 @@ def test_wrong_revision_is_an_error(tmp_path):
 
 def test_cache_entry_needs_a_revision(tmp_path):
     entry = write_hf_entry(tmp_path, reference_files())
-    with pytest.raises(ck.CheckpointError, match="pinned 40-hex revision"):
+    with pytest.raises(CheckpointError, match="pinned 40-hex revision"):
         scan_checkpoint(entry)
 
 

@@ -5,9 +5,9 @@ import shutil
 import subprocess
 
 import pytest
+from ansible.module_utils.seatwright.errors import DriverError
 from ansible.module_utils.seatwright.node.driver import (
     CUDA_KEY_FINGERPRINT,
-    DriverError,
     driver_action,
     driver_packages,
     driver_plan,

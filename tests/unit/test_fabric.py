@@ -2,8 +2,8 @@
 import json
 
 import pytest
+from ansible.module_utils.seatwright.errors import FabricError
 from ansible.module_utils.seatwright.fabric.links import (
-    FabricError,
     acs_redirect_bits,
     bandwidth_inputs,
     farthest_path,

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from ansible.module_utils.seatwright.errors import GpuInputError
 from ansible.module_utils.seatwright.node.gpu import (
-    GpuInputError,
     SMI_QUERY_FIELDS,
     acs_from_config_spaces,
     assemble_facts,

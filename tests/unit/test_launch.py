@@ -2,9 +2,10 @@
 import json
 
 import pytest
+from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 from ansible.module_utils.seatwright.seat.launch import nccl_env, render
-from ansible.module_utils.seatwright.seat.recipe import SeatError, validate_recipe
+from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
 
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data

@@ -3,8 +3,8 @@ import json
 import sys
 
 import pytest
+from ansible.module_utils.seatwright.errors import NcclError
 from ansible.module_utils.seatwright.fabric.nccl import (
-    NcclError,
     bus_bandwidth,
     env_decisions,
     judge_sweep,

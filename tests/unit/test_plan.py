@@ -2,8 +2,8 @@
 import json
 
 import pytest
+from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.seat.plan import make_plan, node_hardware, plan_lines
-from ansible.module_utils.seatwright.seat.recipe import SeatError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -2,7 +2,8 @@
 import datetime
 
 import pytest
-from ansible.module_utils.seatwright.seat.recipe import (SeatError, field_path, parse_size, recipe_from_text,
+from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.seat.recipe import (field_path, parse_size, recipe_from_text,
                                                     validate_recipe)
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS
 from hypothesis import HealthCheck, given, settings

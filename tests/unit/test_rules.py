@@ -1,7 +1,8 @@
 """Compatibility rules (module_utils/seatwright/seat/rules.py): conditions, effects, overrides, refusals."""
 import pytest
+from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.recipe import SeatError, validate_recipe
+from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, RULES, describe_effect, evaluate, table_rows
 
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data

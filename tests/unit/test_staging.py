@@ -1,6 +1,7 @@
 """Staging decisions: the listing a source sends, and what a destination skips, fetches or resumes."""
 import pytest
 
+from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights import staging as st
 from checkpoint_cases import REVISION
 
@@ -43,7 +44,7 @@ def _with_file(**entry):
     (_with_file(blob="xyz"), "without a cache blob name"),
 ])
 def test_bad_listings_are_refused_with_the_reason(doc, words):
-    with pytest.raises(st.StagingError) as caught:
+    with pytest.raises(StagingError) as caught:
         st.parse_listing(doc, "http://10.0.0.1:8473")
     assert words in str(caught.value)
 
@@ -154,7 +155,7 @@ def test_progress_record_estimates_time_left():
 ])
 def test_parse_source_url(url, parsed):
     if parsed is None:
-        with pytest.raises(st.StagingError, match="source_url"):
+        with pytest.raises(StagingError, match="source_url"):
             st.parse_source_url(url)
     else:
         assert st.parse_source_url(url) == parsed

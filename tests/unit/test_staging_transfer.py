@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.io import staging_pull as staging_pull
 from ansible.module_utils.seatwright.io import staging_source as staging_source
 from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME
 from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
-from ansible.module_utils.seatwright.weights.staging import StagingError
 from ansible.module_utils.seatwright.io.staging_pull import StageLock, stage
 from checkpoint_cases import (
     OTHER_REVISION, REVISION, big_shards, blob_name, blob_path, flip_byte, truncate, write_folder, write_hf_entry)

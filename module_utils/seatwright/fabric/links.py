@@ -6,6 +6,8 @@ sysfs or run the tools and hand the text over; these functions only parse and de
 import json
 import re
 
+from ansible.module_utils.seatwright.errors import FabricError
+
 # PCI class codes (first two bytes of the 24-bit class): display controllers and bridges.
 _GPU_CLASSES = ("0x0300", "0x0302")
 _BRIDGE_CLASS = "0x0604"
@@ -24,10 +26,6 @@ _IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
 _RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
 _OPEN_MODULES = re.compile(r"Open Kernel Module", re.IGNORECASE)
 _KERNEL_VERSION = re.compile(r"^(\d+)\.(\d+)")
-
-
-class FabricError(ValueError):
-    """Input that cannot be judged; the message says what was wrong and what to do."""
 
 
 def _strip(value):

@@ -6,15 +6,13 @@ runs the sweep and hands its output to the parsers here.
 import json
 import re
 
+from ansible.module_utils.seatwright.errors import NcclError
+
 GIB = 1024 ** 3
 MIB = 1024 ** 2
 
 # GDR levels NCCL accepts, nearest first; PXB is NCCL's default.
 GDR_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")
-
-
-class NcclError(ValueError):
-    """Input that cannot be rendered or judged; the message says what to do."""
 
 
 def _entry(name, value, reason):

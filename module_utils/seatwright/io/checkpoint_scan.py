@@ -9,8 +9,9 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible.module_utils.seatwright.errors import CheckpointError
 from ansible.module_utils.seatwright.weights.checkpoint import (
-    INDEX_NAME, MANIFEST_NAME, MAX_HEADER_BYTES, SAFETENSORS_SUFFIX, CheckpointError, assemble_report, blob_hash_kind,
+    INDEX_NAME, MANIFEST_NAME, MAX_HEADER_BYTES, SAFETENSORS_SUFFIX, assemble_report, blob_hash_kind,
     check_index, git_blob_prefix, header_length, is_staging_artifact, judge_files, parse_manifest,
     parse_safetensors_header, revision_problems, summarise_tensors)
 from ansible.module_utils.seatwright.io.files import read_json

@@ -6,6 +6,7 @@ every interpretation lives in gpu.py.
 import os
 import sys
 
+from ansible.module_utils.seatwright.errors import ProbeUnavailable
 from ansible.module_utils.seatwright.node.gpu import (
     SMI_QUERY_FIELDS,
     devices_from_smi_rows,
@@ -19,10 +20,6 @@ from ansible.module_utils.seatwright.node.gpu import (
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 PCI_DEVICES = "/sys/bus/pci/devices"
-
-
-class ProbeUnavailable(Exception):
-    """This reader cannot answer on this host; the message says why."""
 
 
 def _text(value):

@@ -17,19 +17,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
+from ansible.module_utils.seatwright.errors import Interrupted, StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME, build_manifest, manifest_differs
 from ansible.module_utils.seatwright.io.checkpoint_scan import hash_many, load_manifest, new_hashers
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes, atomic_write_json, fingerprint
 from ansible.module_utils.seatwright.weights.staging import (
-    StagingError, digest_problem, failure_summary, fetch_units, link_target, needs_hash, parse_listing,
+    digest_problem, failure_summary, fetch_units, link_target, needs_hash, parse_listing,
     parse_source_url, partial_name, plan_unit, progress_record, throttle_delay)
 
 CHUNK = 4 * 1024 * 1024
 ALIGN = 4096
-
-
-class Interrupted(Exception):
-    """The connection broke mid-file; what arrived is kept and the transfer resumes."""
 
 
 class Throttle(object):

@@ -5,6 +5,7 @@ driver, roles/nvidia_driver writes what is decided here.
 """
 import re
 
+from ansible.module_utils.seatwright.errors import DriverError
 from ansible.module_utils.seatwright.node.hardware import is_sm120
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -40,10 +41,6 @@ PINNED_PACKAGE_PATTERN = (
     "/^(nvidia-(open|driver|kernel|modprobe|persistenced|settings|xconfig|smi|firmware|dkms|utils)"
     "|libnvidia-|libcuda1|libxnvctrl|xserver-xorg-video-nvidia|firmware-nvidia|cuda-drivers)/"
 )
-
-
-class DriverError(ValueError):
-    """A request that cannot be planned; the message says what to change."""
 
 
 def repository(distribution, version, architecture, base_url=CUDA_REPO_BASE):

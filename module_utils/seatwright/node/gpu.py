@@ -7,6 +7,7 @@ IOMMU/ACS state that decides whether peer-to-peer can hang, and plans power-limi
 """
 import re
 
+from ansible.module_utils.seatwright.errors import GpuInputError
 from ansible.module_utils.seatwright.node.hardware import is_sm120, profile_for_name, sm_of
 
 MIB = 1024 * 1024
@@ -35,10 +36,6 @@ NOT_AVAILABLE = ("", "N/A", "[N/A]", "[Not Supported]", "[Unknown Error]", "Unkn
 UNIT_SUFFIX = re.compile(r"\s*(W|MiB|MHz|%|C)$")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 WATT_TOLERANCE = 0.005
-
-
-class GpuInputError(ValueError):
-    """Input a person must fix; the message names host, GPU, value and what is allowed."""
 
 
 # ---------------------------------------------------------------- nvidia-smi text

@@ -7,7 +7,7 @@ inside the engine container, staged and revision-checked before launch, and serv
 """
 import json
 
-from ansible.module_utils.seatwright.seat.recipe import SeatError
+from ansible.module_utils.seatwright.errors import SeatError
 
 MODEL_ROOT = "/models"
 RAY_PORT = 6379

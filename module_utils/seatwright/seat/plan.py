@@ -7,11 +7,12 @@ seat uses the first topology.nodes of them and node rank 0 is the first.
 import re
 import shlex
 
+from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.inventory import check_node
 from ansible.module_utils.seatwright.seat.launch import MODEL_ROOT, render
-from ansible.module_utils.seatwright.seat.recipe import SeatError, validate_recipe
+from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
 
 PLAN_FORMAT = "seatwright-plan/1"

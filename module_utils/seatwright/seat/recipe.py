@@ -12,6 +12,8 @@ import re
 
 import yaml
 
+from ansible.module_utils.seatwright.errors import SeatError
+
 try:
     from jsonschema import Draft202012Validator, validators
     # JSON Schema counts 2.0 as an integer; an engine flag would then read "2.0", so only int passes.
@@ -22,10 +24,6 @@ try:
 except ImportError:
     _Validator = None
     HAS_JSONSCHEMA = False
-
-
-class SeatError(Exception):
-    """A recipe, an inventory or a plan request that cannot be planned; the message is for people."""
 
 
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")

@@ -9,7 +9,7 @@ import copy
 import re
 
 from ansible.module_utils.seatwright.node.hardware import is_sm120
-from ansible.module_utils.seatwright.seat.recipe import SeatError
+from ansible.module_utils.seatwright.errors import SeatError
 
 
 def _and(*answers):

@@ -7,6 +7,8 @@ seat makes before it starts its engine offline.
 import json
 import re
 
+from ansible.module_utils.seatwright.errors import CheckpointError
+
 MANIFEST_NAME = ".seatwright-manifest.json"
 MANIFEST_FORMAT = "seatwright-parity/1"
 INDEX_NAME = "model.safetensors.index.json"
@@ -25,10 +27,6 @@ DTYPE_BITS = {
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class CheckpointError(ValueError):
-    """Input that cannot describe a checkpoint; the message says what was expected."""
 
 
 def is_revision(value):

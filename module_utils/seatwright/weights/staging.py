@@ -7,16 +7,13 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
+from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision, is_sha256
 
 LISTING_FORMAT = "seatwright-listing/1"
 LAYOUTS = ("folder", "hf-cache")
 _GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _BLOB = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-
-
-class StagingError(Exception):
-    """A staging run that cannot go on; the message names the file and what to do."""
 
 
 def build_listing(name, layout, revision, refs, files, problems):
