@@ -54,7 +54,7 @@ rm "$RAW/limits_before.csv" "$RAW/limits_after.csv"
   if command -v lspci >/dev/null; then lspci -vvv 2>&1 | grep -E '^[0-9a-f]|ACSCap|ACSCtl'; else echo "lspci: not installed"; fi
 } >>"$RAW/probe.txt" 2>&1
 
-python3 bench/device/gpu_redact.py "$RAW" "$OUT"
+python3 bench/device/gpu_redact.py "$RAW" "$OUT" "$(hostname)"
 rm -rf "$RAW"
 cat "$OUT/playbook.log" "$OUT/timing.txt" "$OUT/limits_readback.txt"
 head -40 "$OUT/probe.txt"

@@ -1,0 +1,1 @@
+"""Evidence helpers: the redactor and record schema helpers (pure)."""
