@@ -1,0 +1,100 @@
+"""The project's docs stand alone: every citation of a docs/ page and anchor resolves, and every field
+report a recipe or rule cites is described in docs/field.md."""
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.seatwright.seat.rules import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SKIP_DIRS = {".git", ".venv", ".cache", ".hypothesis", ".pytest_cache", "__pycache__", "evidence", "fixtures"}
+TEXT_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".json", ".j2", ".cfg", ".sh", ".txt", ""}
+CITATION = re.compile(r"docs/([a-z_-]+\.md)#([A-Za-z0-9_-]+)")
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+EXPLICIT_ANCHOR = re.compile(r"""<a\s+id=["']([^"']+)["']""")
+
+
+def slug(heading):
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    text = path.read_text()
+    return {slug(h) for h in HEADING.findall(text)} | set(EXPLICIT_ANCHOR.findall(text))
+
+
+def project_files():
+    for path in sorted(ROOT.rglob("*")):
+        parts = set(path.relative_to(ROOT).parts)
+        if path.is_file() and not parts & SKIP_DIRS and path.suffix in TEXT_SUFFIXES:
+            yield path
+
+
+def citations():
+    found = []
+    for path in project_files():
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for page, anchor in CITATION.findall(line):
+                found.append(pytest.param(page, anchor, id="%s:%d" % (path.relative_to(ROOT), number)))
+    return found
+
+
+def markdown_links():
+    found = []
+    for path in [ROOT / "README.md"] + sorted(DOCS.glob("*.md")):
+        for target in MD_LINK.findall(path.read_text()):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            found.append(pytest.param(path, target, id="%s->%s" % (path.relative_to(ROOT), target)))
+    return found
+
+
+def test_slug_matches_github_anchors():
+    assert slug("SM120 rules") == "sm120-rules"
+    assert slug("NCCL all-reduce measurements") == "nccl-all-reduce-measurements"
+    assert slug("custom-allreduce-off") == "custom-allreduce-off"
+    assert slug("The `seat` role (issue 13)") == "the-seat-role-issue-13"
+
+
+def test_some_citations_are_found():
+    assert len(citations()) > 0
+
+
+@pytest.mark.parametrize(("page", "anchor"), citations())
+def test_citation_resolves(page, anchor):
+    target = DOCS / page
+    assert target.is_file(), "docs/%s does not exist" % page
+    assert anchor in anchors(target), "docs/%s has no section #%s" % (page, anchor)
+
+
+@pytest.mark.parametrize(("source", "target"), markdown_links())
+def test_markdown_link_resolves(source, target):
+    path_part, _, anchor = target.partition("#")
+    resolved = (source.parent / path_part).resolve() if path_part else source
+    assert resolved.exists(), "%s links to %s, which does not exist" % (source.name, path_part)
+    if anchor and resolved.suffix == ".md":
+        assert anchor in anchors(resolved), "%s links to #%s, missing in %s" % (source.name, anchor, resolved.name)
+
+
+def cited_report_keys():
+    keys = set()
+    for recipe in sorted((ROOT / "seats").glob("*.yml")):
+        keys.update(str(s) for s in yaml.safe_load(recipe.read_text()).get("sources", []) if str(s).isdigit())
+    for rule in RULES:
+        keys.update(s for s in rule["sources"] if s.isdigit())
+    return sorted(keys)
+
+
+@pytest.mark.parametrize("key", cited_report_keys())
+def test_cited_field_report_is_described(key):
+    assert "report-%s" % key in anchors(DOCS / "field.md"), \
+        "field report [%s] is cited but docs/field.md#sources does not describe it" % key
