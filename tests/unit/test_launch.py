@@ -160,8 +160,29 @@ def test_env_may_not_replace_what_the_inventory_decides():
         render(data, EXAMPLE, "seats/glm53.yml")
 
 
-def test_multi_node_vllm_without_ray_is_refused_even_when_overridden():
+def test_multi_node_vllm_on_mp_renders_the_serve_cli_with_a_headless_follower():
+    # The shape verified across two lab containers: `vllm serve` on every node, --headless on rank 1.
     changes = [(("topology", "executor"), "mp"),
                (("overrides",), [{"rule": "ray-executor", "reason": "the field's dev build used mp [000]"}])]
-    with pytest.raises(SeatError, match="launches vLLM across nodes only with Ray"):
-        render(settings("nemotron3-ultra", changes), EXAMPLE, "nemotron3-ultra")
+    head, follower = render(settings("nemotron3-ultra", changes), EXAMPLE, "nemotron3-ultra")
+    assert head["argv"][:5] == ["python3", "-m", "vllm.entrypoints.cli.main", "serve",
+                                "/models/nemotron-3-ultra-550b-nvfp4"]
+    assert "--model" not in head["argv"]
+    for index, rank in enumerate((head, follower)):
+        argv = rank["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--node-rank") + 1] == str(index)
+        assert argv[argv.index("--master-addr") + 1] == "10.77.0.11"
+        assert argv[argv.index("--master-port") + 1] == "29501"
+        assert argv[argv.index("--distributed-executor-backend") + 1] == "mp"
+        assert rank["setup"] == [] and rank["wait_for"] is None
+    assert "--headless" not in head["argv"] and "--headless" in follower["argv"]
+    assert (head["role"], follower["role"]) == ("server", "headless")
+
+
+def test_multi_node_vllm_without_an_executor_is_refused():
+    changes = [(("topology", "executor"), None)]
+    data = settings("glm53", changes)
+    data["topology"]["executor"] = None
+    with pytest.raises(SeatError, match="vLLM across nodes runs on Ray"):
+        render(data, EXAMPLE, "glm53")

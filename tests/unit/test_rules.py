@@ -3,7 +3,7 @@ import pytest
 from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, RULES, describe_effect, evaluate, table_rows
+from ansible.module_utils.seatwright.seat.rules import RULE_IDS, RULES, describe_effect, evaluate, launch_text, table_rows
 
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
 
@@ -32,7 +32,7 @@ def applied(result):
 def test_rule_ids_are_unique_and_every_rule_is_complete():
     assert len(set(RULE_IDS)) == len(RULE_IDS)
     for rule in RULES:
-        assert rule["when"] and rule["reason"] and rule["sources"] and rule["effects"] and rule["launch"]
+        assert rule["when"] and rule["reason"] and rule["sources"] and rule["effects"] and launch_text(rule)
         assert any("[%s]" % source in rule["reason"] for source in rule["sources"] if source.isdigit()) \
             or not any(source.isdigit() for source in rule["sources"])
 

@@ -15,12 +15,11 @@ A CPU seat has no VRAM to fit: its verdict is 'not-applicable' and says so.
 import math
 
 from ansible.module_utils.seatwright.node.hardware import MIB
+from ansible.module_utils.seatwright.seat.engines import default_memory_utilization
 
 GB = 10 ** 9
 GIB = 2 ** 30
 FIELD_RUNTIME_RESERVE_BYTES = 10200000000
-# Engines' own defaults when a recipe leaves gpu_memory_utilization unset.
-ENGINE_DEFAULT_UTILIZATION = {"vllm": 0.9, "sglang": 0.9, "unknown": 0.9}
 
 
 def size_text(count):
@@ -91,7 +90,7 @@ def _utilization(settings):
     value = settings["serving"]["gpu_memory_utilization"]
     if value is not None:
         return value, True
-    return ENGINE_DEFAULT_UTILIZATION[settings["engine"]["name"]], False
+    return default_memory_utilization(settings["engine"]["name"])["value"], False
 
 
 def one_node(settings, node):

@@ -13,6 +13,7 @@ import re
 import yaml
 
 from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.seat.engines import default_port
 
 try:
     from jsonschema import Draft202012Validator, validators
@@ -39,7 +40,6 @@ SIZE_FIELDS = (
     ("model", "observed", "per_rank_weight_bytes"),
     ("fit", "runtime_reserve_bytes"),
 )
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "unknown": 8000}
 _MAX_ERRORS = 12
 
 
@@ -283,7 +283,7 @@ def _normalise(data):
     serving.setdefault("enforce_eager", False)
     serving.setdefault("extra_args", [])
     serving.setdefault("env", {})
-    serving.setdefault("port", DEFAULT_PORTS[engine["name"]])
+    serving.setdefault("port", default_port(engine["name"])["value"])
     for key in ("mtp_bytes", "replicated_bytes", "files", "bytes_source"):
         recipe["model"]["checkpoint"].setdefault(key, None)
     recipe["model"].setdefault("observed", None)

@@ -10,6 +10,7 @@ import re
 
 from ansible.module_utils.seatwright.node.hardware import is_sm120
 from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.seat.engines import flag_text
 
 
 def _and(*answers):
@@ -79,7 +80,6 @@ RULES = (
         "when": "any GPU of the seat is SM12x, or the seat spans more than one node",
         "condition": "sm12x-or-multi-node",
         "effects": ({"kind": "set", "field": "serving.custom_all_reduce", "value": False},),
-        "launch": "--disable-custom-all-reduce (vLLM and SGLang)",
         "reason": "The custom all-reduce prober enters a symmetric-memory rendezvous that SM120 cannot "
                   "complete: every rank hung silently until the flag was passed, and the engine's own "
                   "multi-node switch did not stop the prober [000]. A CUDA-graph capture abort at TP=2 "
@@ -91,8 +91,6 @@ RULES = (
         "when": "any GPU of the seat is SM12x",
         "condition": "sm12x",
         "effects": ({"kind": "set", "field": "serving.allreduce_fusion", "value": False},),
-        "launch": "vLLM: --compilation-config with pass_config.fuse_allreduce_rms false; SGLang: "
-                  "--enable-flashinfer-allreduce-fusion is never passed",
         "reason": "FlashInfer's fused all-reduce kernels are built for SM90/SM100 only; with the gates "
                   "forced open on SM120 the kernels ran but throughput fell from 1,867 to 236 tok/s "
                   "[001][004].",
@@ -104,7 +102,6 @@ RULES = (
                 "sequence may run at once (serving.max_num_seqs unset or above 1)",
         "condition": "multi-node-concurrent-speculation",
         "effects": ({"kind": "refuse"},),
-        "launch": "no launch is rendered; drop serving.speculation, or set serving.max_num_seqs to 1",
         "remedy": "drop serving.speculation, or set serving.max_num_seqs to 1",
         "reason": "Accepted draft lengths differ from request to request, so ranks issue different "
                   "numbers of collectives and the sampling collective stalls until an RPC timeout "
@@ -117,7 +114,6 @@ RULES = (
         "when": "the seat spans more than one node",
         "condition": "multi-node",
         "effects": ({"kind": "set", "field": "serving.distributed_timeout_s", "value": 3600},),
-        "launch": "vLLM --distributed-timeout-seconds 3600; SGLang --dist-timeout 3600",
         "reason": "The cross-node seats that worked were launched with a one-hour distributed "
                   "timeout alongside the all-reduce fix [000].",
         "sources": ("000",),
@@ -127,7 +123,6 @@ RULES = (
         "when": "the seat spans more than one node",
         "condition": "multi-node",
         "effects": ({"kind": "at_most", "field": "serving.max_cudagraph_capture_size", "value": 256},),
-        "launch": "vLLM --max-cudagraph-capture-size; SGLang --cuda-graph-max-bs",
         "reason": "Capping CUDA-graph capture at 256 was one of the deviations needed to run the "
                   "qualified SM120 image across two nodes [000].",
         "sources": ("000",),
@@ -137,8 +132,6 @@ RULES = (
         "when": "the seat spans more than one node and the engine is vLLM",
         "condition": "multi-node-vllm",
         "effects": ({"kind": "set", "field": "topology.executor", "value": "ray"},),
-        "launch": "--distributed-executor-backend ray; rank 0 starts the Ray head, the other nodes "
-                  "join it, VLLM_HOST_IP is each node's fabric address",
         "reason": "vLLM spans nodes through a Ray cluster; the single-node launcher of the qualified "
                   "SM120 image had to be bypassed to pass the Ray executor [000].",
         "sources": ("000", "DESIGN.md"),
@@ -148,7 +141,6 @@ RULES = (
         "when": "the seat uses GPUs and other GPU services stay resident on its nodes (topology.exclusive: false)",
         "condition": "cotenants-resident",
         "effects": ({"kind": "at_most", "field": "serving.gpu_memory_utilization", "value": 0.75},),
-        "launch": "vLLM --gpu-memory-utilization; SGLang --mem-fraction-static",
         "reason": "With co-tenant services resident, 0.78 aborted at start-up (73.98 GiB free "
                   "against 74.11 GiB requested) and 0.75 ran [000].",
         "sources": ("000",),
@@ -158,8 +150,6 @@ RULES = (
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
         "effects": ({"kind": "has_patch", "field": "engine.patches", "value": "sm90-mla-backend-on-cc12"},),
-        "launch": "none: the image must carry the patch that lets the SM90 NoPE MLA backend run on "
-                  "capability 12",
         "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and "
                   "the FP8 MLA cache refused the geometry; the model served once the SM90 NoPE MLA "
                   "backend was gated to capability 12 [000].",
@@ -171,7 +161,6 @@ RULES = (
         "condition": "nope-mla-on-sm12x",
         "effects": ({"kind": "multiple_of", "field": "serving.block_size", "value": 256,
                      "default": 2304},),
-        "launch": "vLLM --block-size; SGLang --page-size",
         "reason": "The engine derived a block size of 1152 for Mamba page alignment and the indexer "
                   "kernel asserted, since it needs a multiple of 256; 2304 worked [000].",
         "sources": ("000",),
@@ -182,7 +171,6 @@ RULES = (
         "condition": "nope-mla-on-sm12x",
         "effects": ({"kind": "version_at_least", "field": "engine.flashinfer_version",
                      "value": "0.6.18"},),
-        "launch": "none: the image must ship FlashInfer 0.6.18 or newer",
         "reason": "With FlashInfer 0.6.17 the logits were NaN from prefill (400 repeats of 'lock', "
                   "HTTP 400 on prompt logprobs); 0.6.18 carries the FA2 MLA NaN fix for SM12x and "
                   "the output was correct [000].",
@@ -193,7 +181,6 @@ RULES = (
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
         "effects": ({"kind": "set", "field": "serving.moe_backend", "value": "marlin"},),
-        "launch": "vLLM --moe-backend marlin; SGLang --moe-runner-backend marlin",
         "reason": "The Marlin MoE backend is one of the five fixes that together made GLM-5.3-Flash "
                   "NVFP4 serve correctly on SM120 [000].",
         "sources": ("000",),
@@ -243,6 +230,21 @@ def describe_effect(effect):
     if kind == "has_patch":
         return "%s includes %s" % (field, shown)
     return "refuse the seat"
+
+
+def launch_text(rule):
+    """What a rule changes on the engines' command lines, generated from the engine tables."""
+    parts = []
+    for effect in rule["effects"]:
+        kind, field = effect["kind"], effect.get("field")
+        if kind == "refuse":
+            parts.append("no launch is rendered; %s" % rule["remedy"])
+        elif kind in ("has_patch", "version_at_least"):
+            parts.append("no flag: %s is checked against the pinned image" % field)
+        else:
+            limit = kind if kind in ("at_most", "multiple_of") else None
+            parts.append(flag_text(field, effect["value"], limit) or "no flag renders %s" % field)
+    return "; ".join(parts)
 
 
 def _apply(effect, recipe):
@@ -311,7 +313,7 @@ def evaluate(recipe, gpus, source):
             continue
         entry = {"id": rule["id"], "reason": rule["reason"], "sources": list(rule["sources"]),
                  "effect": "; ".join(describe_effect(e) for e in rule["effects"]),
-                 "launch": rule["launch"], "details": [], "overridden": None}
+                 "launch": launch_text(rule), "details": [], "overridden": None}
         for effect in rule["effects"]:
             if effect["kind"] == "refuse":
                 if rule["id"] in overrides:
@@ -349,7 +351,7 @@ def table_rows():
     return [{
         "id": rule["id"],
         "when": rule["when"],
-        "effect": "; ".join(describe_effect(e) for e in rule["effects"]) + " — " + rule["launch"],
+        "effect": "; ".join(describe_effect(e) for e in rule["effects"]) + " — " + launch_text(rule),
         "reason": rule["reason"],
         "source": ", ".join(rule["sources"]),
     } for rule in RULES]

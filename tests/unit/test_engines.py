@@ -1,0 +1,136 @@
+"""The engine tables (module_utils/seatwright/seat/engines.py): argv, flags and texts come from them."""
+import copy
+
+import pytest
+from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.seat.engines import (
+    ENGINES, argv_flags, default_memory_utilization, default_port, engine, flag_text, kv_dtype_name,
+    rendered_flags, server_argv)
+from ansible.module_utils.seatwright.seat.rules import RULES, launch_text, table_markdown
+
+from seat_cases import SCHEMA
+
+# Serving fields that are not engine flags: they shape the launch around the flags.
+NOT_FLAGS = {"extra_args", "env"}
+
+
+def _settings(name, **serving):
+    base = {
+        "engine": {"name": name, "device": "cuda", "python": "python3"},
+        "model": {"served_name": "m"},
+        "topology": {"nodes": 1, "tensor_parallel": 2, "expert_parallel": 1, "executor": None},
+        "serving": {"port": 8000, "max_model_len": None, "kv_cache_dtype": None, "gpu_memory_utilization": None,
+                    "max_num_seqs": None, "block_size": None, "enforce_eager": False,
+                    "max_cudagraph_capture_size": None, "custom_all_reduce": None, "allreduce_fusion": None,
+                    "distributed_timeout_s": None, "moe_backend": None, "attention_backend": None,
+                    "speculation": None, "reasoning_parser": None, "tool_call_parser": None, "extra_args": []},
+    }
+    base["serving"].update(serving)
+    return base
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_serving_field_of_the_schema_has_a_row(name):
+    fields = {row["field"] for row in engine(name)["rows"] if row["field"]}
+    serving = set(SCHEMA["$defs"]["serving"]["properties"])
+    assert {"serving.%s" % key for key in serving - NOT_FLAGS} <= fields
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_kv_cache_type_of_the_schema_has_an_engine_name(name):
+    allowed = [v for v in SCHEMA["$defs"]["serving"]["properties"]["kv_cache_dtype"]["enum"] if v is not None]
+    assert sorted(engine(name)["kv_dtypes"]) == sorted(allowed)
+
+
+@pytest.mark.parametrize("name,kv,expected", [("vllm", "bf16", "bfloat16"), ("sglang", "bf16", "bf16"),
+                                              ("vllm", "fp8", "fp8"), ("sglang", "fp8", "fp8_e4m3")])
+def test_kv_names_differ_by_engine(name, kv, expected):
+    assert kv_dtype_name(name, kv) == expected
+
+
+@pytest.mark.parametrize("name,port", [("vllm", 8000), ("sglang", 30000), ("unknown", 8000)])
+def test_defaults_carry_their_source(name, port):
+    assert default_port(name)["value"] == port and default_port(name)["source"]
+    assert default_memory_utilization(name)["value"] == 0.9 and default_memory_utilization(name)["source"]
+
+
+@pytest.mark.parametrize("name,serving,expected", [
+    ("vllm", {}, ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m",
+                  "--served-model-name", "m", "--host", "0.0.0.0", "--port", "8000",
+                  "--tensor-parallel-size", "2"]),
+    ("vllm", {"custom_all_reduce": False, "allreduce_fusion": False, "tool_call_parser": "hermes"},
+     ["--disable-custom-all-reduce", "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":false}}',
+      "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]),
+    ("sglang", {"custom_all_reduce": False, "allreduce_fusion": False,
+                "speculation": {"method": "mtp", "num_speculative_tokens": 3}},
+     ["--disable-custom-all-reduce", "--speculative-algorithm", "NEXTN", "--speculative-num-draft-tokens", "3"]),
+    ("sglang", {"custom_all_reduce": True, "enforce_eager": True, "gpu_memory_utilization": 0.75},
+     ["--mem-fraction-static", "0.75", "--disable-cuda-graph"]),
+])
+def test_argv_is_generated_from_the_rows(name, serving, expected):
+    argv = server_argv(_settings(name, **serving), "/models/m")
+    if expected[0] == "python3":
+        assert argv == expected
+    else:
+        tail = argv[argv.index("--tensor-parallel-size" if name == "vllm" else "--tp") + 2:]
+        assert tail == expected
+
+
+def test_a_new_row_is_all_it_takes_to_render_a_field(monkeypatch):
+    table = copy.deepcopy(ENGINES["vllm"])
+    table["rows"] = table["rows"] + ({"field": "serving.moe_backend", "flag": "--all-to-all-backend",
+                                      "transform": "text", "scope": "any", "also": (), "note": None},)
+    monkeypatch.setitem(ENGINES, "vllm", table)
+    argv = server_argv(_settings("vllm", moe_backend="marlin"), "/models/m")
+    assert argv[-2:] == ["--all-to-all-backend", "marlin"]
+    assert rendered_flags("vllm")["--all-to-all-backend"] == "serving.moe_backend"
+
+
+def test_argv_flags_lists_each_flag_once_in_order():
+    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m", "--port", "8000",
+            "--compilation-config", '{"pass_config":{}}', "--block-size=2304", "--port", "9", "-x", "--"]
+    assert argv_flags(argv) == ["--model", "--port", "--compilation-config", "--block-size"]
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_flag_a_full_argv_uses_is_in_the_table(name):
+    argv = server_argv(_settings(name, max_model_len=4096, kv_cache_dtype="fp8", gpu_memory_utilization=0.8,
+                                 max_num_seqs=4, block_size=256, enforce_eager=True, max_cudagraph_capture_size=8,
+                                 custom_all_reduce=False, allreduce_fusion=True, distributed_timeout_s=60,
+                                 moe_backend="marlin", attention_backend="triton", reasoning_parser="r",
+                                 tool_call_parser="t", speculation={"method": "eagle", "num_speculative_tokens": 2}),
+                       "/models/m")
+    assert set(argv_flags(argv)) <= set(rendered_flags(name))
+
+
+def test_unknown_engine_has_no_table():
+    with pytest.raises(SeatError, match="engine 'tgi' has no table"):
+        engine("tgi")
+
+
+@pytest.mark.parametrize("field,value,limit,expected", [
+    ("serving.custom_all_reduce", False, None,
+     "vLLM --disable-custom-all-reduce; SGLang --disable-custom-all-reduce"),
+    ("serving.distributed_timeout_s", 3600, None, "vLLM --distributed-timeout-seconds 3600; SGLang --dist-timeout 3600"),
+    ("serving.allreduce_fusion", False, None, 'vLLM --compilation-config {"pass_config":{"fuse_allreduce_rms":false}}; '
+                                              "SGLang --enable-flashinfer-allreduce-fusion is not passed"),
+    ("serving.block_size", 256, "multiple_of", "vLLM --block-size (a multiple of 256); SGLang --page-size "
+                                               "(a multiple of 256)"),
+    ("engine.patches", "x", None, None),
+])
+def test_flag_text(field, value, limit, expected):
+    assert flag_text(field, value, limit) == expected
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule["id"] for rule in RULES])
+def test_each_rules_launch_text_names_the_table_flags_and_the_readme_shows_it(rule):
+    text = launch_text(rule)
+    for effect in rule["effects"]:
+        field = effect.get("field")
+        if field is None:
+            continue
+        for table in ENGINES.values():
+            for row in table["rows"]:
+                if row["field"] == field:
+                    assert row["flag"] in text
+    assert text in table_markdown()
