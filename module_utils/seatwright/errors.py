@@ -59,3 +59,18 @@ class ProbeUnavailable(SeatwrightError):
 
 class Interrupted(SeatwrightError):
     """A transfer's connection broke mid-file; what arrived is kept and the transfer resumes."""
+
+
+# ---------------------------------------------------------------- benchmark and evidence
+
+
+class MetricsFormatError(SeatwrightError, ValueError):
+    """An engine's /metrics text that is not Prometheus exposition format; the message names the line."""
+
+
+class BenchError(SeatwrightError):
+    """A benchmark that cannot run; the message says what to fix."""
+
+
+class EvidenceError(SeatwrightError):
+    """An evidence folder or part that is unusable; the message names the file."""

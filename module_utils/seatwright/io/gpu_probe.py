@@ -229,3 +229,82 @@ def read_bridge_configs():
         except OSError:
             continue
     return configs
+
+
+def read_telemetry_nvml():
+    """Power, SM clock, utilisation and temperature of every GPU from NVML (one sample)."""
+    from ansible.module_utils.seatwright.bench.telemetry import gpu_from_nvml
+    pynvml = _nvml()
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise ProbeUnavailable("NVML could not start: %s" % exc)
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            util = _optional(pynvml.nvmlDeviceGetUtilizationRates, handle)
+            gpus.append(gpu_from_nvml(
+                index,
+                _optional(pynvml.nvmlDeviceGetPowerUsage, handle),
+                _optional(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
+                _optional(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+                _optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM),
+                util.gpu if util is not None else None,
+                _optional(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+            ))
+    finally:
+        pynvml.nvmlShutdown()
+    return gpus
+
+
+def read_telemetry_smi(module, binary):
+    """The same sample from `nvidia-smi --query-gpu`."""
+    from ansible.module_utils.seatwright.bench.telemetry import SMI_TELEMETRY_FIELDS, gpus_from_smi_csv
+    out = _smi(module, binary, ["--query-gpu=" + ",".join(SMI_TELEMETRY_FIELDS), "--format=csv,noheader,nounits"])
+    try:
+        return gpus_from_smi_csv(out)
+    except ValueError as exc:
+        raise ProbeUnavailable("unexpected nvidia-smi telemetry output: %s" % exc)
+
+
+def telemetry_reader(module, backend="auto"):
+    """A function taking one sample, plus the source name and whether it is emulated: NVML first."""
+    reasons = []
+    if backend in ("auto", "nvml"):
+        try:
+            read_telemetry_nvml()
+            return read_telemetry_nvml, "nvml", False
+        except ProbeUnavailable as exc:
+            reasons.append(str(exc))
+    if backend in ("auto", "nvidia-smi"):
+        from ansible.module_utils.seatwright.bench.telemetry import is_emulated
+        binary = module.get_bin_path("nvidia-smi")
+        if binary is None:
+            reasons.append("nvidia-smi is not on PATH")
+        else:
+            try:
+                read_telemetry_smi(module, binary)
+                emulated = is_emulated(_smi(module, binary, ["--version"]))
+                return (lambda: read_telemetry_smi(module, binary)), "nvidia-smi", emulated
+            except ProbeUnavailable as exc:
+                reasons.append(str(exc))
+    raise ProbeUnavailable("; ".join(reasons))
+
+
+def sample_series(read, interval_s, duration_s, stop_file=None, should_stop=None):
+    """Samples `read()` every interval until the duration ends, `stop_file` exists or `should_stop()` says so.
+
+    Each sample is {"t": epoch seconds, "gpus": [...]}; a failed reading is kept as {"t", "error"}.
+    """
+    import time
+    samples, deadline = [], time.time() + duration_s
+    while True:
+        now = time.time()
+        try:
+            samples.append({"t": now, "gpus": read()})
+        except ProbeUnavailable as exc:
+            samples.append({"t": now, "gpus": [], "error": str(exc)})
+        if now >= deadline or (stop_file and os.path.exists(stop_file)) or (should_stop and should_stop()):
+            return samples
+        time.sleep(max(0.0, interval_s - (time.time() - now)))

@@ -1,0 +1,1 @@
+"""Pure benchmark analysis: engine counters, per-request records, sweeps, stability, telemetry, promotion."""

@@ -1,0 +1,139 @@
+"""One seat run's record: the parts in its evidence folder assembled into record.json (pure).
+
+An evidence folder `evidence/<seat>/<UTC>/` collects what each stage wrote: `plan.json`,
+`bringup.json`, `qualification.json`, `benchmark.json`, and after a decision `promotion.json`.
+`assemble` turns whichever of them exist into one record (schemas/record.schema.json) with the
+launch (exact argv and env per rank, image id, model revision), the fleet cost (nodes used,
+co-tenant services evicted) and a summary the promotion decision reads. A missing part is null
+and listed, never guessed.
+"""
+import re
+
+from ansible.module_utils.seatwright.bench.telemetry import summarise as summarise_telemetry
+
+RECORD_SCHEMA = "seatwright-record/1"
+PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotion")
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
+_PASSED = ("pass", "passed", "ok", "success", True)
+_FAILED = ("fail", "failed", "error", False)
+
+
+def part_file(part):
+    return "%s.json" % part
+
+
+def _first(mapping, *keys):
+    for key in keys:
+        if isinstance(mapping, dict) and mapping.get(key) is not None:
+            return mapping[key]
+    return None
+
+
+def qualification_summary(qualification):
+    """'passed' / 'failed' / 'missing' and the names of failed gates, from qualification.json.
+
+    Reads `passed` (bool) or `verdict` at the top, else the `gates` list (each with `passed` or
+    `verdict`): one failed gate fails the seat; a record with no verdict at all counts as missing.
+    """
+    if not isinstance(qualification, dict):
+        return "missing", []
+    gates = qualification.get("gates") or []
+    failures = []
+    for gate in gates if isinstance(gates, list) else []:
+        if not isinstance(gate, dict):
+            continue
+        value = _first(gate, "passed", "verdict", "status")
+        if isinstance(value, str):
+            value = value.lower()
+        if value in _FAILED:
+            failures.append(str(_first(gate, "id", "name", "gate") or "unnamed gate"))
+    top = _first(qualification, "passed", "verdict", "status")
+    if isinstance(top, str):
+        top = top.lower()
+    if top in _FAILED or failures:
+        return "failed", failures
+    if top in _PASSED:
+        return "passed", []
+    if gates and not failures and all(isinstance(g, dict) and _first(g, "passed", "verdict", "status") is not None
+                                      for g in gates):
+        return "passed", []
+    return "missing", []
+
+
+def launch_of(plan, bringup):
+    """Exact argv and env per rank, the image id and the model revision (bring-up first, else the plan)."""
+    source = "bringup.json" if isinstance(bringup, dict) and bringup.get("ranks") else "plan.json"
+    ranks = (_first(bringup, "ranks") if source == "bringup.json" else _first(plan, "ranks")) or []
+    out_ranks = []
+    for rank in ranks if isinstance(ranks, list) else []:
+        if isinstance(rank, dict):
+            out_ranks.append({"host": rank.get("host"), "rank": rank.get("rank"), "argv": rank.get("argv"),
+                              "env": rank.get("env")})
+    image = _first(bringup, "image_id", "image") or _first(plan, "image_id", "image")
+    if isinstance(image, dict):
+        image = _first(image, "id", "image_id", "ref")
+    revision = _first(bringup, "model_revision", "revision") or _first(plan, "model_revision")
+    if revision is None:
+        revision = _first(_first(plan, "model") or {}, "revision")
+    return {"source": source if out_ranks else None, "ranks": out_ranks, "image_id": image,
+            "model_revision": revision}
+
+
+def fleet_cost_of(plan, bringup):
+    """Nodes the seat occupies and the co-tenant services it evicted (bring-up's record, else the plan's)."""
+    nodes = sorted({r.get("host") for r in (_first(bringup, "ranks") or _first(plan, "ranks") or [])
+                    if isinstance(r, dict) and r.get("host")})
+    evicted, source = None, None
+    for name, part in (("bringup.json", bringup), ("plan.json", plan)):
+        if not isinstance(part, dict):
+            continue
+        value = _first(part, "evicted")
+        if value is None:
+            value = _first(_first(part, "fleet_cost", "cotenants") or {}, "evicted")
+        if value is not None:
+            evicted, source = value, name
+            break
+    return {"nodes": nodes, "evicted": [e for e in (evicted or []) if e], "source": source,
+            "evicted_known": evicted is not None}
+
+
+def assemble(seat, run_id, parts, created_at):
+    """The record of one seat run from its parts ({part name: parsed JSON or None})."""
+    plan, bringup = parts.get("plan"), parts.get("bringup")
+    qualification, benchmark = parts.get("qualification"), parts.get("benchmark")
+    qual_status, qual_failures = qualification_summary(qualification)
+    if isinstance(benchmark, dict):
+        bench_status = "clean" if (benchmark.get("verdict") or {}).get("clean") else "flagged"
+    else:
+        bench_status = "missing"
+    harness = (benchmark or {}).get("harness") if isinstance(benchmark, dict) else None
+    telemetry = summarise_telemetry(parts.get("telemetry"), benchmark if isinstance(benchmark, dict) else None)
+    flags = list(((benchmark or {}).get("verdict") or {}).get("flags", [])) if isinstance(benchmark, dict) else []
+    if telemetry and telemetry["verdict"]["verdict"] == "software-bound":
+        flags.append("software-bound")
+    return {
+        "schema": RECORD_SCHEMA,
+        "seat": seat,
+        "run_id": run_id,
+        "created_at": created_at,
+        "measured_at_epoch": (benchmark or {}).get("started_at_epoch") if isinstance(benchmark, dict) else None,
+        "harness": harness,
+        "workload_id": (benchmark or {}).get("workload_id") if isinstance(benchmark, dict) else None,
+        "parts": {part_file(p): parts.get(p) is not None for p in PARTS},
+        "plan": plan,
+        "bringup": bringup,
+        "qualification": dict(qualification, failures=qual_failures) if isinstance(qualification, dict)
+        else None,
+        "benchmark": benchmark,
+        "telemetry": telemetry,
+        "promotion": parts.get("promotion"),
+        "launch": launch_of(plan, bringup),
+        "fleet_cost": fleet_cost_of(plan, bringup),
+        "summary": {
+            "qualification": qual_status,
+            "qualification_failures": qual_failures,
+            "benchmark": bench_status,
+            "benchmark_flags": flags,
+            "decision": (parts.get("promotion") or {}).get("decision"),
+        },
+    }

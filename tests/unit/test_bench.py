@@ -1,0 +1,291 @@
+"""The benchmark's analysis against recorded AIPerf records, recorded vLLM /metrics and the test seat.
+
+The three field traps are reproduced with the test seat's counters (tests/bench_server.py, which
+keeps vLLM's recorded /metrics shape): a prefix-cache hit invalidates the prefill figure, a
+throughput that climbs across passes is unstable, and spec acceptance 1.0 on a repeat loop is
+flagged. tests/integration/test_bench_aiperf.py drives the same seat with AIPerf end to end.
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible.module_utils.seatwright.bench import analysis, counters, records, stats, telemetry, workload as wl
+from ansible.module_utils.seatwright.errors import MetricsFormatError
+
+from conftest import FIXTURES, ROOT
+
+sys.path.insert(0, str(ROOT / "tests"))
+import bench_server  # noqa: E402  pylint: disable=wrong-import-position
+
+BENCH = FIXTURES / "bench"
+AIPERF_C4 = BENCH / "aiperf-0.13.0-profile_export-vllm-tiny-c4.jsonl"
+AIPERF_RAW = BENCH / "aiperf-0.13.0-profile_export_raw-vllm-tiny-2req.jsonl"
+VLLM_METRICS = BENCH / "vllm-0.32.0-cpu-metrics-tiny.txt"
+
+
+def real_records():
+    return records.parse_profile_export(AIPERF_C4.read_text())
+
+
+def scrape(state):
+    return counters.engine_counters(counters.parse_exposition(bench_server.metrics_text(state)), state.model)
+
+
+def level_through_seat(mode, recs, text=None, duration_s=2.0):
+    """One level's analysis with the counters the test seat reports around serving these requests."""
+    state = bench_server.State(mode, 0.0, "tiny")
+    before = scrape(state)
+    for rec in recs:
+        state.account(rec["input_tokens"], rec["output_tokens"])
+    after = scrape(state)
+    if text is not None:
+        recs = [dict(r, text=text) for r in recs]
+    return analysis.analyse_level(4, 1, recs, before, after, duration_s)
+
+
+# ------------------------------------------------------------------------------------ engine counters
+
+
+def test_recorded_vllm_metrics_give_the_counters():
+    got = counters.engine_counters(counters.parse_exposition(VLLM_METRICS.read_text()), "tiny")
+    assert got["prefix_cache_queries"] == 15807.0
+    assert got["prefix_cache_hits"] == 0.0
+    assert got["generation_tokens"] == 3600.0
+    assert got["spec_draft_tokens"] is None
+
+
+def test_other_models_series_are_left_out():
+    text = 'vllm:prompt_tokens_total{engine="0",model_name="other"} 5.0\nvllm:prompt_tokens_total{model_name="tiny"} 7\n'
+    assert counters.engine_counters(counters.parse_exposition(text), "tiny")["prompt_tokens"] == 7.0
+
+
+@pytest.mark.parametrize("text", ["vllm:x_total{a=\"b\"}", "vllm:x_total abc", "{}{} 1"])
+def test_malformed_exposition_names_the_line(text):
+    with pytest.raises(MetricsFormatError, match="line 1"):
+        counters.parse_exposition(text)
+
+
+@pytest.mark.parametrize("before, after, hits, reset", [
+    ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 25.0}, 15.0, []),
+    ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 2.0}, None, ["prefix_cache_hits"]),
+    ({}, {"prefix_cache_hits": 2.0}, None, []),
+])
+def test_counter_delta(before, after, hits, reset):
+    delta = counters.counter_delta(before, after)
+    assert delta["prefix_cache_hits"] == hits
+    assert delta["reset"] == reset
+
+
+# ------------------------------------------------------------------------------------ AIPerf records
+
+
+def test_recorded_aiperf_records_map_to_request_records():
+    recs = real_records()
+    assert len(recs) == 16 and all(r["ok"] for r in recs)
+    first = recs[0]
+    # Server usage (32 generated) wins over AIPerf's re-tokenised count of the byte soup.
+    assert first["output_tokens"] == 32
+    assert first["input_tokens"] > 128
+    assert first["ttft_ms"] is not None and first["ttfo_ms"] is not None and first["latency_ms"] > first["ttft_ms"]
+    start, end = records.window(recs)
+    assert 0 < end - start < 120
+
+
+def test_aiperf_first_token_names_are_swapped_into_ours():
+    entry = json.loads(AIPERF_C4.read_text().splitlines()[0])
+    entry["metrics"]["time_to_first_token"] = {"value": 100.0, "unit": "ms"}
+    entry["metrics"]["time_to_first_output_token"] = {"value": 900.0, "unit": "ms"}
+    entry["metrics"]["usage_reasoning_tokens"] = {"value": 20, "unit": "tokens"}
+    rec = records.request_from_aiperf(entry)
+    assert rec["ttfo_ms"] == 100.0  # first output, reasoning included
+    assert rec["ttft_ms"] == 900.0  # first visible token
+    assert rec["reasoning_tokens"] == 20 and rec["output_tokens"] == 12
+
+
+def test_failed_requests_are_kept_with_their_error():
+    entry = json.loads(AIPERF_C4.read_text().splitlines()[0])
+    entry["error"] = {"code": 500, "type": "InternalServerError", "message": "engine died"}
+    recs = real_records()[:3] + [records.request_from_aiperf(entry)]
+    level = analysis.analyse_level(4, 1, recs, {"prefix_cache_queries": 0, "prefix_cache_hits": 0},
+                                   {"prefix_cache_queries": 400, "prefix_cache_hits": 0}, 1.0)
+    assert level["failed"] == 1 and level["succeeded"] == 3
+    assert level["failures"][0]["error"] == "InternalServerError 500: engine died"
+    assert "failed-requests" in [f["id"] for f in level["flags"]]
+
+
+def test_raw_export_text_for_the_loop_check():
+    texts = records.texts_from_raw_export(AIPERF_RAW.read_text())
+    assert len(texts) == 2
+    assert all(isinstance(t, str) and t for t in texts.values())
+
+
+def test_reasoning_stays_out_of_the_visible_rate():
+    rec = {"ok": True, "latency_ms": 1100.0, "ttfo_ms": 100.0, "output_tokens": 10, "reasoning_tokens": 91,
+           "input_tokens": 100}
+    out = analysis.request_figures(rec)
+    assert out["decode_tok_s"] == pytest.approx(100.0)
+    assert out["visible_tok_s"] == pytest.approx(10.0)
+
+
+# ------------------------------------------------------------------------------------ the three traps
+
+
+def test_prefix_cache_hits_invalidate_the_prefill_figure():
+    level = level_through_seat("prefix-hit", real_records())
+    assert level["prefix_cache"]["hit_rate"] == pytest.approx(0.9, abs=0.01)
+    assert level["prefix_cache"]["prefill_valid"] is False
+    assert level["figures"]["prefill_tok_s_p50"] is None
+    assert "prefix-cache-hit" in [f["id"] for f in level["flags"]]
+
+
+def test_fresh_prompts_keep_the_prefill_figure():
+    level = level_through_seat("steady", real_records())
+    assert level["prefix_cache"]["hit_rate"] == 0.0
+    assert level["prefix_cache"]["prefill_valid"] is True
+    assert level["figures"]["prefill_tok_s_p50"] > 0
+    assert level["flags"] == []
+
+
+def test_no_prefix_counters_means_prefill_unverified():
+    level = analysis.analyse_level(1, 1, real_records(), {}, {}, 1.0)
+    assert level["prefix_cache"]["prefill_valid"] is False
+    assert [f["id"] for f in level["flags"]] == ["prefill-unverified"]
+
+
+def test_throughput_climbing_across_passes_is_unstable():
+    # The field's trap: 79.4 -> 91.5 -> 104.0 tok/s over three passes after a "ready" warm-up.
+    recs = real_records()
+    visible = sum(r["output_tokens"] for r in recs)
+    levels = [dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
+              for i, rate in enumerate((79.4, 91.5, 104.0), start=1)]
+    summary = analysis.summarise_sweep(levels)
+    assert summary[0]["stable"] is False
+    assert summary[0]["figures"]["output_tok_s"]["median"] == pytest.approx(91.5)
+    assert summary[0]["figures"]["output_tok_s"]["spread"] == pytest.approx((104.0 - 79.4) / 91.5)
+    assert "unstable" in [f["id"] for f in summary[0]["flags"]]
+
+
+def test_passes_within_one_percent_are_stable():
+    recs = real_records()
+    visible = sum(r["output_tokens"] for r in recs)
+    levels = [dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
+              for i, rate in enumerate((896.9, 900.0, 905.0), start=1)]
+    summary = analysis.summarise_sweep(levels)
+    assert [f["id"] for f in summary[0]["flags"] if f["id"] in ("unstable", "single-pass")] == []
+
+
+@pytest.mark.parametrize("warm, settled", [
+    ([79.4, 91.5, 104.0], False), ([79.4, 101.0, 104.0], True), ([104.0], False), ([50.0, 50.5], True)])
+def test_warmup_settles_when_two_passes_agree(warm, settled):
+    assert analysis.warmup_settled(warm) is settled
+
+
+def test_spec_acceptance_of_one_on_a_repeat_loop_is_flagged():
+    recs = real_records()
+    level = level_through_seat("spec-loop", recs, text=" ".join(["lock"] * 64))
+    assert level["spec_decode"]["rate"] == 1.0
+    ids = [f["id"] for f in level["flags"]]
+    assert "loop-replay" in ids
+    assert level["figures"]["output_tok_s"] is None  # the loop's speed is not the seat's
+
+
+def test_spec_acceptance_of_one_on_varied_text_is_not_a_loop():
+    text = " ".join(bench_server.answer_words("steady", 3, 64))
+    level = level_through_seat("spec-loop", real_records(), text=" ".join("%s%d" % (w, i)
+                                                                          for i, w in enumerate(text.split())))
+    assert "loop-replay" not in [f["id"] for f in level["flags"]]
+    assert level["figures"]["output_tok_s"] is not None
+
+
+def test_spec_acceptance_of_one_without_text_is_suspect():
+    level = level_through_seat("spec-loop", real_records())
+    assert "loop-replay-unverified" in [f["id"] for f in level["flags"]]
+
+
+# ------------------------------------------------------------------------------------ stats and workload
+
+
+@pytest.mark.parametrize("values, q, expected", [
+    ([1, 2, 3, 4], 50, 2.5), ([1, 2, 3, 4], 99, 3.97), ([5], 95, 5.0), ([], 50, None), ([None, 2.0], 50, 2.0)])
+def test_percentile_interpolates_like_numpy(values, q, expected):
+    got = stats.percentile(values, q)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_workload_id_ignores_how_much_is_measured():
+    assert wl.workload_id(wl.workload()) == wl.workload_id(wl.workload())
+    assert wl.workload_id(wl.workload()) != wl.workload_id(wl.workload(output_tokens=64))
+
+
+@pytest.mark.parametrize("text, expected", [("1,4,8,16", (1, 4, 8, 16)), ("16,1", (1, 16)), ("4", (4,))])
+def test_parse_concurrency(text, expected):
+    assert wl.parse_concurrency(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0", "a,b", "1,-4"])
+def test_parse_concurrency_refuses(text):
+    with pytest.raises(ValueError, match="--concurrency"):
+        wl.parse_concurrency(text)
+
+
+def test_workload_refuses_unknown_settings():
+    with pytest.raises(ValueError, match="unknown workload setting"):
+        wl.workload(prompt_len=5)
+
+
+# ------------------------------------------------------------------------------------ telemetry
+
+
+def emulator_csv(tmp_path):
+    env = dict(os.environ, SEATWRIGHT_EMU_PROFILE=str(ROOT / "lab" / "gpu_profiles" / "rtx-pro-6000-maxq-x2.json"),
+               SEATWRIGHT_EMU_STATE=str(tmp_path / "state.json"))
+    emu = str(ROOT / "lab" / "nvidia_smi_emu.py")
+    query = subprocess.run([sys.executable, emu, "--query-gpu=" + ",".join(telemetry.SMI_TELEMETRY_FIELDS),
+                            "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True, check=True)
+    version = subprocess.run([sys.executable, emu, "--version"], env=env, capture_output=True, text=True, check=True)
+    return query.stdout, version.stdout
+
+
+def test_emulator_telemetry_is_labelled_and_never_judged(tmp_path):
+    csv, version = emulator_csv(tmp_path)
+    gpus = telemetry.gpus_from_smi_csv(csv)
+    assert [g["index"] for g in gpus] == [0, 1]
+    assert all(g["power_limit_w"] and g["power_w"] is not None for g in gpus)
+    assert telemetry.is_emulated(version)
+    hosts = {"node-a": {"source": "nvidia-smi", "emulated": True, "interval_s": 1.0,
+                        "samples": [{"t": 10.0 + i, "gpus": gpus} for i in range(5)]}}
+    bench = {"levels": [{"concurrency": 16, "window": [10.0, 14.0]}]}
+    out = telemetry.summarise({"hosts": hosts}, bench)
+    assert out["emulated"] is True and "not a measurement" in out["label"]
+    assert out["verdict"]["verdict"] == "not judged"
+
+
+@pytest.mark.parametrize("power, verdict", [(87.0, "software-bound"), (289.0, "gpu-bound")])
+def test_draw_far_below_cap_at_full_load_is_software_bound(power, verdict):
+    gpu = {"index": 0, "power_w": power, "power_limit_w": 325.0, "sm_clock_mhz": 2300, "sm_clock_max_mhz": 3090,
+           "util_pct": 99, "temp_c": 80}
+    hosts = {"node-b": {"source": "nvml", "emulated": False, "interval_s": 1.0,
+                        "samples": [{"t": 100.0 + i, "gpus": [gpu]} for i in range(3)]
+                        + [{"t": 50.0, "gpus": [dict(gpu, power_w=20.0)]}]}}
+    bench = {"levels": [{"concurrency": 1, "window": [40.0, 60.0]}, {"concurrency": 16, "window": [99.0, 103.0]}]}
+    out = telemetry.summarise({"hosts": hosts}, bench)
+    assert out["full_load"]["node-b"]["0"]["power_w"] == power
+    assert out["verdict"]["verdict"] == verdict
+
+
+def test_nvml_sample_converts_milliwatts():
+    gpu = telemetry.gpu_from_nvml(1, 87000, 325000, 2300, 3090, 97, 81)
+    assert gpu["power_w"] == 87.0 and gpu["power_limit_w"] == 325.0
+
+
+def test_verdict_collects_every_reason():
+    recs = real_records()
+    level = level_through_seat("prefix-hit", recs)
+    summary = analysis.summarise_sweep([level, dict(copy.deepcopy(level), **{"pass": 2})])
+    out = analysis.verdict(summary, {"settled": False, "output_tok_s": [1.0, 2.0]})
+    assert out["clean"] is False
+    assert "warmup-unsettled" in out["flags"] and "prefix-cache-hit" in out["flags"]
