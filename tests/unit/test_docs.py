@@ -98,3 +98,26 @@ def cited_report_keys():
 def test_cited_field_report_is_described(key):
     assert "report-%s" % key in anchors(DOCS / "field.md"), \
         "field report [%s] is cited but docs/field.md#sources does not describe it" % key
+
+
+def layout_block(path, heading):
+    """The first fenced block after `heading` in a markdown file."""
+    text = path.read_text()
+    after = text[text.index(heading):]
+    return after.split("```")[1]
+
+
+def existing_folders():
+    folders = ["%s/" % p.name for p in ROOT.iterdir()
+               if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS]
+    folders += ["%s/" % p.name for p in (ROOT / "module_utils" / "seatwright").iterdir()
+                if p.is_dir() and p.name != "__pycache__"]
+    folders += ["%s/" % p.name for p in (ROOT / "roles").iterdir() if p.is_dir()]
+    return sorted(set(folders))
+
+
+@pytest.mark.parametrize("folder", existing_folders())
+def test_architecture_layout_shows_every_folder(folder):
+    block = layout_block(DOCS / "architecture.md", "## Layout")
+    assert re.search(r"(^|\s)%s" % re.escape(folder), block), \
+        "docs/architecture.md#layout does not show %s; add it to the picture" % folder
