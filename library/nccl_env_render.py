@@ -89,7 +89,7 @@ env_file:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.seatwright.errors import NcclError
-from ansible.module_utils.seatwright.fabric.nccl import env_decisions, nccl_conf_names, render_file
+from ansible.module_utils.seatwright.fabric.nccl import env_decisions, nccl_conf_names, node_options, render_file
 
 BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
 
@@ -109,12 +109,10 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    p2p = {"auto": "auto", "true": True, "false": False}[params["p2p_disable"]]
     try:
-        entries, defaults = env_decisions(
-            params["host"], params["fabric"], params["socket_ifname"],
-            declared_devices=params["rdma_devices"], ib_dscp=params["ib_dscp"],
-            gdr_level=params["gdr_level"], p2p_disable=p2p, gid_index=params["gid_index"])
+        options = node_options(params["ib_dscp"], params["gdr_level"], params["p2p_disable"], params["gid_index"])
+        entries, defaults = env_decisions(params["host"], params["fabric"], params["socket_ifname"],
+                                          declared_devices=params["rdma_devices"], **options)
     except NcclError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(

@@ -4,7 +4,7 @@ import json
 import pytest
 from ansible.module_utils.seatwright.errors import SeatError
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.launch import nccl_env, render
+from ansible.module_utils.seatwright.seat.launch import render
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
 
@@ -27,17 +27,6 @@ def settings(name, changes=(), nodes=EXAMPLE, folder=None):
         data = mutated(data, path, value)
     recipe = validate_recipe(data, SCHEMA, name, RULE_IDS)
     return evaluate(recipe, [g for n in nodes for g in n["gpus"]], name)["settings"]
-
-
-@pytest.mark.parametrize("iface,devices,expected", [
-    ("enp65s0f0np0", ["mlx5_0"], {"NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
-                                  "NCCL_IB_HCA": "=mlx5_0"}),
-    ("eth0", [], {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}),
-    ("ens1", ["mlx5_0", "mlx5_1"], {"NCCL_SOCKET_IFNAME": "=ens1", "GLOO_SOCKET_IFNAME": "ens1",
-                                    "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}),
-])
-def test_nccl_env_from_declared_fabric(iface, devices, expected):
-    assert nccl_env(iface, devices) == expected
 
 
 def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():

@@ -1,7 +1,9 @@
 """NCCL decisions: the environment rendered from fabric facts, and all-reduce sweep parsing.
 
-Pure functions only. library/nccl_env.py renders files from `render_env`; library/nccl_bandwidth.py
-runs the sweep and hands its output to the parsers here.
+Pure functions only. A node's NCCL/Gloo environment is decided once, by `node_env`/`render_env`:
+library/nccl_env_render.py (roles/nccl_env) writes it to the node, and every rank of a multi-node
+seat (seat/launch.py) runs with it. library/nccl_bandwidth.py runs the sweep and hands its output
+to the parsers here.
 """
 import json
 import re
@@ -59,7 +61,8 @@ def render_env(host, fabric, socket_ifname, declared_devices=None, ib_dscp=None,
                   else "no active RDMA port among %s" % ", ".join(wanted))
         env.append(_entry("NCCL_IB_DISABLE", 1, reason + "; NCCL uses sockets on the fabric port"))
     else:
-        env.append(_entry("NCCL_IB_HCA", "=" + ",".join("%s:%d" % (n, p["port"]) for n, p in hcas),
+        env.append(_entry("NCCL_IB_HCA", "=" + ",".join(n if p.get("port") is None else "%s:%d" % (n, p["port"])
+                                                      for n, p in hcas),
                           "only these RDMA ports ('=' is an exact match, so mlx5_1 cannot match mlx5_10)"))
         env.extend(_gid_entries(host, hcas, gid_index))
         if ib_dscp is not None:
@@ -142,6 +145,46 @@ def env_decisions(host, fabric, socket_ifname, **options):
         defaults.append("NCCL_P2P_DISABLE left unset: ACS %s (%s)"
                         % (acs.get("state", "unknown"), acs.get("reason", "not reported")))
     return entries, defaults
+
+
+P2P_CHOICES = {"auto": "auto", "true": True, "false": False, True: True, False: False}
+
+
+def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None):
+    """The nccl_env role's settings of one node (nccl_env_*) as render_env's keyword arguments.
+
+    None means the role's default (auto, or not set). p2p_disable may be auto, true/false or a bool.
+    """
+    p2p = "auto" if p2p_disable is None else P2P_CHOICES.get(
+        p2p_disable.lower() if isinstance(p2p_disable, str) else p2p_disable)
+    if p2p is None:
+        raise NcclError("nccl_env_p2p_disable is %r; expected auto, true or false" % (p2p_disable,))
+    return {"ib_dscp": ib_dscp, "gdr_level": gdr_level or "auto", "p2p_disable": p2p, "gid_index": gid_index}
+
+
+def declared_fabric(socket_ifname, rdma_devices):
+    """Fabric facts as the inventory declares them, for a node whose facts are not cached yet.
+
+    Each declared RDMA device counts as one active port whose number and link layer are unknown,
+    so NCCL_IB_HCA names the device alone and the GID index is left to NCCL (>= 2.21 finds it).
+    """
+    return {"fabric_iface": {"name": socket_ifname},
+            "rdma_devices": [{"name": name, "ports": [{"port": None, "active": True, "link_layer": None}]}
+                             for name in rdma_devices or []],
+            "declared_only": True}
+
+
+def node_env(host, socket_ifname, rdma_devices, fabric=None, options=None):
+    """The NCCL/Gloo environment of one node: {'env': {name: value}, 'source': 'facts'|'inventory'}.
+
+    The one decision behind the node's /etc/nccl.conf and env file (roles/nccl_env through
+    library/nccl_env_render.py) and every seat rank's launch env (seat/launch.py): from the node's
+    cached fabric facts when there are any, else from the inventory's declaration.
+    """
+    source = "facts" if fabric else "inventory"
+    facts = fabric if fabric else declared_fabric(socket_ifname, rdma_devices)
+    entries = render_env(host, facts, socket_ifname, declared_devices=rdma_devices, **(options or {}))
+    return {"env": {entry["name"]: entry["value"] for entry in entries}, "source": source}
 
 
 def render_file(entries, banner, names=None):

@@ -1,29 +1,31 @@
 """Exact argv and environment for every node rank of a seat, for vLLM and SGLang.
 
 Input is the recipe after the rules (settings) and the seat's nodes in rank order. Node rank 0 is
-the Ray head or the multiprocessing master (vLLM across nodes) or the SGLang dist-init address; each node's processes bind to
-its declared fabric address and interface. Weights are read from <model root>/<served_name>
+the Ray head or the multiprocessing master (vLLM across nodes) or the SGLang dist-init address;
+each node's processes bind to its declared fabric address and interface. Weights are read from <model root>/<served_name>
 inside the engine container, staged and revision-checked before launch, and served offline.
+A multi-node rank's NCCL/Gloo environment is its node's, decided by fabric/nccl.py node_env, the
+function behind the node's /etc/nccl.conf and env file.
 """
-from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.errors import NcclError, SeatError
+from ansible.module_utils.seatwright.fabric.nccl import node_env
 from ansible.module_utils.seatwright.seat.engines import check_extra_args, server_argv
 
 MODEL_ROOT = "/models"
 RAY_PORT = 6379
 
 
-def nccl_env(fabric_iface, rdma_devices):
-    """NCCL/Gloo environment from a node's declared fabric: bind to its port, use its HCAs.
+def rank_nccl_env(node):
+    """A multi-node rank's NCCL/Gloo env: exactly what roles/nccl_env renders for its node.
 
-    Kept small on purpose: measured fabric facts (GID index, GDR level, ACS) refine it elsewhere.
+    From the node's cached fabric facts when the plan has them, else from its declared fabric
+    interface and RDMA devices, with the node's nccl_env_* settings (fabric/nccl.py node_env).
     """
-    env = {"NCCL_SOCKET_IFNAME": "=" + fabric_iface, "GLOO_SOCKET_IFNAME": fabric_iface}
-    if rdma_devices:
-        # '=' asks NCCL for exact device names, not prefixes (mlx5_1 would match mlx5_10).
-        env["NCCL_IB_HCA"] = "=" + ",".join(rdma_devices)
-    else:
-        env["NCCL_IB_DISABLE"] = "1"
-    return env
+    try:
+        return node_env(node["host"], node["fabric_iface"], node["rdma_devices"], node.get("fabric"),
+                        node.get("nccl_options"))["env"]
+    except NcclError as exc:
+        raise SeatError("%s; the seat's ranks take the node's NCCL environment" % exc)
 
 
 def _base_env(settings, node, reserved):
@@ -31,7 +33,7 @@ def _base_env(settings, node, reserved):
     if settings["engine"]["device"] == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(node["gpus"])))
     if settings["topology"]["nodes"] > 1:
-        env.update(nccl_env(node["fabric_iface"], node["rdma_devices"]))
+        env.update(rank_nccl_env(node))
         if settings["engine"]["name"] == "vllm":
             env["VLLM_HOST_IP"] = node["fabric_ip"]
     reserved.update(env)

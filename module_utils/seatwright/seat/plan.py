@@ -7,7 +7,8 @@ seat uses the first topology.nodes of them and node rank 0 is the first.
 import re
 import shlex
 
-from ansible.module_utils.seatwright.errors import SeatError
+from ansible.module_utils.seatwright.errors import NcclError, SeatError
+from ansible.module_utils.seatwright.fabric.nccl import node_options
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.inventory import check_node
@@ -54,6 +55,25 @@ def _cached_gpus(host, facts):
     return sorted(gpus, key=lambda gpu: gpu["index"])
 
 
+def _cached_fabric(host, facts):
+    """The host's cached seatwright_fabric facts (module fabric_facts), or None when not gathered."""
+    if facts in (None, {}):
+        return None
+    if not isinstance(facts, dict):
+        raise SeatError("host %s: cached fact seatwright_fabric is %s, expected a mapping; re-gather fabric "
+                        "facts or delete .cache/facts/*%s" % (host, type(facts).__name__, host))
+    return facts
+
+
+def _nccl_options(host, candidate):
+    """The host's nccl_env_* settings, as the nccl_env role hands them to nccl_env_render."""
+    try:
+        return node_options(candidate.get("nccl_env_ib_dscp"), candidate.get("nccl_env_gdr_level"),
+                            candidate.get("nccl_env_p2p_disable"), candidate.get("nccl_env_gid_index"))
+    except NcclError as exc:
+        raise SeatError("host %s: %s" % (host, exc))
+
+
 def node_hardware(candidate, position):
     """One host's hardware for planning, from cached facts or the inventory's declaration."""
     if not isinstance(candidate, dict):
@@ -88,6 +108,8 @@ def node_hardware(candidate, position):
         "fabric_ip": str(candidate["seatwright_node_fabric_ip"]),
         "fabric_iface": candidate["seatwright_node_fabric_iface"],
         "rdma_devices": list(candidate.get("seatwright_node_rdma_devices") or []),
+        "fabric": _cached_fabric(host, candidate.get("seatwright_fabric")),
+        "nccl_options": _nccl_options(host, candidate),
     }
 
 
@@ -242,6 +264,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "qualification": settings["qualification"],
         "hosts": [{"host": node["host"], "node_rank": index, "source": node["source"],
                    "fabric_ip": node["fabric_ip"], "fabric_iface": node["fabric_iface"],
+                   "nccl_env_source": "facts" if node["fabric"] else "inventory",
                    "gpus": ["%d: %s (%s, %d MiB)" % (g["index"], g["name"], g["sm"], g["memory_total_mib"])
                             for g in node["gpus"]]}
                   for index, node in enumerate(seat_nodes)],
