@@ -65,10 +65,18 @@ options:
     type: str
     default: https://developer.download.nvidia.com/compute/cuda/repos
   verify_keyrings:
-    description: Keyring files to check, each with C(path) and the expected C(fingerprint).
+    description:
+      - Keyring files to check, each with C(path) and the expected C(fingerprint). A keyring must
+        hold exactly that primary key and no other (apt's signed-by trusts every key in the file).
     type: list
     elements: dict
     default: []
+  allow_http:
+    description:
+      - Accept plain C(http://) repository and key URLs (a mirror on a network you trust).
+        Otherwise only C(https://) is accepted.
+    type: bool
+    default: false
 author: seatwright
 """
 
@@ -109,7 +117,7 @@ keyrings:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.seatwright.errors import DriverError
-from ansible.module_utils.seatwright.node.driver import driver_plan, key_fingerprints
+from ansible.module_utils.seatwright.node.driver import driver_plan, key_fingerprints, keyring_problem
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
 
 
@@ -130,10 +138,9 @@ def verify(module, keyrings):
         path, expected = keyring.get("path"), str(keyring.get("fingerprint") or "").replace(" ", "").upper()
         rc, out, err = module.run_command([gpg, "--batch", "--show-keys", "--with-colons", path])
         found = key_fingerprints(out) if rc == 0 else []
-        if expected not in found:
-            module.fail_json(msg="keyring %s does not hold the expected key %s (found: %s%s); replace "
-                                 "it with the key NVIDIA publishes, or correct the fingerprint variable"
-                                 % (path, expected, ", ".join(found) or "none", "; gpg: %s" % err.strip() if rc else ""))
+        problem = keyring_problem(path, found, expected)
+        if problem:
+            module.fail_json(msg=problem + ("; gpg: %s" % err.strip() if rc else ""))
         results.append({"path": path, "fingerprints": found})
     return results
 
@@ -155,6 +162,7 @@ def main():
             "cuda_key_fingerprint": {"type": "str"},
             "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
             "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
+            "allow_http": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -171,7 +179,7 @@ def main():
             params["distribution"], params["distribution_version"], params["architecture"],
             params["branch"], params["open_kernel_modules"], capabilities, current,
             params["container_toolkit"], params["toolkit_version"], params["cuda_key_url"],
-            params["cuda_key_fingerprint"], params["repo_base_url"])
+            params["cuda_key_fingerprint"], params["repo_base_url"], params["allow_http"])
     except DriverError as exc:
         module.fail_json(msg=str(exc))
     result = {"changed": False, "plan": plan}

@@ -12,6 +12,7 @@ from ansible.module_utils.seatwright.node.driver import (
     driver_packages,
     driver_plan,
     key_fingerprints,
+    keyring_problem,
     pin_preferences,
     repository,
 )
@@ -175,3 +176,52 @@ def test_module_verifies_keyrings(capsys, test_key):
     assert bad["failed"] is True
     assert bad["msg"].startswith("keyring %s does not hold the expected key %s (found: %s"
                                  % (path, CUDA_KEY_FINGERPRINT, fingerprint))
+
+
+def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key, tmp_path):
+    """Finding 10: signed-by trusts every key in the file, so an extra key must fail the check."""
+    path, fingerprint = test_key
+    home = tmp_path / "gnupg2"
+    home.mkdir(mode=0o700)
+    env = dict(os.environ, GNUPGHOME=str(home))
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "intruder <i@invalid>", "ed25519",
+                    "sign", "never"], env=env, check=True, capture_output=True)
+    intruder = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    both = tmp_path / "both.asc"
+    with open(path, "rb") as handle:
+        both.write_bytes(handle.read() + intruder)
+    result = run(capsys, verify_keyrings=[{"path": str(both), "fingerprint": fingerprint}])
+    assert result["failed"] is True
+    assert "holds the expected key %s and also" % fingerprint in result["msg"]
+    assert "signed-by would trust all of them" in result["msg"]
+
+
+@pytest.mark.parametrize("found, problem", [
+    (["A" * 40], None),
+    (["A" * 40, "B" * 40], "and also " + "B" * 40),
+    (["B" * 40], "does not hold the expected key"),
+    ([], "found: none"),
+])
+def test_keyring_must_hold_exactly_the_expected_primary_key(found, problem):
+    message = keyring_problem("/etc/apt/keyrings/k.asc", found, "a" * 40)
+    assert (message is None) if problem is None else (problem in message)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"base_url": "http://mirror.example/cuda"}, "nvidia_driver_repo_base_url is http://mirror.example/cuda, a plain http URL"),
+    ({"cuda_key_url": "http://mirror.example/key.pub"}, "nvidia_driver_cuda_key_url is http://mirror.example/key.pub"),
+    ({"base_url": "ftp://mirror.example/cuda"}, "expected an https:// URL"),
+])
+def test_plain_http_repository_or_key_is_refused_unless_allowed(changes, words):
+    with pytest.raises(DriverError, match=words):
+        driver_plan("Debian", "12", "x86_64", "580", **changes)
+    if "http://" in str(changes):
+        plan = driver_plan("Debian", "12", "x86_64", "580", allow_http=True, **changes)
+        assert plan["cuda_repository"]["url"].startswith("http") and plan["cuda_repository"]["key_url"]
+
+
+def test_module_refuses_http_mirror_without_allow_http(capsys):
+    refused = run(capsys, repo_base_url="http://mirror.example/cuda")
+    assert refused["failed"] is True and "nvidia_driver_allow_http: true" in refused["msg"]
+    allowed = run(capsys, repo_base_url="http://mirror.example/cuda", allow_http=True)
+    assert allowed["plan"]["cuda_repository"]["url"].startswith("http://mirror.example/cuda/debian12/")

@@ -118,10 +118,44 @@ def driver_action(current_version, branch):
     return "change", "driver %s is loaded, branch %d is wanted" % (current, number)
 
 
+def url_problem(variable, url, allow_http=False):
+    """Why a repository or key URL is not acceptable, or None.
+
+    Keys and package lists fetched over plain http can be swapped by anyone on the path, and a
+    swapped key is then trusted by apt; http is refused unless the user allows it explicitly
+    (a local mirror on a trusted network).
+    """
+    scheme = str(url or "").split("://", 1)[0].lower() if "://" in str(url or "") else ""
+    if scheme == "https":
+        return None
+    if scheme == "http" and allow_http:
+        return None
+    if scheme == "http":
+        return ("%s is %s, a plain http URL: anyone on the path could swap what it serves. Use https, or set "
+                "nvidia_driver_allow_http: true for a mirror on a network you trust" % (variable, url))
+    return "%s is %r; expected an https:// URL" % (variable, url)
+
+
+def keyring_problem(path, found, expected):
+    """Why a downloaded keyring must not be trusted, or None when it holds exactly the expected primary key.
+
+    apt's signed-by trusts every key in the file, so one extra key would let its owner sign the
+    repository too.
+    """
+    expected = str(expected or "").replace(" ", "").upper()
+    if found == [expected]:
+        return None
+    if expected in found:
+        return ("keyring %s holds the expected key %s and also %s; signed-by would trust all of them. Replace it "
+                "with the single key NVIDIA publishes" % (path, expected, ", ".join(f for f in found if f != expected)))
+    return ("keyring %s does not hold the expected key %s (found: %s); replace it with the key NVIDIA publishes, "
+            "or correct the fingerprint variable" % (path, expected, ", ".join(found) or "none"))
+
+
 def driver_plan(distribution, version, architecture, branch, open_modules=True,
                 compute_capabilities=(), current_version=None, container_toolkit=True,
                 toolkit_version=None, cuda_key_url=None, cuda_key_fingerprint=None,
-                base_url=CUDA_REPO_BASE):
+                base_url=CUDA_REPO_BASE, allow_http=False):
     """Everything roles/nvidia_driver needs: repositories, keys, packages, pin text, action."""
     repo = repository(distribution, version, architecture, base_url)
     key_url = cuda_key_url or repo["key_url"]
@@ -133,6 +167,10 @@ def driver_plan(distribution, version, architecture, branch, open_modules=True,
     if not re.match(r"^[0-9A-F]{40}$", key_fingerprint):
         raise DriverError("nvidia_driver_cuda_key_fingerprint %r is not a 40-hex-digit OpenPGP "
                           "fingerprint" % cuda_key_fingerprint)
+    for variable, url in (("nvidia_driver_repo_base_url", base_url), ("nvidia_driver_cuda_key_url", key_url)):
+        problem = url_problem(variable, url, allow_http) if url else None
+        if problem:
+            raise DriverError(problem)
     action, reason = driver_action(current_version, branch)
     packages = driver_packages(branch, open_modules, compute_capabilities)
     toolkit = []
