@@ -8,13 +8,20 @@ short_description: Serve a checkpoint read-only to the nodes that stage it
 description:
   - Lists the checkpoint at I(path) (a model folder, or a Hugging Face cache entry at I(revision)),
     checks it as C(checkpoint_facts) does in quick mode, and serves its files over HTTP on
-    I(bind_address):I(port) to callers that present I(token). Destinations run C(weight_stage).
+    I(bind_address):I(port) to callers that authenticate each request under the run's secret
+    I(token). Destinations run C(weight_stage).
   - Transport choice. Plain HTTP from the Python standard library runs on every node without
     installing anything; C(Range) requests give resume; C(socket.sendfile) moves file bytes from
     the page cache to the network without copying them through Python, so the source spends
     almost no CPU. Integrity does not rely on the transport: every destination hashes what it
-    receives against the digest listed here. The token is per run, and only the listed files
-    are served.
+    receives against the digest listed here, and the listing goes out signed (HMAC-SHA256 under
+    the run's secret, bound to the destination's nonce), so a process that took the port first
+    cannot pass for the source. The secret never crosses the network; each request carries a
+    single-use MAC instead, and requests that fail the check are refused and do not count as
+    activity or as a destination done. Only the listed files are served.
+  - Hidden files (C(.git/), dotfiles) are not served; a link that resolves outside the folder
+    (outside C(blobs/) in a cache entry) makes the source refuse the checkpoint. Each file's
+    permission bits are listed, and destinations keep theirs no wider.
   - Each file's expected digest comes from its cache blob name, or else from the folder's parity
     manifest, or else from hashing the source file once (remembered per file identity under
     I(state_dir), so a later run does not read it again).
@@ -38,7 +45,9 @@ options:
     type: str
     required: true
   bind_address:
-    description: Address to listen on, the source's fabric address.
+    description:
+      - Address to listen on, the source's fabric address, as an IP address. The wildcard
+        addresses (C(0.0.0.0), C(::), empty) are refused.
     type: str
     required: true
   port:
@@ -46,7 +55,7 @@ options:
     type: int
     default: 8473
   token:
-    description: Per-run secret that destinations must present.
+    description: Per-run secret (16 characters or more) that signs the listing and authenticates requests; never sent.
     type: str
     required: true
   clients:
@@ -112,8 +121,17 @@ done_reports:
   description: What each destination reported when it finished (ok, bytes).
   returned: success
   type: dict
+refused_requests:
+  description: Requests refused because they were not authenticated for this run (or replayed).
+  returned: success
+  type: int
+handler_errors:
+  description: Connections ended by a malformed request.
+  returned: success
+  type: int
 """
 
+import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -121,6 +139,8 @@ from ansible.module_utils.seatwright.errors import CheckpointError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes
 from ansible.module_utils.seatwright.io.staging_source import bind_server, serve_until_done, source_listing
+from ansible.module_utils.seatwright.weights.staging import check_bind_address
+from ansible.module_utils.seatwright.weights.staging_auth import MIN_SECRET_CHARS
 
 
 def main():
@@ -146,8 +166,12 @@ def main():
     if not os.path.isdir(params["path"]):
         module.fail_json(msg="source checkpoint %s is not a directory on this host; check weights_source_path "
                              "and weights_source_host" % params["path"])
-    if len(params["token"]) < 16:
-        module.fail_json(msg="token is too short to protect the source (16 characters or more expected)")
+    if len(params["token"]) < MIN_SECRET_CHARS:
+        module.fail_json(msg="token is too short to protect the source (%d characters or more expected)"
+                             % MIN_SECRET_CHARS)
+    address_problem = check_bind_address(params["bind_address"])
+    if address_problem:
+        module.fail_json(msg="weight_source: %s" % address_problem)
     for field in ("port", "clients", "idle_timeout_s", "lifetime_s", "hash_workers"):
         if params[field] < 1:
             module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))
@@ -164,8 +188,13 @@ def main():
         server = bind_server(params["bind_address"], params["port"], params["token"], listing, served,
                              params["clients"], pidfile)
     except OSError as exc:
-        module.fail_json(msg="cannot listen on %s:%d (%s): is the address this host's fabric address, and is "
-                             "the port free?" % (params["bind_address"], params["port"], exc), listing=summary)
+        if exc.errno == errno.EADDRINUSE:
+            module.fail_json(msg="another process already listens on %s:%d, so this run's source cannot: "
+                                 "destinations must not talk to it. Find it (ss -ltnp 'sport = :%d'), stop it or "
+                                 "choose another weights_source_port, and run again."
+                                 % (params["bind_address"], params["port"], params["port"]), listing=summary)
+        module.fail_json(msg="cannot listen on %s:%d (%s): is the address this host's fabric address?"
+                             % (params["bind_address"], params["port"], exc), listing=summary)
     if may_write:
         atomic_write_bytes(pidfile, b"%d\n" % os.getpid())
     try:

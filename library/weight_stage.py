@@ -8,6 +8,14 @@ short_description: Stage a checkpoint onto this node from a weight_source, verif
 description:
   - Fetches the listing from the C(weight_source) at I(source_url) and brings every file of the
     checkpoint into I(dest), several files at once (I(streams)).
+  - Trusts nothing before the listing's signature checks out under the run's secret I(token)
+    (HMAC-SHA256 bound to a fresh nonce; the secret itself is never sent). A listener that cannot
+    sign it, such as a process that took the source's port first, is reported and nothing is
+    written. The listing is then checked field by field (safe relative paths and ref names, refs
+    equal to the pinned revision, types) before it is used.
+  - Every path written is resolved and must stay under I(dest); transfers in progress are opened
+    without following links (a leftover is removed first), and each file gets permission bits no
+    wider than the source's copy.
   - Each stream hashes the bytes as they arrive (sha256; the git blob sha1 for small files of a
     cache entry), writes them under a temporary name, fsyncs, compares the digest with the one
     the source listed, and only then renames the file into place. Hashing while streaming costs
@@ -102,6 +110,13 @@ options:
     description: Where the bytes came from, recorded in the manifest (a host name and path, not an address).
     type: str
     default: ""
+  prune:
+    description:
+      - Remove files in the checkpoint folder that the listing does not name (shards of an earlier
+        revision, files left by hand). They are always reported in C(extra_files); hidden files are
+        left alone. Temporary files of interrupted runs are removed in any case.
+    type: bool
+    default: false
 author:
   - seatwright
 """
@@ -146,6 +161,21 @@ transfers:
   returned: success
   type: list
   elements: dict
+extra_files:
+  description: Files in the checkpoint folder that the listing does not name.
+  returned: success
+  type: list
+  elements: str
+pruned:
+  description: The extra files removed because I(prune) was set.
+  returned: success
+  type: list
+  elements: str
+modes_narrowed:
+  description: Files already in place whose permissions were narrowed to the source's.
+  returned: success
+  type: list
+  elements: str
 """
 
 import re
@@ -155,6 +185,7 @@ from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision
 from ansible.module_utils.seatwright.weights.staging import parse_source_url
 from ansible.module_utils.seatwright.io.staging_pull import stage
+from ansible.module_utils.seatwright.weights.staging_auth import valid_client_name
 
 
 def main():
@@ -176,6 +207,7 @@ def main():
             retries=dict(type="int", default=3),
             progress_interval_s=dict(type="int", default=2),
             source_label=dict(type="str", default=""),
+            prune=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -184,6 +216,8 @@ def main():
         module.fail_json(msg="revision %r is not a pinned 40-hex commit id" % params["revision"])
     if not re.match(r"^[A-Za-z0-9._-]+$", params["name"]):
         module.fail_json(msg="name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
+    if not valid_client_name(params["client"]):
+        module.fail_json(msg="client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
     for field in ("streams", "connect_timeout_s", "io_timeout_s"):
         if params[field] < 1:
             module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))

@@ -4,22 +4,39 @@
 Same source, same number of streams, same chunk size, same double-buffered writer, same fsync
 per file; only verification, temporary names and resume are missing. The gap between this and weight_stage is the price of
 verification. --direct writes with O_DIRECT as weight_stage does, so the comparison can be made
-with and without the page cache. Standard library only (it runs on the lab nodes).
+with and without the page cache. Standard library only (it runs on the lab nodes); the chunk size
+and the request authentication come from the project's staging_auth.py, copied beside this file
+on a node (or read from the repository).
 
   plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4 [--direct]
 """
 import argparse
 import fcntl
 import http.client
+import importlib.util
 import json
 import mmap
 import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-CHUNK = 4 * 1024 * 1024
+
+def _load_staging_auth():
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "staging_auth.py", here.parents[1] / "module_utils/seatwright/weights/staging_auth.py"):
+        if candidate.exists():
+            spec = importlib.util.spec_from_file_location("staging_auth", candidate)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise SystemExit("staging_auth.py not found beside %s or in the repository" % __file__)
+
+
+staging_auth = _load_staging_auth()
+CHUNK = staging_auth.CHUNK_BYTES
 
 
 def write_all(fd, chunk, direct):
@@ -29,10 +46,15 @@ def write_all(fd, chunk, direct):
         chunk = chunk[os.write(fd, chunk):]
 
 
-def fetch(host, port, headers, target, dest_path, direct):
+def auth(secret, path):
+    return {"Authorization": staging_auth.authorization(secret, "GET", path, "plain")[0]}
+
+
+def fetch(host, port, secret, target, dest_path, direct):
     """One file, with weight_stage's pipeline: two buffers, the next received while the last is written."""
     conn = http.client.HTTPConnection(host, port, timeout=60)
-    conn.request("GET", "/file/" + quote(target, safe="/"), headers=headers)
+    path = "/file/" + quote(target, safe="/")
+    conn.request("GET", path, headers=auth(secret, path))
     response = conn.getresponse()
     if response.status != 200:
         raise SystemExit("HTTP %d for %s" % (response.status, target))
@@ -73,10 +95,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     parts = urlsplit(args.url)
     with open(args.token_file) as handle:
-        headers = {"Authorization": "Bearer " + handle.read().strip(), "X-Seatwright-Client": "plain"}
+        secret = handle.read().strip()
     started = time.monotonic()
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    conn.request("GET", "/listing", headers=headers)
+    conn.request("GET", "/listing", headers=auth(secret, "/listing"))
     listing = json.loads(conn.getresponse().read().decode("utf-8"))
     conn.close()
     jobs = {}
@@ -85,7 +107,7 @@ def main(argv=None):
         jobs[target] = (entry["size"], os.path.join(args.dest, entry["path"]))
     order = sorted(jobs, key=lambda t: -jobs[t][0])
     with ThreadPoolExecutor(max_workers=args.streams) as pool:
-        for future in [pool.submit(fetch, parts.hostname, parts.port, headers, t, jobs[t][1], args.direct) for t in order]:
+        for future in [pool.submit(fetch, parts.hostname, parts.port, secret, t, jobs[t][1], args.direct) for t in order]:
             future.result()
     seconds = time.monotonic() - started
     total = sum(size for size, _ in jobs.values())

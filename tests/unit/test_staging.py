@@ -27,7 +27,7 @@ def test_listing_round_trip_keeps_only_refs_to_the_revision():
 
 
 def _with_file(**entry):
-    return _listing(files=[dict({"path": "x.safetensors", "size": 1, "sha256": SHA, "blob": SHA}, **entry)])
+    return _listing(files=[dict({"path": "x.safetensors", "size": 1, "mode": 0o644, "sha256": SHA, "blob": SHA}, **entry)])
 
 
 @pytest.mark.parametrize("doc, words", [
@@ -56,7 +56,7 @@ def test_units_share_one_transfer_per_blob():
 
 
 def test_folder_units_are_the_files_themselves():
-    doc = _listing(layout="folder", files=[{"path": "sub/a.bin", "size": 1, "sha256": SHA}])
+    doc = _listing(layout="folder", files=[{"path": "sub/a.bin", "size": 1, "mode": 0o644, "sha256": SHA}])
     assert list(st.fetch_units(doc)) == ["sub/a.bin"]
 
 

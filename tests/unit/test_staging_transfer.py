@@ -14,6 +14,7 @@ from ansible.module_utils.seatwright.io import staging_source as staging_source
 from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME
 from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
 from ansible.module_utils.seatwright.io.staging_pull import StageLock, stage
+from ansible.module_utils.seatwright.weights.staging_auth import authorization
 from checkpoint_cases import (
     OTHER_REVISION, REVISION, big_shards, blob_name, blob_path, flip_byte, truncate, write_folder, write_hf_entry)
 
@@ -173,7 +174,7 @@ def test_lost_connection_mid_file_resumes_in_the_same_run(tmp_path, source, monk
     original = staging_source._Handler._send_file
     cut = {"done": False}
 
-    def flaky(handler, target):
+    def flaky(handler, target, client):
         if target.endswith(blob_name(SHARD2, source.files[SHARD2])) and not cut["done"]:
             cut["done"] = True
             size = handler.server.sizes[target]
@@ -184,7 +185,7 @@ def test_lost_connection_mid_file_resumes_in_the_same_run(tmp_path, source, monk
                 handler.wfile.write(handle.read(size // 2))
             handler.close_connection = True
             return
-        original(handler, target)
+        original(handler, target, client)
 
     monkeypatch.setattr(staging_source._Handler, "_send_file", flaky)
     result = stage(options(tmp_path, source.url))
@@ -236,7 +237,7 @@ def test_pinned_revision_must_match_the_source(tmp_path, source):
 
 
 def test_wrong_token_is_refused(tmp_path, source):
-    with pytest.raises(StagingError, match="refused the token"):
+    with pytest.raises(StagingError, match="refused this run's credentials: it is not this run's weights source"):
         stage(options(tmp_path, source.url, token="x" * 32))
 
 
@@ -277,11 +278,12 @@ def test_source_serves_only_listed_files_with_ranges(tmp_path, source):
 
     def get(path, **headers):
         conn = http.client.HTTPConnection(host, int(port), timeout=5)
-        conn.request("GET", path, headers=dict({"Authorization": "Bearer " + TOKEN}, **headers))
+        auth = authorization(TOKEN, "GET", path, "test")[0]
+        conn.request("GET", path, headers=dict({"Authorization": auth}, **headers))
         response = conn.getresponse()
         return response.status, response.read()
 
     assert get("/file/" + target, Range="bytes=100-") == (206, source.files[SHARD2][100:])
     assert get("/file/../../etc/passwd")[0] == 404
     assert get("/file/" + target, Range="bytes=0-10")[0] == 416
-    assert get("/listing", Authorization="Bearer nope")[0] == 403
+    assert get("/listing", Authorization="Bearer " + TOKEN)[0] == 403

@@ -4,7 +4,6 @@ The I/O half of checkpoint.py, shared by checkpoint_facts, weight_source and wei
 never writes.
 """
 import hashlib
-import json
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.seatwright.errors import CheckpointError
 from ansible.module_utils.seatwright.weights.checkpoint import (
     INDEX_NAME, MANIFEST_NAME, MAX_HEADER_BYTES, SAFETENSORS_SUFFIX, assemble_report, blob_hash_kind,
-    check_index, git_blob_prefix, header_length, is_staging_artifact, judge_files, parse_manifest,
+    check_index, git_blob_prefix, header_length, is_hidden, is_staging_artifact, judge_files, parse_json,
+    parse_manifest,
     parse_safetensors_header, revision_problems, summarise_tensors)
 from ansible.module_utils.seatwright.io.files import read_json
 
@@ -40,6 +40,8 @@ def read_refs(path):
     for root, _dirs, names in os.walk(refs_dir):
         for name in names:
             full = os.path.join(root, name)
+            if os.path.islink(full) or name.startswith("."):
+                continue
             try:
                 with open(full, "r", encoding="ascii") as handle:
                     refs[os.path.relpath(full, refs_dir)] = handle.read().strip()
@@ -48,19 +50,32 @@ def read_refs(path):
     return refs
 
 
-def walk_files(root):
-    """{rel: {abs, size, mtime_ns, blob, dangling}} for every checkpoint file under `root`."""
-    found = {}
+def _inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def walk_files(root, links_within=None):
+    """({rel: {abs, size, mode, mtime_ns, blob, dangling}}, [escaping rel]) for the checkpoint under `root`.
+
+    Hidden paths (`.git/`, dotfiles) and seatwright's own artifacts are not checkpoint files. A
+    link must resolve inside `links_within` (the cache entry's blobs/, or the folder itself);
+    one that leaves it is reported, never followed.
+    """
+    found, escapes = {}, []
+    allowed = os.path.realpath(links_within or root)
     for current, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".cache")
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             full = os.path.join(current, name)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
-            if is_staging_artifact(rel):
+            if is_staging_artifact(rel) or is_hidden(rel):
                 continue
-            entry = {"abs": full, "size": None, "mtime_ns": None, "blob": None, "dangling": False}
+            entry = {"abs": full, "size": None, "mode": None, "mtime_ns": None, "blob": None, "dangling": False}
             if os.path.islink(full):
                 entry["blob"] = os.path.basename(os.readlink(full))
+                if not _inside(os.path.realpath(full), allowed):
+                    escapes.append(rel)
+                    continue
             try:
                 info = os.stat(full)
             except FileNotFoundError:
@@ -69,9 +84,10 @@ def walk_files(root):
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue
-            entry.update(abs=os.path.realpath(full), size=info.st_size, mtime_ns=info.st_mtime_ns)
+            entry.update(abs=os.path.realpath(full), size=info.st_size, mode=stat.S_IMODE(info.st_mode) & 0o777,
+                         mtime_ns=info.st_mtime_ns)
             found[rel] = entry
-    return found
+    return found, escapes
 
 
 def read_header(path, size):
@@ -158,7 +174,8 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
         raise CheckpointError("%s is a Hugging Face cache entry: give the pinned 40-hex revision to read"
                               % path)
     snapshot_present = os.path.isdir(folder)
-    files = walk_files(folder) if snapshot_present else {}
+    links_within = os.path.join(path, "blobs") if layout == "hf-cache" else folder
+    files, escapes = walk_files(folder, links_within) if snapshot_present else ({}, [])
     manifest, manifest_warning = load_manifest(folder) if snapshot_present else (None, None)
     headers = {}
     for rel, seen in files.items():
@@ -173,7 +190,7 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
     if INDEX_NAME in files and not files[INDEX_NAME]["dangling"]:
         try:
             with open(files[INDEX_NAME]["abs"], "rb") as handle:
-                index_doc = json.loads(handle.read().decode("utf-8"))
+                index_doc = parse_json(handle.read())
         except (OSError, ValueError) as exc:
             index_doc = None
             index = {"shards": [], "total_size": None, "errors": ["%s is unreadable: %s" % (INDEX_NAME, exc)],
@@ -193,6 +210,9 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
     tensors = summarise_tensors(headers.values())
     issues = revision_problems(layout, revision, snapshot_present,
                                manifest.get("revision") if manifest else None)
+    issues += ["%s links outside %s (refused: a checkpoint file may only link into %s)"
+               % (rel, links_within, "the cache entry's blobs/" if layout == "hf-cache" else "its own folder")
+               for rel in escapes]
     report = assemble_report(layout, path, revision, judged, tensors, index, issues, manifest, mode)
     if manifest_warning:
         report["warnings"].append(manifest_warning)

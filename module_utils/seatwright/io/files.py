@@ -8,6 +8,8 @@ import os
 import tempfile
 import time
 
+from ansible.module_utils.seatwright.weights.checkpoint import parse_json
+
 
 def fingerprint(data):
     """Stable sha256 of a JSON-serialisable value, used to tell when a probe's inputs changed."""
@@ -46,7 +48,7 @@ def read_json(path):
     """The parsed JSON at `path`, or None when it is missing or unreadable (a cache miss)."""
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8"))
+            return parse_json(handle.read())
     except (OSError, ValueError):
         return None
 

@@ -5,6 +5,11 @@ one buffer, feeds the hash and the file from it, and lets go of the GIL while th
 hashlib work, so hashing on one stream overlaps receiving and writing on the others. A file is
 written under a temporary name, fsynced, compared with the digest the source promised, and only
 then renamed into place; the parity manifest is written last, once every file has verified.
+
+Nothing the source says is trusted until its listing's signature under the run's secret checks
+out (weights/staging_auth.py). Every path this side writes is resolved and must stay under the
+destination; transfers in progress are opened without following links, and a file arrives with
+permissions no wider than the source's copy.
 """
 import errno
 import fcntl
@@ -12,20 +17,24 @@ import http.client
 import json
 import mmap
 import os
+import posixpath
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 from ansible.module_utils.seatwright.errors import Interrupted, StagingError
-from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME, build_manifest, manifest_differs
+from ansible.module_utils.seatwright.weights.checkpoint import (
+    MANIFEST_NAME, build_manifest, is_hidden, is_staging_artifact, manifest_differs, parse_json)
 from ansible.module_utils.seatwright.io.checkpoint_scan import hash_many, load_manifest, new_hashers
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes, atomic_write_json, fingerprint
 from ansible.module_utils.seatwright.weights.staging import (
     digest_problem, failure_summary, fetch_units, link_target, needs_hash, parse_listing,
     parse_source_url, partial_name, plan_unit, progress_record, throttle_delay)
+from ansible.module_utils.seatwright.weights.staging_auth import (
+    CHUNK_BYTES as CHUNK, SIGNATURE_HEADER, authorization, listing_signed, new_nonce)
 
-CHUNK = 4 * 1024 * 1024
 ALIGN = 4096
 
 
@@ -91,15 +100,20 @@ class Progress(object):
 
 
 class Source(object):
-    """The HTTP source, one keep-alive connection per thread."""
+    """The HTTP source, one keep-alive connection per thread; every request authenticated."""
 
-    def __init__(self, url, token, client, io_timeout_s):
+    def __init__(self, url, secret, client, io_timeout_s):
         self.url = url
         self.host, self.port = parse_source_url(url)
-        self.headers = {"Authorization": "Bearer " + token, "X-Seatwright-Client": client}
+        self.secret = secret
         self.client = client
         self.io_timeout_s = io_timeout_s
         self.local = threading.local()
+        # Set once the listing's signature checked out; nothing is reported to an unproven listener.
+        self.proven = False
+
+    def headers(self, method, path, body=b""):
+        return {"Authorization": authorization(self.secret, method, path, self.client, body)[0]}
 
     def connection(self, fresh=False):
         conn = getattr(self.local, "conn", None)
@@ -111,11 +125,14 @@ class Source(object):
         return conn
 
     def listing(self, connect_timeout_s):
+        """The listing, returned only once its signature shows it comes from this run's source."""
         deadline = time.monotonic() + connect_timeout_s
         while True:
+            nonce = new_nonce()
             try:
                 conn = self.connection(fresh=True)
-                conn.request("GET", "/listing", headers=self.headers)
+                header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce)[0]
+                conn.request("GET", "/listing", headers={"Authorization": header})
                 response = conn.getresponse()
                 body = response.read()
                 break
@@ -126,22 +143,48 @@ class Source(object):
                                        % (self.url, connect_timeout_s, exc))
                 time.sleep(0.5)
         if response.status == 403:
-            raise StagingError("the weights source at %s refused the token: it belongs to another run" % self.url)
+            raise StagingError("the process answering at %s refused this run's credentials: it is not this run's "
+                               "weights source (another run's, or another process holding the port). Nothing was "
+                               "written here." % self.url)
+        if not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER)):
+            raise StagingError("the process answering at %s (HTTP %d) did not sign its listing with this run's "
+                               "secret: it is not this run's weights source, and may be a process that took the "
+                               "port first. Nothing it sent was used and nothing was written here; find what "
+                               "listens on that port, stop it, and run again." % (self.url, response.status))
+        self.proven = True
         try:
-            return json.loads(body.decode("utf-8"))
-        except ValueError:
-            raise StagingError("the weights source at %s sent a listing that is not JSON" % self.url)
+            return parse_json(body)
+        except ValueError as exc:
+            raise StagingError("the weights source at %s sent a signed listing that is not readable JSON (%s)"
+                               % (self.url, exc))
 
     def done(self, report):
+        if not self.proven:
+            return
         try:
             conn = self.connection(fresh=True)
             payload = json.dumps(dict(report, client=self.client)).encode("utf-8")
-            conn.request("POST", "/done", body=payload, headers=dict(self.headers, **{
+            conn.request("POST", "/done", body=payload, headers=dict(self.headers("POST", "/done", payload), **{
                 "Content-Type": "application/json"}))
             conn.getresponse().read()
             conn.close()
         except (OSError, http.client.HTTPException):
             pass
+
+
+def resolve_under(root, rel):
+    """The absolute path of `rel` under `root` once links are resolved; StagingError when it leaves `root`.
+
+    `root` is resolved by the caller (the destination may itself live behind a link); every
+    folder on the way to `rel` must be a real folder inside it.
+    """
+    candidate = os.path.join(root, rel)
+    parent = os.path.realpath(os.path.dirname(candidate))
+    if not (parent == root or parent.startswith(root + os.sep)):
+        raise StagingError("%s resolves to %s, outside the destination %s: a link in the destination points "
+                           "elsewhere. Nothing was written there; remove the link and run again."
+                           % (candidate, parent, root))
+    return os.path.join(parent, os.path.basename(candidate))
 
 
 class PartialFile(object):
@@ -153,18 +196,41 @@ class PartialFile(object):
     a multiple of ALIGN and the tail is written after switching back to buffered writes.
     """
 
-    def __init__(self, path, direct):
-        flags = os.O_RDWR | os.O_CREAT
+    def __init__(self, path, direct, resume):
         self.direct = self.opened_direct = False
+        self.fd = None
+        if resume:
+            self.fd = self._open_existing(path, direct)
+        if self.fd is None:
+            # A leftover (or a planted link) under the predictable name is removed, never followed.
+            if os.path.lexists(path):
+                os.unlink(path)
+            self.fd = self._open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, direct)
+
+    def _open(self, path, flags, direct):
         if direct:
             try:
-                self.fd = os.open(path, flags | os.O_DIRECT, 0o644)
+                fd = os.open(path, flags | os.O_DIRECT, 0o600)
                 self.direct = self.opened_direct = True
-                return
+                return fd
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
-        self.fd = os.open(path, flags, 0o644)
+        return os.open(path, flags, 0o600)
+
+    def _open_existing(self, path, direct):
+        """The interrupted transfer's file, only when it is a plain file of ours with one name."""
+        try:
+            fd = self._open(path, os.O_RDWR | os.O_NOFOLLOW, direct)
+        except OSError:
+            self.direct = self.opened_direct = False
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
+            os.close(fd)
+            self.direct = self.opened_direct = False
+            return None
+        return fd
 
     def buffered(self):
         if self.direct:
@@ -191,8 +257,10 @@ class PartialFile(object):
                 continue
             view = view[written:]
 
-    def close(self, sync):
+    def close(self, sync, mode=None):
         try:
+            if mode is not None:
+                os.fchmod(self.fd, mode)
             if sync:
                 os.fsync(self.fd)
         finally:
@@ -253,7 +321,7 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
     The bytes already in the partial file are hashed first, so the final digest covers the file.
     """
     hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
-    handle = PartialFile(partial, direct_io)
+    handle = PartialFile(partial, direct_io, resume=offset > 0)
     writer = Writer(handle, progress, unit["target"])
     synced = False
     try:
@@ -272,12 +340,13 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         offset -= remaining
         os.ftruncate(handle.fd, offset)
         os.lseek(handle.fd, offset, os.SEEK_SET)
-        headers = dict(source.headers)
+        path = "/file/" + quote(unit["target"], safe="/")
+        headers = source.headers("GET", path)
         if offset:
             headers["Range"] = "bytes=%d-" % offset
         try:
             conn = source.connection()
-            conn.request("GET", "/file/" + quote(unit["target"], safe="/"), headers=headers)
+            conn.request("GET", path, headers=headers)
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             raise Interrupted("request failed: %s" % exc)
@@ -313,15 +382,15 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         synced = True
     finally:
         writer.shutdown()
-        handle.close(sync=synced)
+        handle.close(sync=synced, mode=unit["mode"] if synced else None)
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}, offset, handle.opened_direct
 
 
 def transfer(source, unit, root, layout, plan, throttle, progress, options):
     """Bring one unit into place; returns its record. StagingError when it cannot verify."""
-    final = os.path.join(root, unit["target"])
-    partial = os.path.join(root, partial_name(unit["target"], layout, unit))
-    os.makedirs(os.path.dirname(final), exist_ok=True)
+    make_dirs_under(root, posixpath.dirname(unit["target"]))
+    final = resolve_under(root, unit["target"])
+    partial = resolve_under(root, partial_name(unit["target"], layout, unit))
     started = time.monotonic()
     offset = plan["offset"]
     received = Counter(progress, unit["target"])
@@ -336,7 +405,7 @@ def transfer(source, unit, root, layout, plan, throttle, progress, options):
                 raise StagingError("%s (interrupted %d times; the partial file is kept and resumes on the next run)"
                                    % (exc, interruptions))
             time.sleep(min(2 ** interruptions, 10))
-            offset = os.path.getsize(partial) if os.path.exists(partial) else 0
+            offset = (_stat(partial) or {"size": 0})["size"]
             continue
         problem = digest_problem(unit, digests)
         if problem is None:
@@ -367,22 +436,69 @@ class Counter(object):
         self.progress.add(self.target, count)
 
 
-def _stat(path):
+def _stat(path, regular=True):
+    """{size, mtime_ns} of what is at `path` without following a link; None when absent (or not a plain file)."""
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except FileNotFoundError:
         return None
+    if regular and not stat.S_ISREG(info.st_mode):
+        return None
     return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def make_dirs_under(root, rel_dir):
+    """Create `rel_dir` under `root` one folder at a time, refusing any part that is a link or a file."""
+    current = root
+    for part in [p for p in rel_dir.split("/") if p]:
+        current = os.path.join(current, part)
+        if os.path.islink(current) or (os.path.exists(current) and not os.path.isdir(current)):
+            raise StagingError("%s is a link or a file where the destination needs a folder; nothing was written "
+                               "through it. Remove it and run again." % current)
+        try:
+            os.mkdir(current, 0o755)
+        except FileExistsError:
+            # Another stream made it meanwhile; it must still be a real folder.
+            if os.path.islink(current) or not os.path.isdir(current):
+                raise StagingError("%s is a link or a file where the destination needs a folder" % current)
+    return current
 
 
 def _stale_partials(root, unit, keep):
     """Partial files of other versions of this file, which can never resume now."""
     head, base = os.path.split(os.path.join(root, unit["target"]))
-    if not os.path.isdir(head):
+    if not os.path.isdir(head) or os.path.islink(head):
         return []
     prefix = "." + base + "."
     return [os.path.join(head, name) for name in os.listdir(head)
             if name.startswith(prefix) and name.endswith(".partial") and os.path.join(head, name) != keep]
+
+
+def _own_leftovers(folder):
+    """Temporary files a killed run of ours left in the checkpoint folder (manifest copies, link swaps)."""
+    found = []
+    for current, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            rel = os.path.relpath(os.path.join(current, name), folder).replace(os.sep, "/")
+            if is_staging_artifact(rel) and not name.endswith((".partial", ".incomplete")) and name != MANIFEST_NAME:
+                found.append(os.path.join(current, name))
+    return found
+
+
+def _extra_files(folder, listing):
+    """Checkpoint files in the folder that the listing does not name (another revision, or left by hand)."""
+    listed = set(entry["path"] for entry in listing["files"])
+    extra = []
+    if not os.path.isdir(folder):
+        return extra
+    for current, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            rel = os.path.relpath(os.path.join(current, name), folder).replace(os.sep, "/")
+            if rel not in listed and not is_staging_artifact(rel) and not is_hidden(rel):
+                extra.append(rel)
+    return sorted(extra)
 
 
 def _link_changes(root, listing):
@@ -393,30 +509,45 @@ def _link_changes(root, listing):
         link = os.path.join(snapshot, entry["path"])
         wanted = link_target(entry["path"], entry["blob"])
         if not (os.path.islink(link) and os.readlink(link) == wanted):
-            changes.append(("link", link, wanted))
+            changes.append(("link", "snapshots/%s/%s" % (listing["revision"], entry["path"]), wanted))
     for ref, value in listing["refs"].items():
         ref_path = os.path.join(root, "refs", ref)
         try:
             with open(ref_path) as handle:
                 current = handle.read().strip()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             current = None
         if current != value:
-            changes.append(("ref", ref_path, value))
+            changes.append(("ref", "refs/" + ref, value))
     return changes
 
 
-def _apply_link_changes(changes):
-    for kind, path, value in changes:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+def _apply_link_changes(root, changes):
+    for kind, rel, value in changes:
+        make_dirs_under(root, os.path.dirname(rel))
+        path = resolve_under(root, rel)
         if kind == "ref":
             atomic_write_bytes(path, value.encode("ascii"))
             continue
-        temporary = path + ".seatwright-link"
+        temporary = os.path.join(os.path.dirname(path), ".%s.seatwright-link" % os.path.basename(path))
         if os.path.lexists(temporary):
             os.unlink(temporary)
         os.symlink(value, temporary)
         os.replace(temporary, path)
+
+
+def _narrow_modes(root, units, plans):
+    """Files kept in place get no permission wider than the source's copy; returns the targets changed."""
+    narrowed = []
+    for target, unit in units.items():
+        if plans[target]["action"] != "skip":
+            continue
+        path = resolve_under(root, target)
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        if mode & ~unit["mode"] & 0o777 or mode & 0o7000:
+            os.chmod(path, mode & unit["mode"] & 0o777)
+            narrowed.append(target)
+    return narrowed
 
 
 class StageLock(object):
@@ -445,12 +576,19 @@ class StageLock(object):
         os.close(self.fd)
 
 
+def confirm_source(url, secret, client, connect_timeout_s, io_timeout_s=30):
+    """A summary of the signed listing served at `url`; StagingError when no source of this run answers there."""
+    listing = parse_listing(Source(url, secret, client, io_timeout_s).listing(connect_timeout_s), url)
+    return {"name": listing["name"], "layout": listing["layout"], "revision": listing["revision"],
+            "files": len(listing["files"]), "bytes": sum(entry["size"] for entry in listing["files"])}
+
+
 def stage(options, check_mode=False, now=time.time):
     """Run one destination's staging; returns the result dict a module exits with.
 
-    options: dest, source_url, token, client, name, revision, streams, verify, direct_io,
-    bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
-    progress_interval_s, source_label.
+    options: dest, source_url, token (the run's secret), client, name, revision, streams, verify,
+    direct_io, bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
+    progress_interval_s, source_label, prune.
     """
     started = time.monotonic()
     source = Source(options["source_url"], options["token"], options["client"], options["io_timeout_s"])
@@ -469,36 +607,43 @@ def _stage(options, source, check_mode, now, started, outcome):
         raise StagingError("the source serves revision %s of %s, but %s is pinned; point the role at the source "
                            "that holds the pinned revision" % (listing["revision"], listing["name"], options["revision"]))
     layout = listing["layout"]
-    root = options["dest"]
-    folder = os.path.join(root, "snapshots", listing["revision"]) if layout == "hf-cache" else root
+    # The destination may live behind a link (a big disk mounted elsewhere); everything below it may not.
+    root = os.path.realpath(options["dest"])
+    folder_rel = "snapshots/%s" % listing["revision"] if layout == "hf-cache" else ""
+    manifest_path = resolve_under(root, posixpath.join(folder_rel, MANIFEST_NAME))
+    folder = os.path.dirname(manifest_path)
     units = fetch_units(listing)
     old_manifest, _warning = load_manifest(folder)
     manifest_entries = (old_manifest or {}).get("files", {})
-    finals = {target: _stat(os.path.join(root, target)) for target in units}
+    finals = {target: _stat(resolve_under(root, target)) for target in units}
     to_hash = {target: (os.path.join(root, target), bool(unit.get("git_sha1")) and not unit.get("sha256"))
                for target, unit in units.items()
                if needs_hash(unit, finals[target], manifest_entries, options["verify"])}
     hashed = hash_many(to_hash, options["streams"])
     plans, stale = {}, []
     for target, unit in units.items():
-        partial = os.path.join(root, partial_name(target, layout, unit))
-        partial_stat = _stat(partial)
+        partial_stat = _stat(resolve_under(root, partial_name(target, layout, unit)))
         plans[target] = plan_unit(unit, finals[target], hashed.get(target),
                                   partial_stat["size"] if partial_stat else None)
         if layout == "folder":
-            stale.extend(_stale_partials(root, unit, partial))
+            stale.extend(_stale_partials(root, unit, resolve_under(root, partial_name(target, layout, unit))))
+    stale.extend(_own_leftovers(folder) if os.path.isdir(folder) else [])
+    extra = _extra_files(folder, listing)
     pending = {t: p for t, p in plans.items() if p["action"] != "skip"}
-    result = {"name": listing["name"], "revision": listing["revision"], "layout": layout, "dest": root,
-              "manifest": os.path.join(folder, MANIFEST_NAME), "bytes_total": sum(u["size"] for u in units.values()),
+    result = {"name": listing["name"], "revision": listing["revision"], "layout": layout, "dest": options["dest"],
+              "manifest": os.path.join(options["dest"], folder_rel, MANIFEST_NAME),
+              "bytes_total": sum(u["size"] for u in units.values()),
               "files_skipped": len(units) - len(pending), "files_fetched": 0, "files_resumed": 0,
-              "bytes_transferred": 0, "bytes_reused": 0, "transfers": [],
+              "bytes_transferred": 0, "bytes_reused": 0, "transfers": [], "extra_files": extra,
+              "pruned": [], "modes_narrowed": [],
               "plan": {t: {"action": p["action"], "reason": p["reason"]} for t, p in sorted(plans.items())}}
     links = _link_changes(root, listing) if layout == "hf-cache" else []
     hashed_sha = {t: d["sha256"] for t, d in hashed.items()}
+    prune = options.get("prune") and extra
     if check_mode:
         manifest = None if pending else _manifest(listing, units, root, hashed_sha, manifest_entries, options, now)
         differs = bool(pending) or manifest_differs(old_manifest, manifest)
-        result.update(changed=bool(pending or stale or links or differs), manifest_written=False,
+        result.update(changed=bool(pending or stale or links or differs or prune), manifest_written=False,
                       verified=not differs)
         if manifest is not None:
             result["diff"] = _diff(old_manifest, manifest, result["manifest"])
@@ -507,6 +652,11 @@ def _stage(options, source, check_mode, now, started, outcome):
     with StageLock(options["state_dir"], root):
         for path in stale:
             os.unlink(path)
+        if prune:
+            for rel in extra:
+                os.unlink(resolve_under(folder, rel))
+            result["pruned"] = extra
+        result["modes_narrowed"] = _narrow_modes(root, units, plans)
         records, failures = _run_transfers(source, units, pending, root, layout, options)
         result["transfers"] = sorted(records, key=lambda r: r["target"])
         result["files_fetched"] = sum(1 for r in records if r["action"] == "fetch")
@@ -521,17 +671,18 @@ def _stage(options, source, check_mode, now, started, outcome):
             corrupt_here = [p for t in failures for p in units[t]["paths"]
                             if plans[t]["reason"].startswith("in place") and p in manifest_entries]
             if corrupt_here:
-                os.unlink(os.path.join(folder, MANIFEST_NAME))
+                os.unlink(manifest_path)
             raise StagingError(failure_summary(listing["name"], failures))
-        _apply_link_changes(links)
+        _apply_link_changes(root, links)
         hashed_sha.update((r["target"], r["sha256"]) for r in records)
         manifest = _manifest(listing, units, root, hashed_sha, manifest_entries, options, now)
         write_manifest = manifest_differs(old_manifest, manifest)
         if write_manifest:
-            atomic_write_json(os.path.join(folder, MANIFEST_NAME), manifest)
+            make_dirs_under(root, folder_rel)
+            atomic_write_json(resolve_under(root, posixpath.join(folder_rel, MANIFEST_NAME)), manifest)
         result["diff"] = _diff(old_manifest, manifest, result["manifest"])
-    result.update(changed=bool(pending or stale or links or write_manifest), manifest_written=write_manifest,
-                  verified=True, elapsed_s=round(time.monotonic() - started, 3))
+    result.update(changed=bool(pending or stale or links or write_manifest or prune or result["modes_narrowed"]),
+                  manifest_written=write_manifest, verified=True, elapsed_s=round(time.monotonic() - started, 3))
     return result
 
 

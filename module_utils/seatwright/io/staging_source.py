@@ -2,24 +2,31 @@
 
 Why HTTP from the stdlib: every node already has python3, a Range request is all that resume
 needs, and `socket.sendfile` moves bytes from the page cache to the fabric without passing
-through Python, which leaves the source's cores free. Each run has a random token; the server
-binds to one address, serves only the files of its listing, and exits when every destination
-has said it is done, when idle, or at its deadline.
+through Python, which leaves the source's cores free. The server binds to one address, serves
+only the files of its listing, and exits when every destination has said it is done, when idle,
+or at its deadline. Every request must be authenticated under the run's secret and the listing
+goes out signed (weights/staging_auth.py says how and why); a request that fails the check is
+refused and changes nothing: not the idle timer, not the count of destinations done.
 """
 import errno
-import hmac
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
-from ansible.module_utils.seatwright.weights.checkpoint import problem_lines
+from ansible.module_utils.seatwright.weights.checkpoint import parse_json, problem_lines
 from ansible.module_utils.seatwright.io.checkpoint_scan import hash_many, scan_checkpoint
 from ansible.module_utils.seatwright.io.files import atomic_write_json, cache_lookup, fingerprint
 from ansible.module_utils.seatwright.weights.staging import build_listing, fetch_units
+from ansible.module_utils.seatwright.weights.staging_auth import (
+    SIGNATURE_HEADER, check_request, listing_signature)
+
+# A destination's report of being done is a few hundred bytes; anything far larger is refused.
+MAX_REPORT_BYTES = 64 * 1024
 
 def _hashes_for(path, files, need, state_dir, workers, may_write):
     """sha256 of files with no expected digest, cached per file identity so a re-run reads nothing."""
@@ -48,7 +55,7 @@ def source_listing(path, revision, name, state_dir, workers=4, may_write=True):
     entries = {}
     for rel, seen in present.items():
         expect = seen["expect"]
-        entries[rel] = {"size": seen["size"], "sha256": expect.get("sha256") or hashes.get(rel),
+        entries[rel] = {"size": seen["size"], "mode": seen["mode"], "sha256": expect.get("sha256") or hashes.get(rel),
                         "git_sha1": expect.get("git_sha1"), "blob": seen["blob"]}
     listing = build_listing(name, report["layout"], revision, report.get("refs"), entries, problems)
     by_path = {rel: seen["abs"] for rel, seen in present.items()}
@@ -64,46 +71,62 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         """Requests are counted in the server's stats, not printed into the module's output."""
 
-    def _authorised(self):
-        supplied = self.headers.get("Authorization", "")
-        return hmac.compare_digest(supplied.encode("utf-8"), ("Bearer " + self.server.token).encode("utf-8"))
+    def _authenticated(self, body=b""):
+        """The client name when this request is authenticated under the run's secret and fresh, else None."""
+        checked = check_request(self.server.secret, self.command, self.path, self.headers.get("Authorization"), body)
+        if checked is None or not self.server.fresh_nonce(checked[1]):
+            self.server.refused()
+            return None
+        return checked
 
-    def _reply(self, code, body, content_type="application/json"):
+    def _reply(self, code, body, content_type="application/json", headers=None):
         payload = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
 
     def do_GET(self):  # noqa: N802 (the name http.server dispatches to)
+        checked = self._authenticated()
+        if checked is None:
+            self._reply(403, {"error": "request not authenticated for this run"})
+            return
+        client, nonce = checked
         with self.server.activity():
-            if not self._authorised():
-                self._reply(403, {"error": "wrong or missing token"})
-            elif self.path == "/listing":
-                self._reply(200, self.server.listing)
+            if self.path == "/listing":
+                body = self.server.listing_bytes
+                self._reply(200, body, headers={SIGNATURE_HEADER: listing_signature(self.server.secret, nonce, body)})
             elif self.path.startswith("/file/"):
-                self._send_file(unquote(self.path[len("/file/"):]))
+                self._send_file(unquote(self.path[len("/file/"):]), client)
             else:
                 self._reply(404, {"error": "no such resource"})
 
     def do_POST(self):  # noqa: N802
+        length = _content_length(self.headers.get("Content-Length"))
+        if length is None:
+            self.close_connection = True
+            self._reply(400, {"error": "Content-Length must be a whole number of bytes up to %d" % MAX_REPORT_BYTES})
+            return
+        body = self.rfile.read(length)
+        checked = self._authenticated(body)
+        if checked is None:
+            self._reply(403, {"error": "request not authenticated for this run"})
+            return
         with self.server.activity():
-            if not self._authorised():
-                self._reply(403, {"error": "wrong or missing token"})
-                return
-            length = int(self.headers.get("Content-Length") or 0)
             try:
-                report = json.loads(self.rfile.read(length).decode("utf-8") or "{}")
+                report = parse_json(body or b"{}")
             except ValueError:
-                report = {}
+                report = None
             if self.path != "/done" or not isinstance(report, dict):
-                self._reply(404, {"error": "no such resource"})
+                self._reply(404 if self.path != "/done" else 400, {"error": "expected POST /done with a JSON object"})
                 return
-            self.server.client_done(str(report.get("client", self.client_address[0])), report)
+            self.server.client_done(checked[0], report)
             self._reply(200, {"ok": True})
 
-    def _send_file(self, target):
+    def _send_file(self, target, client):
         path = self.server.served.get(target)
         if path is None:
             self._reply(404, {"error": "%s is not part of this checkpoint" % target})
@@ -126,7 +149,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
             self.end_headers()
             sent = self.connection.sendfile(handle, start, size - start) if size > start else 0
-        self.server.count(self.headers.get("X-Seatwright-Client", self.client_address[0]), sent)
+        self.server.count(client, sent)
+
+
+def _content_length(header):
+    """The body length a POST announces, or None when it is not a plain count within bounds."""
+    text = (header or "0").strip()
+    if not text.isdigit() or len(text) > 9:
+        return None
+    length = int(text)
+    return length if length <= MAX_REPORT_BYTES else None
 
 
 def _range_start(header, size):
@@ -148,9 +180,13 @@ class SourceServer(ThreadingHTTPServer):
     # Every destination opens one connection per stream at once; the default backlog of 5 is too small.
     request_queue_size = 128
 
-    def __init__(self, address, token, listing, served, clients):
-        self.token = token
+    def __init__(self, address, secret, listing, served, clients):
+        self.secret = secret
         self.listing = listing
+        self.listing_bytes = json.dumps(listing, sort_keys=True).encode("utf-8")
+        self.nonces = set()
+        self.refused_requests = 0
+        self.handler_errors = 0
         self.served = served
         self.sizes = {unit["target"]: unit["size"] for unit in fetch_units(listing).values()} if served else {}
         self.expected_clients = clients
@@ -174,6 +210,23 @@ class SourceServer(ThreadingHTTPServer):
                     server.active -= 1
                     server.last_activity = time.monotonic()
         return _Active()
+
+    def fresh_nonce(self, nonce):
+        """True the first time a nonce is seen: a captured request cannot be replayed."""
+        with self._lock:
+            if nonce in self.nonces:
+                return False
+            self.nonces.add(nonce)
+            return True
+
+    def refused(self):
+        with self._lock:
+            self.refused_requests += 1
+
+    def handle_error(self, request, client_address):
+        """A broken request ends its connection; it never prints a traceback into the module's output."""
+        with self._lock:
+            self.handler_errors += 1
 
     def count(self, client, sent):
         with self._lock:
@@ -213,11 +266,16 @@ def _stop_stale(pidfile):
     return True
 
 
-def bind_server(address, port, token, listing, served, clients, pidfile):
+class SourceServer6(SourceServer):
+    address_family = socket.AF_INET6
+
+
+def bind_server(address, port, secret, listing, served, clients, pidfile):
     """A bound SourceServer; a stale one of ours holding the port is stopped first."""
+    server_class = SourceServer6 if ":" in address else SourceServer
     for attempt in (1, 2):
         try:
-            return SourceServer((address, port), token, listing, served, clients)
+            return server_class((address, port), secret, listing, served, clients)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE or attempt == 2 or not _stop_stale(pidfile):
                 raise
@@ -240,4 +298,5 @@ def serve_until_done(server, idle_timeout_s, lifetime_s, poll_s=0.2):
         server.shutdown()
         server.server_close()
     return {"stopped": reason, "served_s": round(time.monotonic() - started, 3),
-            "bytes_by_client": dict(server.bytes_by_client), "done_reports": dict(server.done_reports)}
+            "bytes_by_client": dict(server.bytes_by_client), "done_reports": dict(server.done_reports),
+            "refused_requests": server.refused_requests, "handler_errors": server.handler_errors}

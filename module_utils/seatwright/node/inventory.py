@@ -30,6 +30,20 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_fabric_address(value):
+    """True for an address another node can reach this one at: one unicast, routable-on-the-fabric IP.
+
+    0.0.0.0 and :: name every interface, loopback names none another node can reach, and
+    link-local, multicast and broadcast addresses are not one node's address on a fabric.
+    """
+    try:
+        parsed = ipaddress.ip_address(str(value).strip())
+    except ValueError:
+        return False
+    return not (parsed.is_unspecified or parsed.is_loopback or parsed.is_link_local or parsed.is_multicast
+                or str(parsed) == "255.255.255.255")
+
+
 def check_node(host, declared):
     """Problems (strings) with one host's declaration; empty when it is sound."""
     problems = []
@@ -49,12 +63,10 @@ def check_node(host, declared):
                                  REQUIRED["seatwright_node_gpu_count"]))
 
     address = declared.get("seatwright_node_fabric_ip")
-    if address not in (None, ""):
-        try:
-            ipaddress.ip_address(str(address))
-        except ValueError:
-            problems.append(_problem(host, "seatwright_node_fabric_ip", address,
-                                     REQUIRED["seatwright_node_fabric_ip"]))
+    if address not in (None, "") and not is_fabric_address(address):
+        problems.append(_problem(host, "seatwright_node_fabric_ip", address,
+                                 REQUIRED["seatwright_node_fabric_ip"] + ", not a wildcard, loopback, "
+                                 "link-local, multicast or broadcast address"))
 
     iface = declared.get("seatwright_node_fabric_iface")
     if iface not in (None, "") and not (isinstance(iface, str) and _IFACE.match(iface)):

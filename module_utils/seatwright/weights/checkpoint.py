@@ -29,6 +29,20 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def parse_json(data):
+    """Parse JSON bytes or text; ValueError (never RecursionError) for anything that is not plain JSON.
+
+    Headers, indexes, manifests and listings come from disk or the network: a document nested
+    deeper than Python's recursion limit must be refused as damage, not crash the reader.
+    """
+    if isinstance(data, bytes):
+        data = data.decode("utf-8")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read (Python's recursion limit)")
+
+
 def is_revision(value):
     """A pinned revision is a full 40-hex commit id, never a branch name."""
     return isinstance(value, str) and bool(_HEX40.match(value))
@@ -104,8 +118,8 @@ def parse_safetensors_header(header_bytes, length, file_size):
             "header length %d does not fit in a file of %d bytes" % (length, file_size))
         return report
     try:
-        header = json.loads(header_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        header = parse_json(header_bytes)
+    except ValueError as exc:
         report["status"] = "bad-header"
         report["problems"].append("header is not JSON (%s)" % exc)
         return report
@@ -262,10 +276,19 @@ def manifest_differs(old, new):
 
 
 def is_staging_artifact(rel):
-    """Files seatwright itself leaves beside a checkpoint, which are never part of it."""
+    """Files seatwright itself leaves beside a checkpoint (also after a kill), never part of it.
+
+    The manifest and its temporary copies (`.seatwright-manifest.json.XXXX`), transfers in progress
+    (`.<name>.<digest>.partial`, `<blob>.incomplete`) and link swaps (`.<name>.seatwright-link`).
+    """
     base = rel.rsplit("/", 1)[-1]
-    return (base == MANIFEST_NAME or base.endswith(".partial") or base.endswith(".incomplete")
-            or rel.startswith(".cache/"))
+    return (base == MANIFEST_NAME or base.startswith(MANIFEST_NAME + ".") or base.endswith(".partial")
+            or base.endswith(".incomplete") or base.endswith(".seatwright-link") or rel.startswith(".cache/"))
+
+
+def is_hidden(rel):
+    """Hidden paths (`.git/`, `.cache/`, dotfiles) are never checkpoint files: they are not listed or staged."""
+    return any(part.startswith(".") for part in rel.split("/"))
 
 
 def judge_files(observed, expected, manifest=None, hashes=None):
@@ -386,7 +409,8 @@ def failure_message(path, report, require_verified):
     parts = problem_lines(report)
     if require_verified and not parts:
         if report["extra"]:
-            parts.append("not in the parity manifest: %s" % ", ".join(report["extra"]))
+            parts.append("not in the parity manifest: %s (files of another revision or left by hand; staging "
+                         "with weights_transfer_prune: true removes them)" % ", ".join(report["extra"][:8]))
         if report["unverified"]:
             parts.append("no parity evidence (no manifest entry, or changed since hashed): %s"
                          % ", ".join(report["unverified"][:8]))

@@ -3,6 +3,7 @@
 Pure functions only; the HTTP source lives in staging_source.py and the pulling destination in
 staging_pull.py.
 """
+import ipaddress
 import posixpath
 import re
 from urllib.parse import urlsplit
@@ -10,66 +11,127 @@ from urllib.parse import urlsplit
 from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision, is_sha256
 
-LISTING_FORMAT = "seatwright-listing/1"
+LISTING_FORMAT = "seatwright-listing/2"
 LAYOUTS = ("folder", "hf-cache")
 _GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _BLOB = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 def build_listing(name, layout, revision, refs, files, problems):
-    """What the source serves: every file with its size and the digest it must hash to.
+    """What the source serves: every file with its size, mode and the digest it must hash to.
 
-    `files`: {rel: {size, sha256, git_sha1, blob}}. `refs` are the cache refs that point at the
-    pinned revision, mirrored on destinations so that an offline engine resolves the name.
+    `files`: {rel: {size, mode, sha256, git_sha1, blob}}. `refs` are the cache refs that point at
+    the pinned revision, mirrored on destinations so that an offline engine resolves the name.
     """
     return {
         "format": LISTING_FORMAT,
         "name": name,
         "layout": layout,
         "revision": revision,
-        "refs": {ref: value for ref, value in sorted((refs or {}).items()) if value == revision},
-        "files": [{"path": rel, "size": entry["size"], "sha256": entry.get("sha256"),
-                   "git_sha1": entry.get("git_sha1"), "blob": entry.get("blob")}
+        "refs": {ref: value for ref, value in sorted((refs or {}).items())
+                 if value == revision and safe_rel(ref)},
+        "files": [{"path": rel, "size": entry["size"], "mode": entry.get("mode", 0o644),
+                   "sha256": entry.get("sha256"), "git_sha1": entry.get("git_sha1"), "blob": entry.get("blob")}
                   for rel, entry in sorted(files.items())],
         "problems": list(problems),
     }
 
 
-def _safe_rel(rel):
-    """A relative path that stays inside the checkpoint folder once joined."""
-    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+def safe_rel(rel):
+    """A relative path that stays inside the checkpoint folder once joined, with no hidden part.
+
+    Hidden parts (`.git/`, dotfiles) are never checkpoint files and may hold credentials.
+    """
+    if (not isinstance(rel, str) or not rel or len(rel) > 4096 or rel.startswith("/") or "\\" in rel
+            or "\x00" in rel or "\n" in rel):
         return False
     normal = posixpath.normpath(rel)
-    return normal == rel and not normal.startswith("..")
+    return normal == rel and not any(part.startswith(".") for part in rel.split("/"))
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def parse_listing(doc, source):
-    """Validate the listing a source sent; StagingError names the first thing wrong with it."""
+    """Validate the listing a source sent; StagingError names the first thing wrong with it.
+
+    Every field is checked for its type before it is used: a listing is input from the network.
+    """
     if not isinstance(doc, dict) or doc.get("format") != LISTING_FORMAT:
         raise StagingError("source %s did not send a %s listing: is another service on that port?"
                            % (source, LISTING_FORMAT))
-    if doc.get("problems"):
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise StagingError("source %s sent a listing whose field 'name' is %r, expected a text label" % (source, name))
+    problems = doc.get("problems", [])
+    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+        raise StagingError("source %s sent a listing whose field 'problems' is not a list of sentences" % source)
+    if problems:
         raise StagingError("source %s refuses to serve checkpoint %s: %s. Nothing was written here; "
                            "repair or re-download the source copy, then run again."
-                           % (source, doc.get("name"), "; ".join(doc["problems"])))
+                           % (source, name, "; ".join(problems)))
     if doc.get("layout") not in LAYOUTS:
         raise StagingError("source %s sent layout %r, expected one of %s" % (source, doc.get("layout"), LAYOUTS))
-    if doc["layout"] == "hf-cache" and not is_revision(doc.get("revision")):
+    revision = doc.get("revision")
+    if doc["layout"] == "hf-cache" and not is_revision(revision):
         raise StagingError("source %s sent a cache entry without a 40-hex revision" % source)
+    if revision is not None and not is_revision(revision):
+        raise StagingError("source %s sent revision %r, expected a 40-hex commit id or none" % (source, revision))
+    refs = doc.get("refs")
+    if not isinstance(refs, dict):
+        raise StagingError("source %s sent a listing whose field 'refs' is %s, expected an object of ref names"
+                           % (source, type(refs).__name__ if refs is not None else "missing"))
+    for ref, value in refs.items():
+        if not safe_rel(ref):
+            raise StagingError("source %s lists an unsafe ref name %r: a ref must be a plain relative name "
+                               "inside refs/" % (source, ref))
+        if value != revision:
+            raise StagingError("source %s lists ref %s -> %r, which is not the pinned revision %s"
+                               % (source, ref, value, revision))
     files = doc.get("files")
     if not isinstance(files, list) or not files:
-        raise StagingError("source %s lists no files for checkpoint %s" % (source, doc.get("name")))
+        raise StagingError("source %s lists no files for checkpoint %s" % (source, name))
+    seen = set()
     for entry in files:
         rel = entry.get("path") if isinstance(entry, dict) else None
-        if not _safe_rel(rel):
+        if not safe_rel(rel):
             raise StagingError("source %s lists an unsafe path %r" % (source, rel))
-        if not isinstance(entry.get("size"), int) or entry["size"] < 0:
+        if rel in seen:
+            raise StagingError("source %s lists %s twice" % (source, rel))
+        seen.add(rel)
+        if not _is_int(entry.get("size")) or entry["size"] < 0:
             raise StagingError("source %s lists %s without a size" % (source, rel))
+        if not _is_int(entry.get("mode")) or not 0 <= entry["mode"] <= 0o777:
+            raise StagingError("source %s lists %s with mode %r, expected permission bits (0-0o777)"
+                               % (source, rel, entry.get("mode")))
+        for field in ("sha256", "git_sha1", "blob"):
+            if entry.get(field) is not None and not isinstance(entry[field], str):
+                raise StagingError("source %s lists %s with a %s of type %s, expected text"
+                                   % (source, rel, field, type(entry[field]).__name__))
         if not (is_sha256(entry.get("sha256")) or _GIT_SHA1.match(entry.get("git_sha1") or "")):
             raise StagingError("source %s lists %s without a sha256 or git blob digest" % (source, rel))
         if doc["layout"] == "hf-cache" and not _BLOB.match(entry.get("blob") or ""):
             raise StagingError("source %s lists %s without a cache blob name" % (source, rel))
     return doc
+
+
+def check_bind_address(address):
+    """None when `address` is one IP address a source may listen on, else why not.
+
+    The source listens on the node's declared fabric address only: never the wildcard (0.0.0.0,
+    ::, empty), which would serve on every network the node is on, nor a host name that could
+    resolve anywhere.
+    """
+    try:
+        parsed = ipaddress.ip_address(str(address or "").strip())
+    except ValueError:
+        return ("bind address %r is not an IP address; give the node's fabric address (seatwright_node_fabric_ip)"
+                % (address,))
+    if parsed.is_unspecified or parsed.is_multicast or str(parsed) == "255.255.255.255":
+        return ("bind address %s would listen on every network or none; give the node's fabric address "
+                "(seatwright_node_fabric_ip)" % parsed)
+    return None
 
 
 def fetch_units(listing):
@@ -85,9 +147,11 @@ def fetch_units(listing):
         else:
             target = entry["path"]
         unit = units.setdefault(target, {"target": target, "source_path": entry["path"], "size": entry["size"],
-                                         "sha256": entry.get("sha256"), "git_sha1": entry.get("git_sha1"),
-                                         "paths": []})
+                                         "mode": 0o777, "sha256": entry.get("sha256"),
+                                         "git_sha1": entry.get("git_sha1"), "paths": []})
         unit["paths"].append(entry["path"])
+        # One blob serves every path that names it: it gets no permission any of them lacks.
+        unit["mode"] &= entry.get("mode", 0o644)
     return units
 
 

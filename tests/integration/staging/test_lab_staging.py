@@ -224,3 +224,47 @@ def test_8_source_on_the_controller(lab, tmp_path):
     assert result["verified"] and result["bytes_transferred"] == made["bytes"]
     rc, result, failures, _ = stage(lab, *overrides)
     assert rc == 0 and result["bytes_transferred"] == 0 and not result["changed"], failures
+
+
+IMPOSTOR = r"""
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+listing = json.dumps({"format": "seatwright-listing/2", "name": "synthetic", "layout": "folder", "revision": None,
+                      "refs": {}, "problems": [], "files": [{"path": "model.safetensors", "size": 4, "mode": 420,
+                      "sha256": "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"}]}).encode()
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        with open("/tmp/impostor.log", "a") as log:
+            log.write("%s %s\n" % (self.path, self.headers.get("Authorization")))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(listing)))
+        self.end_headers()
+        self.wfile.write(listing)
+    do_POST = do_GET
+HTTPServer(("172.30.98.11", 8473), Handler).serve_forever()
+"""
+
+
+def test_9_impostor_on_the_source_port_stops_staging_before_any_node_connects(lab):
+    """A process bound to the source's port before the real source starts is detected; nothing is written."""
+    before = destination_state()
+    on("ckpt-a", "rm -f /tmp/impostor.log; cat > /tmp/impostor.py <<'EOF'\n%s\nEOF\n"
+                 "nohup python3 /tmp/impostor.py >/dev/null 2>&1 & echo $! > /tmp/impostor.pid" % IMPOSTOR)
+    try:
+        for _ in range(50):
+            if on("ckpt-a", "python3 -c \"import socket; socket.create_connection(('172.30.98.11', 8473), 1)\" "
+                            "&& echo up", check=False).strip() == "up":
+                break
+            time.sleep(0.1)
+        rc, result, failures, recap = stage(lab)
+        log = on("ckpt-a", "cat /tmp/impostor.log 2>/dev/null", check=False)
+    finally:
+        on("ckpt-a", "kill $(cat /tmp/impostor.pid)", check=False)
+    assert rc != 0
+    assert any("staging stopped before any node connected" in m and "did not sign its listing" in m
+               for m in failures), failures
+    assert not result, "weight_stage ran on ckpt-b although the source was not confirmed"
+    assert destination_state() == before
+    # The impostor saw single-use MACs only, never a bearer token it could reuse.
+    assert log.count("/listing") >= 1 and "Bearer" not in log and "Seatwright-HMAC" in log
