@@ -46,6 +46,10 @@ class NodeContractError(SeatwrightError, ValueError):
     """Node or fleet inventory variables that break the contract; the message names host and field."""
 
 
+class QualifyError(SeatwrightError, ValueError):
+    """Qualification input that cannot be used (command line, recipe block, a missing package)."""
+
+
 # ---------------------------------------------------------------- runs that cannot go on
 
 

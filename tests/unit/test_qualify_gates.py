@@ -384,3 +384,8 @@ def test_failed_quality_or_soak_fails_the_seat():
     result = verdict.overall({"smoke": gate_result("pass")}, [], quality={"verdict": "fail", "reason": "arith 3/6"},
                              soak={"verdict": "pass", "reason": "ok"})
     assert result["verdict"] == verdict.NOT_QUALIFIED and result["reasons"] == ["quality: arith 3/6"]
+
+
+def test_a_wrong_answer_cut_at_the_limit_says_so():
+    result, _ = run(gates.gate_smoke, ctx_for(), [MODELS, chat("The capital of France is a city that", finish="length")])
+    assert result["verdict"] == gates.FAIL and "cut at the token limit" in result["reason"]

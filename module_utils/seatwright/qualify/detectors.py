@@ -13,6 +13,8 @@ import json
 import math
 import re
 
+from ansible.module_utils.seatwright.errors import QualifyError
+
 try:
     from jsonschema import Draft202012Validator
     HAS_JSONSCHEMA = True
@@ -153,7 +155,9 @@ def degenerate(text, thresholds=None):
         sample = " ".join(tokens[loop["start"]:loop["start"] + loop["period"]])
         loop_fact = {"period": loop["period"], "repeats": round(repeats, 1), "span_tokens": loop["span"],
                      "sample": sample[:200]}
-        if repeats >= limits["loop_min_repeats"] and loop["span"] >= limits["loop_min_tokens"]:
+        repeated = tokens[loop["start"]:loop["start"] + loop["period"]]
+        if (repeats >= limits["loop_min_repeats"] and loop["span"] >= limits["loop_min_tokens"]
+                and len(set(repeated)) > 1):  # one token over and over is the run above
             reasons.append("a %d-token sequence (%r) repeats %.1f times back to back over %d tokens"
                            % (loop["period"], sample[:60], repeats, loop["span"]))
     return {
@@ -192,7 +196,8 @@ def find_json_object(text):
 def schema_errors(value, schema):
     """Every way `value` breaks `schema`, as 'path: message' lines (empty when valid)."""
     if not HAS_JSONSCHEMA:
-        raise RuntimeError("the Python package jsonschema is missing; install requirements.txt")
+        raise QualifyError("the Python package jsonschema is missing on the controller; install the pinned "
+                           "versions with `pip install -r requirements.txt`")
     errors = []
     for error in sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path)):
         path = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -210,6 +215,11 @@ def check_tool_call(reply, name, expected_args):
     if not calls:
         return ["no tool call (finish_reason %r; content %r)" % (reply["finish_reason"], reply["content"][:120])]
     problems = []
+    if reply["finish_reason"] == "length":
+        problems.append("the reply was cut at the token limit after %d call(s)" % len(calls))
+    if len(calls) > 1 and len({(c["name"], c["arguments"]) for c in calls}) < len(calls):
+        problems.append("%d calls where one was asked, %d of them repeats" % (
+            len(calls), len(calls) - len({(c["name"], c["arguments"]) for c in calls})))
     call = calls[0]
     if call["name"] != name:
         problems.append("called %r instead of %r" % (call["name"], name))

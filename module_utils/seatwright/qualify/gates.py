@@ -15,6 +15,7 @@ from ansible.module_utils.seatwright.qualify.reading import (
     STATE_REASONING_EXHAUSTED,
     STATE_REASONING_ONLY,
     STATE_TOOL_CALL,
+    STATE_TRUNCATED,
     assemble_stream,
     error_message,
     read_chat,
@@ -105,6 +106,8 @@ def judge_text(reply, check):
     if state == STATE_TOOL_CALL and not reply["content"].strip():
         return FAIL, "answered with a tool call (%s) instead of text" % reply["tool_calls"][0]["name"]
     ok, why = check(reply["content"])
+    if not ok and state == STATE_TRUNCATED:
+        why += " (the reply was cut at the token limit: %s completion tokens)" % reply["completion_tokens"]
     return (PASS if ok else FAIL), why
 
 

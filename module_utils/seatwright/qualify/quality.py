@@ -13,7 +13,6 @@ from ansible.module_utils.seatwright.qualify.gates import (
     judge_text,
     reply_of,
     request,
-    tool_choice_value,
 )
 
 PROTOCOL = "seatwright-quality-1"
@@ -134,12 +133,17 @@ CURRENCY_TOOL = {
 }
 
 
+def _choosing(setting):
+    """tool_choice for an item whose task is choosing the tool: naming it would give the answer away."""
+    return "auto" if setting == "auto" else "required"
+
+
 def tools_item(ctx):
     """With two tools offered, the question needs convert_currency(250, USD, EUR)."""
     from ansible.module_utils.seatwright.qualify.gates import WEATHER_TOOL
     messages = [{"role": "user", "content": "How many euros would I get for 250 US dollars today?"}]
     body = _quality_body(ctx, messages, visible=128, tools=[WEATHER_TOOL, CURRENCY_TOOL],
-                         tool_choice=tool_choice_value(ctx["settings"]["tool_choice"], "convert_currency"))
+                         tool_choice=_choosing(ctx["settings"]["tool_choice"]))
     response = yield request("/chat/completions", body)
     problem = http_problem(response)
     if problem:
