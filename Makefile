@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup lab lab-up lab-down unit integration lint molecule test
+.PHONY: help setup aiperf lab lab-up lab-down unit integration lint molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -33,8 +33,13 @@ lab-down:
 unit:
 	$(VENV)/python -m pytest tests/unit -q
 
-# Weight staging's lab checks on their own two containers (ckpt-a, ckpt-b), removed afterwards.
-integration:
+# AIPerf, the benchmark's load generator, in its own cached venv (~/.cache/seatwright/aiperf-<hash>).
+aiperf:
+	$(VENV)/python scripts/aiperf-venv
+
+# Weight staging's lab checks on their own two containers (ckpt-a, ckpt-b), removed afterwards;
+# the benchmark driven by AIPerf against the test seat (tests/bench_server.py).
+integration: aiperf
 	$(VENV)/python -m pytest tests/integration -q
 
 lint:

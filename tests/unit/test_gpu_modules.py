@@ -139,3 +139,25 @@ def test_power_limit_without_gpus_fails_with_the_reason(capsys, node):
     result = run(capsys, gpu_power_limit, {"limit_w": 250, "host": "node-a", "backend": "nvidia-smi"})
     assert result["failed"] is True
     assert result["msg"].startswith("host node-a: cannot read GPU power limits: `nvidia-smi")
+
+
+def test_telemetry_samples_until_the_stop_file_and_says_emulated(capsys, node, tmp_path):
+    import gpu_telemetry
+    stop = tmp_path / "stop"
+    stop.write_text("")  # already there: one sample, then stop
+    result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "interval_s": 0.1, "duration_s": 30,
+                                         "stop_file": str(stop)})
+    telemetry = result["telemetry"]
+    assert result["changed"] is False
+    assert telemetry["source"] == "nvidia-smi" and telemetry["emulated"] is True
+    assert len(telemetry["samples"]) == 1
+    assert [g["index"] for g in telemetry["samples"][0]["gpus"]] == [0, 1]
+    assert telemetry["samples"][0]["gpus"][0]["power_limit_w"] > 0
+
+
+def test_telemetry_without_a_driver_returns_no_samples_and_the_reason(capsys, node):
+    import gpu_telemetry
+    node.remove_driver()
+    result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "duration_s": 1})
+    assert result["telemetry"]["samples"] == []
+    assert "nvidia-smi" in result["telemetry"]["reason"]

@@ -55,9 +55,9 @@ def record(seat, rates, hosts=("node-a",), evicted=(), qualification=True, **ben
         "bringup": {"ranks": plan(list(hosts))["ranks"], "image_id": "sha256:" + "ab" * 32,
                     "model_revision": "781dac1f55540a048a8efb9ac343c771b6fa7ad4",
                     "evicted": [{"host": h, "name": n, "kind": "container"} for h, n in evicted]},
-        "qualification": None if qualification is None else {
-            "passed": qualification, "gates": [{"id": "smoke", "passed": True},
-                                               {"id": "json", "passed": bool(qualification)}]},
+        "qualification": None if qualification is None else {"result": {
+            "verdict": {True: "qualified", False: "not-qualified", "incomplete": "incomplete"}[qualification],
+            "reasons": [] if qualification is True else ["gate json: fail"]}},
         "benchmark": benchmark(rates, **bench_kw) if rates else None,
     }
     return rec.assemble(seat, "20261130T120000Z", parts, "2026-11-30T12:00:00Z")
@@ -101,7 +101,7 @@ def test_same_cost_seat_promotes_when_faster():
 
 
 @pytest.mark.parametrize("qualification, text", [
-    (False, "qualification failed"), (None, "no qualification record")])
+    (False, "qualification failed"), (None, "no qualification record"), ("incomplete", "qualification incomplete")])
 def test_qualification_failure_or_absence_blocks(qualification, text):
     candidate = record("fast", {c: r * 2 for c, r in INCUMBENT_RATES.items()}, qualification=qualification)
     out = promotion.decide(candidate, {"qwen38": record("qwen38", INCUMBENT_RATES)}, NOW, 14, 0.10)
@@ -159,6 +159,9 @@ def test_record_matches_its_schema_and_carries_the_launch():
 
 
 @pytest.mark.parametrize("qualification, status, failures", [
+    ({"result": {"verdict": "qualified", "reasons": []}}, "passed", []),
+    ({"result": {"verdict": "not-qualified", "reasons": ["gate json: fail"]}}, "failed", ["gate json: fail"]),
+    ({"result": {"verdict": "incomplete", "reasons": ["not run: soak"]}}, "incomplete", ["not run: soak"]),
     ({"passed": True}, "passed", []),
     ({"verdict": "FAIL"}, "failed", []),
     ({"gates": [{"id": "smoke", "passed": True}, {"id": "tools", "verdict": "failed"}]}, "failed", ["tools"]),

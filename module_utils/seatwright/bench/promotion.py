@@ -29,9 +29,9 @@ SIDE_BY_SIDE = (
 
 
 def qualification_status(record):
-    """'passed', 'failed' or 'missing', from the record's qualification summary."""
+    """'passed', 'failed', 'incomplete' or 'missing', from the record's qualification summary."""
     summary = (record.get("summary") or {}).get("qualification")
-    return summary if summary in ("passed", "failed") else "missing"
+    return summary if summary in ("passed", "failed", "incomplete") else "missing"
 
 
 def levels_by_concurrency(record):
@@ -108,10 +108,14 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
     reasons, actions, comparisons = [], [], []
     blocked = False
     qual = qualification_status(candidate)
+    failures = (candidate.get("summary") or {}).get("qualification_failures") or ["see qualification.json"]
     if qual == "failed":
         blocked = True
         reasons.append("qualification failed: a seat that fails its gates is never promoted (%s)"
-                       % "; ".join((candidate.get("qualification") or {}).get("failures", []) or ["see qualification"]))
+                       % "; ".join(failures))
+    elif qual == "incomplete":
+        blocked = True
+        reasons.append("qualification incomplete (%s): run every part before promotion" % "; ".join(failures))
     elif qual == "missing":
         blocked = True
         reasons.append("no qualification record: a benchmark alone never promotes; qualify the seat first")

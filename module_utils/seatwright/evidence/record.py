@@ -16,6 +16,7 @@ PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotio
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
 _PASSED = ("pass", "passed", "ok", "success", True)
 _FAILED = ("fail", "failed", "error", False)
+_QUALIFY_VERDICTS = {"qualified": "passed", "not-qualified": "failed", "incomplete": "incomplete"}
 
 
 def part_file(part):
@@ -30,13 +31,17 @@ def _first(mapping, *keys):
 
 
 def qualification_summary(qualification):
-    """'passed' / 'failed' / 'missing' and the names of failed gates, from qualification.json.
+    """'passed' / 'failed' / 'incomplete' / 'missing' and the reasons, from qualification.json.
 
-    Reads `passed` (bool) or `verdict` at the top, else the `gates` list (each with `passed` or
-    `verdict`): one failed gate fails the seat; a record with no verdict at all counts as missing.
+    tools/seatwright-qualify writes `result: {verdict: qualified|not-qualified|incomplete, reasons}`;
+    other shapes are read from `passed` (bool) or `verdict` at the top, else a `gates` list (each with
+    `passed` or `verdict`): one failed gate fails the seat; no verdict at all counts as missing.
     """
     if not isinstance(qualification, dict):
         return "missing", []
+    result = qualification.get("result")
+    if isinstance(result, dict) and result.get("verdict") in _QUALIFY_VERDICTS:
+        return _QUALIFY_VERDICTS[result["verdict"]], [str(r) for r in result.get("reasons") or []]
     gates = qualification.get("gates") or []
     failures = []
     for gate in gates if isinstance(gates, list) else []:

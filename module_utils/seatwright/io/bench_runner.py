@@ -98,6 +98,10 @@ class AIPerfRunner:
             "--output-tokens-mean", str(load["output_tokens"]), "--output-tokens-stddev", "0",
             "--cache-bust", load["cache_bust"], "--random-seed", str(seed),
             "--export-level", "raw", "--no-gpu-telemetry", "--ui", "none", "--artifact-dir", out_dir,
+            # Keep the load generator light: seatwright reads /metrics itself before and after the level
+            # (AIPerf's own polling would load the engine's API server during the measurement), and one
+            # asyncio worker per 32 streams keeps AIPerf's processes off the cores the seat may share.
+            "--no-server-metrics", "--workers-max", str(max(1, concurrency // 32)), "--record-processors", "1",
         ]
         if load["streaming"]:
             argv.append("--streaming")
