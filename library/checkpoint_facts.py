@@ -111,6 +111,10 @@ ansible_facts:
         parity: {description: C(hashed), C(manifest) or C(none)., type: str}
         manifest: {description: present, revision and verified_at of the parity manifest., type: dict}
         refs: {description: Cache refs and the commits they name (cache entries only)., type: dict}
+        model_config:
+          description: The values of the checkpoint's config.json the plan needs (layers, heads, head_dim,
+            kv_lora_rank, qk_rope_head_dim, max_position_embeddings, torch_dtype, ...), or null without one.
+          type: dict
 """
 
 import os

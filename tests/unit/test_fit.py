@@ -53,7 +53,8 @@ def test_vendor_glm_fits_both_nodes_with_per_rank_numbers():
     assert first["budget_bytes"] == int(97887 * 2 ** 20 * 0.75)
     assert first["kv_headroom_bytes"] == first["budget_bytes"] - 51125000000 - FIELD_RUNTIME_RESERVE_BYTES
     assert "loads 204.5 GB (190.46 GiB) against 410.6 GB (382.37 GiB) raw VRAM" in verdict["reasons"][0]
-    assert "within 0.75 x 102.6 GB" in verdict["reasons"][1]
+    assert "within 0.75 x 102.6 GB" in verdict["reasons"][2]
+    assert "runtime reserve 10.20 GB per GPU: field figure for vLLM with GLM-5.3-Flash" in verdict["reasons"][1]
 
 
 @pytest.mark.parametrize("name,observed_gib,tolerance", [
@@ -99,13 +100,14 @@ def test_expert_parallel_keeps_bytes_per_rank():
 def test_unset_utilization_above_the_engine_default_is_does_not_fit_with_the_least_to_set():
     verdict = fit_seat(settings("nemotron3-ultra", [(("serving", "gpu_memory_utilization"), None)]), EXAMPLE)
     assert verdict["verdict"] == "does-not-fit"
-    assert "set serving.gpu_memory_utilization to at least 0.91" in verdict["reasons"][-1]
+    assert "it needs at least 0.91 of each GPU; set serving.gpu_memory_utilization" in verdict["reasons"][-1]
 
 
 def test_too_little_utilization_is_does_not_fit_naming_the_field():
     verdict = fit_seat(settings("glm53-vendor", [(("serving", "gpu_memory_utilization"), 0.5)]), EXAMPLE)
     assert verdict["fits"] is False
-    assert "above serving.gpu_memory_utilization 0.50; raise it" in verdict["reasons"][-1]
+    assert "no KV cache room: zero or negative headroom is not a fit; it needs at least 0.61" \
+        in verdict["reasons"][-1]
 
 
 def test_kv_tokens_checked_against_the_served_context():
@@ -113,13 +115,14 @@ def test_kv_tokens_checked_against_the_served_context():
     verdict = fit_seat(glm, EXAMPLE)
     tokens = verdict["per_rank"][0]["kv_tokens"]
     assert tokens == verdict["per_rank"][0]["kv_headroom_bytes"] // 12580
-    assert "full 262,144-token contexts" in verdict["reasons"][-1]
+    assert "sequences of 262,144 tokens (serving.max_model_len" in verdict["reasons"][-1]
 
 
 def test_a_context_larger_than_the_kv_headroom_does_not_fit():
     glm = settings("glm53", [(("serving", "max_model_len"), 10 ** 7)])
     verdict = fit_seat(glm, EXAMPLE)
-    assert verdict["fits"] is False and "one 10000000-token context of KV" in verdict["reasons"][-1]
+    assert verdict["verdict"] == "does-not-fit"
+    assert "less than one 10,000,000-token sequence of the served context" in verdict["reasons"][-1]
 
 
 def test_unknown_checkpoint_size_gives_no_verdict():

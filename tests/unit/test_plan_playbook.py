@@ -24,8 +24,9 @@ def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp
     result = run(tmp_path, "playbooks/seat-glm53.yml", "--check", "-e", "plan_out=%s" % out)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict: FITS" in result.stdout
-    assert "launch node rank 0 on node-a (ray-head+server" in result.stdout
-    assert "launch node rank 1 on node-b (ray-worker" in result.stdout
+    # The field's multiprocessing launch across nodes [000]: the server on node-a, a headless follower on node-b.
+    assert "launch node rank 0 on node-a (server" in result.stdout
+    assert "launch node rank 1 on node-b (headless" in result.stdout
     assert "--disable-custom-all-reduce" in result.stdout
     recap = result.stdout.split("PLAY RECAP")[1]
     assert "localhost" in recap and "node-a" not in recap and "node-b" not in recap

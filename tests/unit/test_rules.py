@@ -47,13 +47,15 @@ def test_the_issue_names_these_rules():
 def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     result = evaluate(recipe("glm53"), SM120_X4, "seats/glm53.yml")
     assert applied(result) == ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                               "cudagraph-capture-cap", "ray-executor", "nope-mla-backend-gate",
-                               "nope-mla-block-size", "nope-mla-flashinfer", "nope-mla-marlin-moe"]
+                               "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer",
+                               "nope-mla-marlin-moe"]
     serving = result["settings"]["serving"]
     assert (serving["custom_all_reduce"], serving["allreduce_fusion"], serving["distributed_timeout_s"],
             serving["max_cudagraph_capture_size"], serving["block_size"], serving["moe_backend"]) == \
-        (False, False, 3600, 256, 2304, "marlin")
-    assert result["settings"]["topology"]["executor"] == "ray"
+        (False, False, 3600, None, 2304, "marlin")
+    # The capture cap was seen only with the community SM120 image [000] section 6: a warning here.
+    assert [w["id"] for w in result["warnings"]] == ["cudagraph-capture-cap"]
+    assert result["settings"]["topology"]["executor"] == "mp"
     assert result["refusals"] == [] and result["unverified"] == [] and result["undecided"] == []
 
 
@@ -65,13 +67,15 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     # A CPU seat has no GPU and one node.
     ("lab", [], []),
     # Nemotron Ultra is not MLA: multi-node and SM12x rules only.
-    ("nemotron3-ultra", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                                   "cudagraph-capture-cap", "ray-executor"]),
-    # Co-tenants stay resident beside the vendor GLM seat, so its utilisation is capped.
+    ("nemotron3-ultra", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout"]),
+    # The vendor GLM runs on the community SM120 image: the capture cap was seen there; the NoPE fixes of the
+    # stock image were not needed there [000] section 6.
     ("glm53-vendor", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                                "cudagraph-capture-cap", "ray-executor", "gpu-memory-cotenants",
-                                "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer",
-                                "nope-mla-marlin-moe"]),
+                                "cudagraph-capture-cap"]),
+    # The FP8 attempt keeps co-tenants resident on a stock image: utilisation capped, the NoPE fixes required.
+    ("glm53-fp8", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
+                             "gpu-memory-cotenants", "nope-mla-backend-gate", "nope-mla-block-size",
+                             "nope-mla-flashinfer", "nope-mla-marlin-moe"]),
 ])
 def test_which_rules_apply(name, hardware, expected):
     assert applied(evaluate(recipe(name), hardware, name)) == expected
@@ -89,13 +93,14 @@ def test_unknown_attention_leaves_the_nope_rules_undecided():
     assert "model.architecture.attention unknown" in result["undecided"][0]["reason"]
 
 
-def test_unknown_engine_leaves_the_ray_rule_undecided():
+def test_unknown_engine_leaves_engine_scoped_rules_undecided():
     data = recipe("qwen38-flash-next", changes=[(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)])
-    assert "ray-executor" in [item["id"] for item in evaluate(data, SM120_X4, "q")["undecided"]]
+    undecided = [item["id"] for item in evaluate(data, SM120_X4, "q")["undecided"]]
+    assert "distributed-timeout" in undecided and "cudagraph-capture-cap" in undecided
 
 
 def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
-    result = evaluate(recipe("glm53-vendor"), SM120_X4, "v")
+    result = evaluate(recipe("glm53-fp8"), SM120_X4, "v")
     assert result["unverified"] == [
         "engine.image is unknown; it must carry patch sm90-mla-backend-on-cc12 (rule nope-mla-backend-gate)",
         "engine.flashinfer_version is unknown; the rule needs 0.6.18 or newer (rule nope-mla-flashinfer)"]
@@ -108,11 +113,13 @@ def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
     (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
     (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
     (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
-    (("topology", "executor"), "mp", "topology.executor is mp; the rule needs ray"),
 ])
 def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(path, value, fragment):
+    changes = [(path, value)]
+    if path == ("serving", "max_cudagraph_capture_size"):
+        changes.append((("engine", "image", "sm120_kernels"), True))
     with pytest.raises(SeatError) as caught:
-        evaluate(recipe("glm53", changes=[(path, value)]), SM120_X4, "seats/glm53.yml")
+        evaluate(recipe("glm53", changes=changes), SM120_X4, "seats/glm53.yml")
     message = str(caught.value)
     assert fragment in message
     assert "add to overrides" in message and "Rule reason:" in message

@@ -16,7 +16,8 @@ _spec.loader.exec_module(render_rules_table)
 
 def test_table_has_a_row_per_rule_with_its_reason():
     table = table_markdown()
-    assert table.splitlines()[0] == "| id | when | effect | reason | source |"
+    assert table.splitlines()[0] == ("| id | applies when | required where seen (conditions, sources) | effect | reason "
+                                     "| sources |")
     assert len(table.splitlines()) == 2 + len(RULE_IDS)
     for rule_id in RULE_IDS:
         assert "| `%s` |" % rule_id in table

@@ -36,10 +36,8 @@ SETTINGS = {"node-a": {"nccl_env_ib_dscp": 26}, "node-b": {"nccl_env_ib_dscp": 2
                                                            "nccl_env_p2p_disable": "false"}}
 
 SHAPES = {
-    "glm53 (vLLM on Ray)": ("glm53", ()),
-    "nemotron3-ultra (vLLM multiprocessing)": ("nemotron3-ultra", [
-        (("topology", "executor"), "mp"),
-        (("overrides",), [{"rule": "ray-executor", "reason": "the field ran it with mp [000] section 2"}])]),
+    "glm53-vendor (vLLM on Ray)": ("glm53-vendor", ()),
+    "nemotron3-ultra (vLLM multiprocessing)": ("nemotron3-ultra", ()),
     "deepseek across two nodes (SGLang)": ("deepseek-v4-flash", [(("topology", "nodes"), 2),
                                                                  (("topology", "tensor_parallel"), 4)]),
 }

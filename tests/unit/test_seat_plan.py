@@ -42,9 +42,9 @@ def test_check_mode_predicts_the_change_and_writes_nothing(capsys, tmp_path):
 
 
 def test_summary_ends_with_every_rank_launch(capsys):
-    result = run(capsys, "glm53")
+    result = run(capsys, "glm53-vendor")
     summary = result["summary"]
-    assert summary[0].startswith("seat glm53: ")
+    assert summary[0].startswith("seat glm53-vendor: ")
     assert "launch node rank 0 on node-a (ray-head+server, TP ranks 0,1, GPUs 0,1):" in summary
     assert any(line.startswith("  run: ray start --block --address=10.77.0.11:6379") for line in summary)
     assert "changed" in result and result["changed"] is False

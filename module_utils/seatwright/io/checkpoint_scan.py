@@ -166,6 +166,26 @@ def expectations(layout, files, manifest, index_shards):
     return expected
 
 
+# config.json values the plan needs for the KV cache and the context (seat/kv.py); the rest is left.
+CONFIG_KEYS = ("model_type", "architectures", "torch_dtype", "dtype", "num_hidden_layers", "num_attention_heads",
+               "num_key_value_heads", "head_dim", "hidden_size", "kv_lora_rank", "qk_rope_head_dim",
+               "max_position_embeddings", "max_sequence_length", "seq_length", "sliding_window",
+               "hybrid_override_pattern", "layer_types")
+
+
+def read_model_config(folder):
+    """The planning values of the checkpoint's config.json (CONFIG_KEYS), or None without one.
+
+    Multimodal checkpoints keep the language model's values under text_config; those are used.
+    """
+    doc = read_json(os.path.join(folder, "config.json"))
+    if not isinstance(doc, dict):
+        return None
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}
+    merged = dict(doc, **text)
+    return {key: merged[key] for key in CONFIG_KEYS if key in merged}
+
+
 def scan_checkpoint(path, revision=None, mode="quick", workers=4):
     """(report, files) for the checkpoint at `path`; `files` carries absolute paths for serving."""
     layout = detect_layout(path)
@@ -218,6 +238,7 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
         report["warnings"].append(manifest_warning)
     if layout == "hf-cache":
         report["refs"] = read_refs(path)
+    report["model_config"] = read_model_config(folder) if snapshot_present else None
     if hashes is not None:
         for entry in report["files"]:
             entry["sha256"] = hashes.get(entry["path"], {}).get("sha256")

@@ -42,6 +42,8 @@ VLLM = {
     "default_port": {"value": 8000, "source": "vLLM's default --port"},
     "default_memory_utilization": {
         "value": 0.9, "source": "vLLM's default --gpu-memory-utilization (engine arguments, docs.vllm.ai)"},
+    # What the fraction covers: vLLM's budget holds weights, activations and the KV cache together.
+    "memory_fraction_covers": "all",
     "kv_dtypes": {"auto": "auto", "bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
                   "fp8_e5m2": "fp8_e5m2"},
     "rows": (
@@ -89,6 +91,8 @@ SGLANG = {
     "default_memory_utilization": {
         "value": 0.9, "source": "seatwright's assumption: SGLang derives --mem-fraction-static from the "
                                 "GPU's memory when it is unset; no field figure"},
+    # SGLang's --mem-fraction-static holds weights and the KV pool; activations and graphs live outside it.
+    "memory_fraction_covers": "weights-and-kv",
     "kv_dtypes": {"auto": "auto", "bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3",
                   "fp8_e5m2": "fp8_e5m2"},
     "speculation_algorithms": {"mtp": "NEXTN", "eagle": "EAGLE", "ngram": "NGRAM"},
@@ -143,6 +147,11 @@ def default_memory_utilization(name):
     if name in ENGINES:
         return ENGINES[name]["default_memory_utilization"]
     return {"value": 0.9, "source": "seatwright's assumption: the engine is unknown, so vLLM's 0.9 is used"}
+
+
+def memory_fraction_covers(name):
+    """'all' (weights, runtime and KV inside the fraction) or 'weights-and-kv' (runtime outside it)."""
+    return ENGINES[name]["memory_fraction_covers"] if name in ENGINES else "all"
 
 
 def kv_dtype_name(name, kv_cache_dtype):

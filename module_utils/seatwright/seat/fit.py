@@ -8,18 +8,32 @@ How the estimate is made:
   at load unless speculation uses it [000];
 - per-rank weights = (loaded - replicated) / TP + replicated; expert parallelism equal to TP moves
   whole experts instead of slicing them, which leaves the bytes per rank unchanged;
-- each GPU gives the engine utilisation x its memory; weights and a non-weight runtime reserve
-  (10.2 GB per card measured in the field [000]) come off it, and what is left holds the KV cache.
+- each GPU gives the engine utilisation x its memory (its engine's default when unset, labelled
+  with where that default comes from); weights and the non-weight runtime reserve come off it
+  (for SGLang the runtime lives outside the fraction), and what is left holds the KV cache;
+- the runtime reserve is a property of the engine and model family: a measured record of the seat
+  (fit.runtime_reserve_bytes with its source), the family's field figure, or a labelled stand-in;
+- a seat fits only when its KV headroom holds one sequence of the served context: the recipe's
+  max_model_len, a context the field gives (fit.context_tokens), or the model's own from its
+  config.json; KV bytes per token are declared (fit.kv_bytes_per_token) or computed from the
+  config (seat/kv.py). Zero or negative headroom never fits; when the context or the KV size is
+  unknown the verdict is 'unknown'.
 A CPU seat has no VRAM to fit: its verdict is 'not-applicable' and says so.
 """
 import math
 
 from ansible.module_utils.seatwright.node.hardware import MIB
-from ansible.module_utils.seatwright.seat.engines import default_memory_utilization
+from ansible.module_utils.seatwright.seat.engines import default_memory_utilization, memory_fraction_covers
+from ansible.module_utils.seatwright.seat.kv import kv_bytes_per_token, model_context
 
 GB = 10 ** 9
 GIB = 2 ** 30
 FIELD_RUNTIME_RESERVE_BYTES = 10200000000
+# Non-weight runtime per GPU by engine and model family (matched on model.architecture.family).
+RUNTIME_RESERVES = (
+    {"engine": "vllm", "family": "GLM-5.3", "bytes": FIELD_RUNTIME_RESERVE_BYTES,
+     "source": "field figure for vLLM with GLM-5.3-Flash: about 10.2 GB of non-weight runtime per card [000]"},
+)
 
 
 def size_text(count):
@@ -80,17 +94,59 @@ def weight_estimate(settings):
             "notes": notes}
 
 
+def runtime_reserve(settings):
+    """{'bytes', 'source', 'kind'}: the recipe's measured figure, the family's, or a labelled stand-in."""
+    fit = settings.get("fit", {})
+    if fit.get("runtime_reserve_bytes") is not None:
+        return {"bytes": fit["runtime_reserve_bytes"], "kind": "recipe",
+                "source": fit.get("reserve_source") or "declared in the recipe (fit.runtime_reserve_bytes) "
+                                                       "without a source"}
+    engine = settings["engine"]["name"]
+    family = settings["model"]["architecture"].get("family") or ""
+    for known in RUNTIME_RESERVES:
+        if known["engine"] == engine and family.startswith(known["family"]):
+            return {"bytes": known["bytes"], "kind": "family", "source": known["source"]}
+    return {"bytes": FIELD_RUNTIME_RESERVE_BYTES, "kind": "stand-in",
+            "source": "stand-in: 10.2 GB was measured for vLLM with GLM-5.3-Flash only [000]; untested for %s "
+                      "with %s; give a measured figure in fit.runtime_reserve_bytes" % (engine, family or "this model")}
+
+
 def _reserve(settings):
-    reserve = settings.get("fit", {}).get("runtime_reserve_bytes")
-    return FIELD_RUNTIME_RESERVE_BYTES if reserve is None else reserve
+    return runtime_reserve(settings)["bytes"]
 
 
 def _utilization(settings):
-    """(fraction of each GPU the engine takes, whether the recipe set it)."""
+    """(fraction of each GPU the engine takes, whether the recipe set it, where the number comes from)."""
     value = settings["serving"]["gpu_memory_utilization"]
     if value is not None:
-        return value, True
-    return default_memory_utilization(settings["engine"]["name"])["value"], False
+        return value, True, "serving.gpu_memory_utilization"
+    default = default_memory_utilization(settings["engine"]["name"])
+    return default["value"], False, default["source"]
+
+
+def served_context(settings, config):
+    """(tokens, where from) of one sequence of the served context, or (None, why unknown)."""
+    if settings["serving"]["max_model_len"]:
+        return settings["serving"]["max_model_len"], "serving.max_model_len"
+    fit = settings.get("fit", {})
+    if fit.get("context_tokens"):
+        return fit["context_tokens"], fit.get("context_source") or "fit.context_tokens"
+    own = model_context(config)
+    if own:
+        return own, "the model's own context (config.json max_position_embeddings)"
+    return None, "serving.max_model_len is unset and the model's config.json is not in the checkpoint facts"
+
+
+def kv_per_token(settings, config):
+    """(KV bytes per token on each rank, where from) or (None, why unknown)."""
+    fit = settings.get("fit", {})
+    if fit.get("kv_bytes_per_token"):
+        return fit["kv_bytes_per_token"], fit.get("kv_source") or "fit.kv_bytes_per_token"
+    computed = kv_bytes_per_token(config, settings["serving"]["kv_cache_dtype"],
+                                  settings["topology"]["tensor_parallel"])
+    if computed["bytes"]:
+        return computed["bytes"], "computed from config.json: " + computed["how"]
+    return None, "fit.kv_bytes_per_token is unset and it cannot be computed (%s)" % computed["how"]
 
 
 def one_node(settings, node):
@@ -133,76 +189,116 @@ def one_node(settings, node):
                                       size_text(left - reserve))]}
 
 
-def fit_seat(settings, seat_nodes):
+def fit_seat(settings, seat_nodes, config=None):
     """Verdict for the seat on its nodes: {'fits', 'verdict', 'reasons', 'per_rank', ...}.
 
-    `seat_nodes` lists the seat's nodes in rank order, each with exactly the GPUs the seat uses.
-    verdict: 'fits', 'does-not-fit', 'unknown' (checkpoint size unknown) or 'not-applicable' (CPU).
+    `seat_nodes` lists the seat's nodes in rank order, each with exactly the GPUs the seat uses;
+    `config` holds the model's config.json values from checkpoint facts, or None.
+    verdict: 'fits', 'does-not-fit', 'unknown' (weights, context or KV size unknown) or
+    'not-applicable' (CPU).
     """
     if settings["engine"]["device"] == "cpu":
         return {"fits": True, "verdict": "not-applicable", "per_rank_bytes": None, "per_rank": [],
                 "estimate_notes": [], "loaded_bytes": None, "basis": None, "needed_utilization": None,
-                "reasons": ["CPU seat: no GPU memory to fit; the engine holds the weights in host memory "
-                            "and its KV cache in the space VLLM_CPU_KVCACHE_SPACE gives it"]}
+                "inputs": {}, "reasons": ["CPU seat: no GPU memory to fit; the engine holds the weights in host "
+                                          "memory and its KV cache in the space VLLM_CPU_KVCACHE_SPACE gives it"]}
     estimate = weight_estimate(settings)
+    tp = settings["topology"]["tensor_parallel"]
+    observed = settings["model"]["observed"]
     base = {"per_rank_bytes": estimate["per_rank_bytes"], "per_rank": [], "needed_utilization": None,
             "estimate_notes": estimate["notes"], "loaded_bytes": estimate["loaded_bytes"],
-            "basis": estimate["basis"]}
-    if estimate["basis"] in ("unknown", "observed"):
+            "basis": estimate["basis"], "inputs": {}}
+    if estimate["basis"] == "unknown" or (estimate["basis"] == "observed" and observed["tensor_parallel"] != tp):
         return dict(base, fits=False, verdict="unknown", reasons=[
             "checkpoint size unknown: no verdict until model.checkpoint.bytes is declared or gathered"])
 
     per_rank = estimate["per_rank_bytes"]
-    utilization, chosen = _utilization(settings)
-    reserve = _reserve(settings)
-    kv_per_token = settings.get("fit", {}).get("kv_bytes_per_token")
-    context = settings["serving"]["max_model_len"]
+    utilization, chosen, utilization_source = _utilization(settings)
+    reserve = runtime_reserve(settings)
+    covers = memory_fraction_covers(settings["engine"]["name"])
+    context, context_source = served_context(settings, config)
+    kv_token, kv_source = kv_per_token(settings, config)
+    base["inputs"] = {
+        "utilization": {"value": utilization, "source": utilization_source},
+        "runtime_reserve": {"value": reserve["bytes"], "source": reserve["source"], "kind": reserve["kind"]},
+        "memory_fraction_covers": covers,
+        "context_tokens": {"value": context, "source": context_source},
+        "kv_bytes_per_token": {"value": kv_token, "source": kv_source},
+    }
     gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
     raw = sum(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
     smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
-    one_context = kv_per_token * context if kv_per_token and context else 0
-    needed = (per_rank + reserve + one_context) / smallest
+    one_sequence = kv_token * context if kv_token and context else None
+    inside = per_rank + (reserve["bytes"] if covers == "all" else 0) + (one_sequence or 0)
+    base["needed_utilization"] = round(inside / float(smallest), 4)
     reasons = ["seat (%s, %d GPUs): loads %s against %s raw VRAM" % (
         " + ".join(node["host"] for node in seat_nodes), len(gpus), size_text(estimate["loaded_bytes"]),
         size_text(raw))]
-    base["needed_utilization"] = round(needed, 4)
-    least = math.ceil(needed * 100) / 100.0
-    need_text = ("weights %s + %.1f GB runtime reserve%s need %.3f of the smallest GPU (%.1f GB)" % (
-        size_text(per_rank), reserve / GB,
-        " + one %d-token context of KV" % context if one_context else "", needed, smallest / GB))
-    if needed > 1:
-        reasons.append("per rank: %s: more than the whole GPU" % need_text)
-        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons)
-    if needed > utilization:
-        reasons.append("per rank: %s, above %s %.2f; %s" % (
-            need_text, "serving.gpu_memory_utilization" if chosen else "the engine's default utilisation",
-            utilization, "raise it" if chosen else "set serving.gpu_memory_utilization to at least %.2f"
-            % least))
-        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons)
+    if estimate["basis"] == "observed":
+        reasons.append("weights per rank as the field saw them loaded at TP%d (%s)" % (tp, observed["source"]))
+    reasons.append("runtime reserve %.2f GB per GPU: %s" % (reserve["bytes"] / GB, reserve["source"]))
 
     ranks = []
     for rank, (host, gpu) in enumerate(gpus):
         total = gpu["memory_total_mib"] * MIB
         budget = int(total * utilization)
-        headroom = budget - per_rank - reserve
+        if covers == "all":
+            headroom = budget - per_rank - reserve["bytes"]
+        else:
+            headroom = budget - per_rank
         ranks.append({
             "rank": rank, "host": host, "gpu_index": gpu["index"], "total_bytes": total,
-            "budget_bytes": budget, "weight_bytes": per_rank, "reserve_bytes": reserve,
-            "kv_headroom_bytes": headroom, "kv_tokens": headroom // kv_per_token if kv_per_token else None,
+            "budget_bytes": budget, "weight_bytes": per_rank, "reserve_bytes": reserve["bytes"],
+            "kv_headroom_bytes": headroom, "kv_tokens": max(headroom, 0) // kv_token if kv_token else None,
+            "outside_budget_bytes": total - budget,
         })
     tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
-    reasons.append("per rank: %s of weights + %.1f GB runtime reserve within %.2f%s x %.1f GB = %s leaves %s "
-                   "for the KV cache on the tightest GPU (rank %d, %s)" % (
-                       size_text(per_rank), reserve / GB, utilization, "" if chosen else " (engine default)",
-                       tightest["total_bytes"] / GB, size_text(tightest["budget_bytes"]),
-                       size_text(tightest["kv_headroom_bytes"]), tightest["rank"], tightest["host"]))
-    if kv_per_token is None:
-        reasons.append("KV bytes per token unknown (fit.kv_bytes_per_token), so the headroom is not counted "
-                       "in tokens")
-    elif context is None:
-        reasons.append("KV headroom holds {:,} tokens per rank; the served context is the model's own, so it "
-                       "is not checked".format(tightest["kv_tokens"]))
+    used = "%.2f%s" % (utilization, "" if chosen else " (engine default: %s)" % utilization_source)
+    if covers == "all":
+        reasons.append("per rank: %s of weights + %.1f GB runtime reserve within %s x %.1f GB = %s leaves %s "
+                       "for the KV cache on the tightest GPU (rank %d, %s)" % (
+                           size_text(per_rank), reserve["bytes"] / GB, used, tightest["total_bytes"] / GB,
+                           size_text(tightest["budget_bytes"]), size_text(tightest["kv_headroom_bytes"]),
+                           tightest["rank"], tightest["host"]))
     else:
-        reasons.append("KV headroom holds {:,} tokens per rank: {:.1f} full {:,}-token contexts".format(
-            tightest["kv_tokens"], tightest["kv_tokens"] / float(context), context))
+        reasons.append("per rank: %s of weights within the static fraction %s x %.1f GB = %s leaves %s for the "
+                       "KV pool on the tightest GPU (rank %d, %s); the %.1f GB runtime reserve lives outside "
+                       "the fraction" % (size_text(per_rank), used, tightest["total_bytes"] / GB,
+                                         size_text(tightest["budget_bytes"]), size_text(tightest["kv_headroom_bytes"]),
+                                         tightest["rank"], tightest["host"], reserve["bytes"] / GB))
+        short = [item for item in ranks if item["outside_budget_bytes"] < reserve["bytes"]]
+        if short:
+            reasons.append("the %.1f GB runtime reserve does not fit in the %.1f GB outside the static fraction "
+                           "(rank %d, %s); lower the fraction" % (reserve["bytes"] / GB,
+                                                                  short[0]["outside_budget_bytes"] / GB,
+                                                                  short[0]["rank"], short[0]["host"]))
+            return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    headroom = tightest["kv_headroom_bytes"]
+    if headroom <= 0:
+        reasons.append("no KV cache room: zero or negative headroom is not a fit; %s"
+                       % needed_hint(base["needed_utilization"], chosen))
+        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    if context is None or kv_token is None:
+        missing = [text for value, text in ((context, "the served context: " + context_source),
+                                             (kv_token, "KV bytes per token: " + kv_source)) if value is None]
+        reasons.append("whether %s of headroom holds one sequence is unknown: %s" % (
+            size_text(headroom), "; ".join(missing)))
+        return dict(base, fits=False, verdict="unknown", reasons=reasons, per_rank=ranks)
+    if headroom < one_sequence:
+        reasons.append("KV headroom {} holds {:,} tokens per rank, less than one {:,}-token sequence of the served "
+                       "context ({}; {:,} B per token: {}): not a fit".format(
+                           size_text(headroom), tightest["kv_tokens"], context, context_source, kv_token, kv_source))
+        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    reasons.append("KV headroom holds {:,} tokens per rank: {:.1f} sequences of {:,} tokens ({}; {:,} B per token: "
+                   "{})".format(tightest["kv_tokens"], tightest["kv_tokens"] / float(context), context,
+                                context_source, kv_token, kv_source))
     return dict(base, fits=True, verdict="fits", reasons=reasons, per_rank=ranks)
+
+
+def needed_hint(needed, chosen):
+    """Words for the utilisation a seat would need, when a higher one could help."""
+    if needed > 1:
+        return "the weights and reserve need %.3f of the smallest GPU: more than the whole GPU" % needed
+    least = math.ceil(needed * 100) / 100.0
+    return "it needs at least %.2f of each GPU%s" % (least, "" if chosen else
+                                                      "; set serving.gpu_memory_utilization")

@@ -12,6 +12,7 @@ from ansible.module_utils.seatwright.fabric.nccl import node_options
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.inventory import check_node
+from ansible.module_utils.seatwright.seat.engines import default_port
 from ansible.module_utils.seatwright.seat.launch import MODEL_ROOT, render
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
@@ -141,6 +142,84 @@ def _placement(settings, candidates):
     return seat_nodes, hardware, shortfall
 
 
+def _model_config(recipe, hardware):
+    """(config.json values from a seat host's checkpoint facts of the pinned revision, or None, a note)."""
+    revision = recipe["model"]["revision"]
+    for node in hardware:
+        facts = node["checkpoint"]
+        if revision is None or not isinstance(facts, dict) or facts.get("revision") != revision:
+            continue
+        config = facts.get("model_config")
+        if isinstance(config, dict) and config:
+            return config, "model config.json values from the checkpoint facts on %s" % node["host"]
+    return None, None
+
+
+def _gpu_kind_problem(seat_nodes):
+    """A refusal when the seat's ranks are not one kind of GPU (compute capability and memory)."""
+    kinds = {}
+    for node in seat_nodes:
+        for gpu in node["gpus"]:
+            kinds.setdefault((gpu["compute_capability"], gpu["memory_total_mib"]), []).append(
+                "%s gpu %d (%s, capability %s, %d MiB)" % (node["host"], gpu["index"], gpu["name"],
+                                                            gpu["compute_capability"], gpu["memory_total_mib"]))
+    if len(kinds) < 2:
+        return None
+    groups = ["; ".join(members) for members in kinds.values()]
+    return {"id": "one-gpu-kind", "reason": "a tensor-parallel group runs at the pace and memory of its weakest "
+            "rank, and SM12x rules are decided per rank: a seat spans one kind of GPU",
+            "detail": "the seat's ranks mix GPU kinds: %s" % " | ".join(groups),
+            "remedy": "place the seat on hosts with the same GPU (seat_hosts), or fix the inventory's GPU profile"}
+
+
+def fleet_cost(settings, seat_nodes, candidates, first):
+    """What the seat costs the fleet: nodes used, co-tenant services it evicts, one-node comparison."""
+    declared = {c.get("host"): c.get("seatwright_node_cotenants") or [] for c in candidates if isinstance(c, dict)}
+    evicted, stay = [], []
+    for node in seat_nodes:
+        for service in declared.get(node["host"], []):
+            if not isinstance(service, dict):
+                continue
+            entry = {"host": node["host"], "name": service.get("name"), "kind": service.get("kind"),
+                     "gpus": service.get("gpus")}
+            (evicted if settings["topology"]["exclusive"] else stay).append(entry)
+    exceeds = bool(first and first["fits"] is False and settings["topology"]["nodes"] > 1)
+    summary = "uses %d node%s (%s)" % (len(seat_nodes), "" if len(seat_nodes) == 1 else "s",
+                                      ", ".join(node["host"] for node in seat_nodes))
+    if evicted:
+        summary += "; evicts %d co-tenant service%s (%s)" % (
+            len(evicted), "" if len(evicted) == 1 else "s", ", ".join("%s on %s" % (e["name"], e["host"])
+                                                                       for e in evicted))
+    elif settings["topology"]["exclusive"]:
+        summary += "; evicts every other GPU service on them (none declared in seatwright_node_cotenants)"
+    if stay:
+        summary += "; %d co-tenant service%s stay resident beside it" % (len(stay), "" if len(stay) == 1 else "s")
+    if exceeds:
+        summary += "; the checkpoint does not fit one node's raw VRAM, so this seat needs more than one node [002]"
+    return {"nodes": [node["host"] for node in seat_nodes], "node_count": len(seat_nodes),
+            "exclusive": settings["topology"]["exclusive"],
+            "cotenants": {"evicted": evicted, "stay_resident": stay},
+            "checkpoint_exceeds_one_node": exceeds, "summary": summary}
+
+
+def provenance(settings, fit):
+    """Every number the plan uses that is not a field measurement, with where it comes from."""
+    items = []
+    inputs = fit.get("inputs") or {}
+    for key, label in (("utilization", "memory utilisation"), ("runtime_reserve", "runtime reserve per GPU"),
+                       ("context_tokens", "served context"), ("kv_bytes_per_token", "KV bytes per token")):
+        item = inputs.get(key)
+        if item and item.get("value") is not None:
+            items.append({"what": label, "value": item["value"], "source": item["source"]})
+    qualification = settings["qualification"]
+    items.append({"what": "start-up timeout (s)", "value": qualification["startup_timeout_s"],
+                  "source": qualification.get("startup_timeout_source") or "the recipe gives no source"})
+    if "port" not in settings.get("_declared_serving", ()):
+        items.append({"what": "port", "value": settings["serving"]["port"],
+                      "source": default_port(settings["engine"]["name"])["source"]})
+    return items
+
+
 def _measured_checkpoint(recipe, hardware):
     """The recipe with checkpoint bytes from a seat host's cached checkpoint facts, and a note.
 
@@ -182,8 +261,10 @@ def _unknowns(settings, rules, fit):
         items.append("engine.image: no reference or digest from the field; pin the image before bring-up")
     elif engine["image"]["reference"] is None:
         items.append("engine.image.reference: the repository is not named; the digest alone cannot be pulled")
-    if fit["verdict"] == "unknown":
+    if fit["verdict"] == "unknown" and not fit.get("inputs"):
         items.append("model.checkpoint.bytes: unknown; declare it or gather checkpoint facts")
+    elif fit["verdict"] == "unknown":
+        items.append("fit: %s" % fit["reasons"][-1])
     items.extend(rules["unverified"])
     grouped = {}
     for item in rules["undecided"]:
@@ -202,18 +283,23 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     gpus_per_node = recipe["topology"]["gpus_per_node"]
     seat_nodes, hardware, shortfall = _placement(recipe, candidates)
     recipe, measured_note = _measured_checkpoint(recipe, hardware)
+    config, config_note = _model_config(recipe, hardware)
     seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
+    settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
+    kind = _gpu_kind_problem(seat_nodes)
+    if kind:
+        rules["refusals"].append(kind)
 
     if shortfall:
         estimate = weight_estimate(settings)
         fit = {"fits": False, "verdict": "does-not-fit", "reasons": shortfall, "per_rank": [],
                "per_rank_bytes": estimate["per_rank_bytes"], "estimate_notes": estimate["notes"],
-               "loaded_bytes": estimate["loaded_bytes"], "basis": estimate["basis"]}
+               "loaded_bytes": estimate["loaded_bytes"], "basis": estimate["basis"], "inputs": {}}
         ranks = []
     else:
-        fit = fit_seat(settings, seat_nodes)
+        fit = fit_seat(settings, seat_nodes, config)
         ranks = render(settings, seat_nodes, source, model_root)
     first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
 
@@ -226,6 +312,9 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     reasons += ["refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"])
                 for item in rules["refusals"]]
     unknowns = _unknowns(settings, rules, fit)
+    cost = fleet_cost(settings, seat_nodes, candidates, first)
+    origin = provenance(settings, fit)
+    settings.pop("_declared_serving")
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     return {
         "format": PLAN_FORMAT,
@@ -247,14 +336,18 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "per_rank": fit["per_rank"],
         "estimate_notes": fit["estimate_notes"],
         "one_node": first,
-        "rules": [{key: item[key] for key in ("id", "reason", "sources", "effect", "launch", "details",
+        "rules": [{key: item[key] for key in ("id", "reason", "sources", "seen", "effect", "launch", "details",
                                               "overridden")} for item in rules["applied"]],
         "refusals": rules["refusals"],
         "undecided": rules["undecided"],
         "unused_overrides": rules["unused_overrides"],
+        "warnings": [item["message"] for item in rules["warnings"]],
         "unknowns": unknowns,
+        "fleet_cost": cost,
+        "provenance": origin,
+        "fit_inputs": fit.get("inputs") or {},
         "notes": list(recipe["notes"]) + [note for node in hardware for note in node["notes"]]
-        + ([measured_note] if measured_note else []),
+        + ([measured_note] if measured_note else []) + ([config_note] if config_note else []),
         "model": {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status",
                                                           "served_name")},
         "engine": {"name": settings["engine"]["name"], "version": settings["engine"]["version"],
@@ -308,7 +401,12 @@ def plan_lines(plan):
     for rule in plan["rules"]:
         lines.append("rule %s: %s" % (rule["id"], "; ".join(rule["details"]) or rule["effect"]))
         lines.append("  why: %s" % rule["reason"])
+        lines.append("  required where seen: %s" % rule["seen"])
     lines += ["REFUSED by %s: %s; %s" % (item["id"], item["detail"], item["remedy"]) for item in plan["refusals"]]
+    lines += ["warning: " + item for item in plan["warnings"]]
+    lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
+    lines += ["not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"])
+              for item in plan["provenance"]]
     lines += ["unknown: " + item for item in plan["unknowns"]]
     lines += ["override of %s is not needed by this placement" % rule for rule in plan["unused_overrides"]]
     lines += ["note: " + note for note in plan["notes"]]

@@ -225,6 +225,9 @@ def _cross_field_problems(recipe, rule_ids):
     if ep not in (1, tp):
         problems.append("topology.expert_parallel: %d must be 1 or equal topology.tensor_parallel (%d)"
                         % (ep, tp))
+    if engine["name"] == "vllm" and nodes > 1 and topo.get("executor") not in ("ray", "mp"):
+        problems.append("topology.executor: %r; vLLM across nodes runs on Ray (ray) or on its own multi-node "
+                        "launch (mp), and the field used both: choose one" % topo.get("executor"))
     if engine["name"] == "sglang" and topo.get("executor") is not None:
         problems.append("topology.executor: %r is a vLLM setting; SGLang spans nodes with --nnodes, so "
                         "leave it null" % topo["executor"])
@@ -275,6 +278,7 @@ def _normalise(data):
     engine.setdefault("patches", [])
     engine.setdefault("python", "python3")
     recipe["topology"].setdefault("executor", None)
+    engine["image"].setdefault("sm120_kernels", None)
     serving = recipe["serving"]
     for key in ("block_size", "max_cudagraph_capture_size", "custom_all_reduce", "allreduce_fusion",
                 "distributed_timeout_s", "moe_backend", "attention_backend", "reasoning_parser",

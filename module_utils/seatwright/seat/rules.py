@@ -1,9 +1,11 @@
 """Compatibility rules for SM120 and multi-node seats, as data, and their pure evaluation.
 
 Each rule has an id, a condition (named, over the recipe, the seat's GPUs and its topology), the
-effects it has on the launch, and a reason citing the field reports ([000] etc., see FIELD.md).
-A recipe that sets a value a rule forbids is an error unless `overrides` names the rule with a
-reason. Conditions answer True, False or None (None: a field they read is unknown).
+conditions it was seen under (`seen`: engine, image family, topology, capability, each with its
+sources: field reports as in docs/field.md, or upstream items), the effects it has on the launch,
+and a reason. Inside a `seen` scope the rule is a requirement; outside it is a warning only. A
+recipe that sets a value a required rule forbids is an error unless `overrides` names the rule
+with a reason. Conditions answer True, False or None (None: a field they read is unknown).
 """
 import copy
 import re
@@ -59,6 +61,15 @@ def _speculation_detail(recipe):
 # Why a refusal fired, in the recipe's own fields.
 REFUSAL_DETAILS = {"no-cross-node-speculation": _speculation_detail}
 
+def _image_has_sm120_kernels(ctx):
+    """True/False from engine.image.sm120_kernels; None when the recipe does not say."""
+    return ctx["recipe"]["engine"]["image"].get("sm120_kernels")
+
+
+def _not(answer):
+    return None if answer is None else not answer
+
+
 # Condition name -> (function, recipe fields it reads that may be 'unknown').
 CONDITIONS = {
     "sm12x-or-multi-node": (lambda ctx: _or(_sm12x(ctx), _multi_node(ctx)), ()),
@@ -66,34 +77,72 @@ CONDITIONS = {
     "multi-node-concurrent-speculation": (
         lambda ctx: _and(_multi_node(ctx), _speculates_concurrently(ctx)), ()),
     "multi-node": (_multi_node, ()),
-    "multi-node-vllm": (lambda ctx: _and(_multi_node(ctx), _engine_is(ctx, "vllm")), ("engine.name",)),
+    "multi-node-sm12x": (lambda ctx: _and(_multi_node(ctx), _sm12x(ctx)), ()),
+    "single-node-sm12x-vllm": (lambda ctx: _and(not _multi_node(ctx), _sm12x(ctx), _engine_is(ctx, "vllm")),
+                               ("engine.name",)),
+    "multi-node-sm12x-vllm": (lambda ctx: _and(_multi_node(ctx), _sm12x(ctx), _engine_is(ctx, "vllm")),
+                              ("engine.name",)),
+    "multi-node-vllm-sm120-image": (
+        lambda ctx: _and(_multi_node(ctx), _engine_is(ctx, "vllm"), _image_has_sm120_kernels(ctx)),
+        ("engine.name",)),
     "cotenants-resident": (lambda ctx: bool(ctx["gpus"]) and not ctx["recipe"]["topology"]["exclusive"], ()),
+    "cotenants-resident-vllm": (lambda ctx: _and(bool(ctx["gpus"]) and not ctx["recipe"]["topology"]["exclusive"],
+                                                 _engine_is(ctx, "vllm")), ("engine.name",)),
     "nope-mla-on-sm12x": (lambda ctx: _and(_sm12x(ctx), _attention_is(ctx, "mla-nope")),
                           ("model.architecture.attention",)),
+    # An unknown image counts as the stock path: nothing shows it carries its own SM120 kernels.
+    "vllm-stock-image": (lambda ctx: _and(_engine_is(ctx, "vllm"), _image_has_sm120_kernels(ctx) is not True),
+                         ("engine.name",)),
+}
+
+# Sources a rule may cite: field reports by key (docs/field.md) and upstream items by link.
+SOURCE_LINKS = {
+    "000": "docs/field.md#report-000", "001": "docs/field.md#report-001", "002": "docs/field.md#report-002",
+    "003": "docs/field.md#report-003", "004": "docs/field.md#report-004",
+    "vLLM PR #47751": "https://github.com/vllm-project/vllm/pull/47751",
 }
 
 _NOPE_WHEN = "the model's attention is MLA with no rotary part (NoPE) and any GPU of the seat is SM12x"
+_NOPE_SEEN = ({"condition": "vllm-stock-image",
+               "text": "vLLM on SM12x with an image that does not carry its own SM120 kernels (the five-fix "
+                       "GLM-5.3-Flash NVFP4 path, [000] section 4)", "sources": ("000",)},)
 
 RULES = (
     {
         "id": "custom-allreduce-off",
         "when": "any GPU of the seat is SM12x, or the seat spans more than one node",
         "condition": "sm12x-or-multi-node",
+        "seen": (
+            {"condition": "multi-node-sm12x",
+             "text": "across nodes on SM12x: every rank hung in the prober, on vLLM (a development build with "
+                     "the multiprocessing executor) and again on the community SM120 image [000]",
+             "sources": ("000",)},
+            {"condition": "single-node-sm12x-vllm",
+             "text": "one node, SM12x, vLLM: upstream only (vLLM PR #47751, CUDA-graph capture abort at TP=2 "
+                     "on sm_12x); the field's single-node image used its PCIe all-reduce and worked, so a "
+                     "recipe may keep it on through overrides with its reason",
+             "sources": ("vLLM PR #47751",)},
+        ),
         "effects": ({"kind": "set", "field": "serving.custom_all_reduce", "value": False},),
         "reason": "The custom all-reduce prober enters a symmetric-memory rendezvous that SM120 cannot "
                   "complete: every rank hung silently until the flag was passed, and the engine's own "
-                  "multi-node switch did not stop the prober [000]. A CUDA-graph capture abort at TP=2 "
-                  "on sm_12x is a second reason (vLLM PR #47751).",
+                  "multi-node switch did not stop the prober [000]. On one node the reason is upstream: "
+                  "a CUDA-graph capture abort at TP=2 on sm_12x (vLLM PR #47751).",
         "sources": ("000", "vLLM PR #47751"),
     },
     {
         "id": "allreduce-fusion-off",
         "when": "any GPU of the seat is SM12x",
         "condition": "sm12x",
+        "seen": ({"condition": "sm12x",
+                  "text": "SM12x: FlashInfer builds its fused all-reduce kernels for SM90/SM100 only; forced "
+                          "open under SGLang on eight RTX PRO 6000 [001], the revert in [004]",
+                  "sources": ("001", "004")},),
         "effects": ({"kind": "set", "field": "serving.allreduce_fusion", "value": False},),
-        "reason": "FlashInfer's fused all-reduce kernels are built for SM90/SM100 only; with the gates "
-                  "forced open on SM120 the kernels ran but throughput fell from 1,867 to 236 tok/s "
-                  "[001][004].",
+        "reason": "GLM-5-NVFP4 on eight RTX PRO 6000 served 3,740 tok/s at 1,024 concurrency without the "
+                  "fusion; with its gates forced open on SM120 the kernels compiled and ran but throughput "
+                  "fell to 236 tok/s [001]. [004] describes the same revert against a 1,867 tok/s point of "
+                  "that session.",
         "sources": ("001", "004"),
     },
     {
@@ -101,6 +150,9 @@ RULES = (
         "when": "the seat spans more than one node, speculation is configured, and more than one "
                 "sequence may run at once (serving.max_num_seqs unset or above 1)",
         "condition": "multi-node-concurrent-speculation",
+        "seen": ({"condition": "multi-node",
+                  "text": "across two nodes over RoCE, on every engine tried (SGLang's next-token head, the "
+                          "community vLLM image) [000]", "sources": ("000",)},),
         "effects": ({"kind": "refuse"},),
         "remedy": "drop serving.speculation, or set serving.max_num_seqs to 1",
         "reason": "Accepted draft lengths differ from request to request, so ranks issue different "
@@ -113,6 +165,9 @@ RULES = (
         "id": "distributed-timeout",
         "when": "the seat spans more than one node",
         "condition": "multi-node",
+        "seen": ({"condition": "multi-node-sm12x-vllm",
+                  "text": "vLLM across two nodes of RTX PRO 6000: both working cross-node seats [000]",
+                  "sources": ("000",)},),
         "effects": ({"kind": "set", "field": "serving.distributed_timeout_s", "value": 3600},),
         "reason": "The cross-node seats that worked were launched with a one-hour distributed "
                   "timeout alongside the all-reduce fix [000].",
@@ -122,24 +177,21 @@ RULES = (
         "id": "cudagraph-capture-cap",
         "when": "the seat spans more than one node",
         "condition": "multi-node",
+        "seen": ({"condition": "multi-node-vllm-sm120-image",
+                  "text": "vLLM across two nodes on the community SM120 image (engine.image.sm120_kernels) "
+                          "[000] section 6", "sources": ("000",)},),
         "effects": ({"kind": "at_most", "field": "serving.max_cudagraph_capture_size", "value": 256},),
         "reason": "Capping CUDA-graph capture at 256 was one of the deviations needed to run the "
                   "qualified SM120 image across two nodes [000].",
         "sources": ("000",),
     },
     {
-        "id": "ray-executor",
-        "when": "the seat spans more than one node and the engine is vLLM",
-        "condition": "multi-node-vllm",
-        "effects": ({"kind": "set", "field": "topology.executor", "value": "ray"},),
-        "reason": "vLLM spans nodes through a Ray cluster; the single-node launcher of the qualified "
-                  "SM120 image had to be bypassed to pass the Ray executor [000].",
-        "sources": ("000", "DESIGN.md"),
-    },
-    {
         "id": "gpu-memory-cotenants",
         "when": "the seat uses GPUs and other GPU services stay resident on its nodes (topology.exclusive: false)",
         "condition": "cotenants-resident",
+        "seen": ({"condition": "cotenants-resident-vllm",
+                  "text": "vLLM with the fleet's co-tenant services resident on a node [000] section 6",
+                  "sources": ("000",)},),
         "effects": ({"kind": "at_most", "field": "serving.gpu_memory_utilization", "value": 0.75},),
         "reason": "With co-tenant services resident, 0.78 aborted at start-up (73.98 GiB free "
                   "against 74.11 GiB requested) and 0.75 ran [000].",
@@ -149,16 +201,19 @@ RULES = (
         "id": "nope-mla-backend-gate",
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
+        "seen": _NOPE_SEEN,
         "effects": ({"kind": "has_patch", "field": "engine.patches", "value": "sm90-mla-backend-on-cc12"},),
         "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and "
                   "the FP8 MLA cache refused the geometry; the model served once the SM90 NoPE MLA "
-                  "backend was gated to capability 12 [000].",
+                  "backend was gated to capability 12 [000]. The community SM120 image carried its own "
+                  "kernels and did not need it.",
         "sources": ("000",),
     },
     {
         "id": "nope-mla-block-size",
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
+        "seen": _NOPE_SEEN,
         "effects": ({"kind": "multiple_of", "field": "serving.block_size", "value": 256,
                      "default": 2304},),
         "reason": "The engine derived a block size of 1152 for Mamba page alignment and the indexer "
@@ -169,6 +224,7 @@ RULES = (
         "id": "nope-mla-flashinfer",
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
+        "seen": _NOPE_SEEN,
         "effects": ({"kind": "version_at_least", "field": "engine.flashinfer_version",
                      "value": "0.6.18"},),
         "reason": "With FlashInfer 0.6.17 the logits were NaN from prefill (400 repeats of 'lock', "
@@ -180,6 +236,7 @@ RULES = (
         "id": "nope-mla-marlin-moe",
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
+        "seen": _NOPE_SEEN,
         "effects": ({"kind": "set", "field": "serving.moe_backend", "value": "marlin"},),
         "reason": "The Marlin MoE backend is one of the five fixes that together made GLM-5.3-Flash "
                   "NVFP4 serve correctly on SM120 [000].",
@@ -288,16 +345,40 @@ def _apply(effect, recipe):
     raise SeatError("rule effect kind %r is not known to seatwright" % kind)
 
 
+def _seen_scope(rule, ctx, recipe):
+    """(the first `seen` scope the seat is inside, fields that leave it undecided)."""
+    undecided = []
+    for scope in rule["seen"]:
+        check, reads = CONDITIONS[scope["condition"]]
+        answer = check(ctx)
+        if answer:
+            return scope, []
+        if answer is None:
+            undecided += [field for field in reads if _lookup(recipe, field) == "unknown" and field not in undecided]
+    return None, undecided
+
+
+def _warning(rule):
+    seen = "; ".join(scope["text"] for scope in rule["seen"])
+    sources = sorted({source for scope in rule["seen"] for source in scope["sources"]})
+    effect = "; ".join(describe_effect(e) for e in rule["effects"])
+    return {"id": rule["id"], "seen": seen, "sources": sources, "effect": effect, "reason": rule["reason"],
+            "message": "rule %s: seen %s; untested here, so not applied (it would: %s)" % (rule["id"], seen, effect)}
+
+
 def evaluate(recipe, gpus, source):
     """Apply every rule to a normalised recipe and the seat's GPUs (facts or declared).
 
-    Returns {'settings': recipe with rule values filled in, 'applied', 'refusals', 'undecided',
-    'unverified', 'unused_overrides'}; raises SeatError listing every unexcused conflict.
+    A rule whose condition holds is a requirement only where it was seen (one of its `seen`
+    scopes holds); elsewhere it is a warning ("seen on X, untested here") and changes nothing.
+
+    Returns {'settings': recipe with rule values filled in, 'applied', 'refusals', 'warnings',
+    'undecided', 'unverified', 'unused_overrides'}; raises SeatError listing every unexcused conflict.
     """
     settings = copy.deepcopy(recipe)
     overrides = {item["rule"]: item["reason"] for item in recipe.get("overrides", [])}
     ctx = {"recipe": recipe, "gpus": gpus}
-    result = {"applied": [], "refusals": [], "undecided": [], "unverified": []}
+    result = {"applied": [], "refusals": [], "undecided": [], "unverified": [], "warnings": []}
     conflicts, used = [], set()
     for rule in RULES:
         check, reads = CONDITIONS[rule["condition"]]
@@ -311,8 +392,17 @@ def evaluate(recipe, gpus, source):
             continue
         if not answer:
             continue
-        entry = {"id": rule["id"], "reason": rule["reason"], "sources": list(rule["sources"]),
-                 "effect": "; ".join(describe_effect(e) for e in rule["effects"]),
+        scope, undecided_by = _seen_scope(rule, ctx, recipe)
+        if undecided_by:
+            result["undecided"].append({"id": rule["id"], "reason": "undecided: %s unknown, so it cannot be told "
+                                        "whether the seat is where the rule was seen; declare %s"
+                                        % (" and ".join(undecided_by), "it" if len(undecided_by) == 1 else "them")})
+            continue
+        if scope is None:
+            result["warnings"].append(_warning(rule))
+            continue
+        entry = {"id": rule["id"], "reason": rule["reason"], "sources": list(scope["sources"]),
+                 "seen": scope["text"], "effect": "; ".join(describe_effect(e) for e in rule["effects"]),
                  "launch": launch_text(rule), "details": [], "overridden": None}
         for effect in rule["effects"]:
             if effect["kind"] == "refuse":
@@ -346,14 +436,23 @@ def evaluate(recipe, gpus, source):
     return result
 
 
+def source_link(source):
+    """Markdown for one source: a field report key or an upstream item, linked where known."""
+    link = SOURCE_LINKS.get(source)
+    label = "[%s]" % source if source.isdigit() else source
+    return "[%s](%s)" % (label, link) if link else label
+
+
 def table_rows():
-    """One row per rule for the README: id, when, effect, reason, source."""
+    """One row per rule for the README: id, when, where it is required (seen), effect, reason, sources."""
     return [{
         "id": rule["id"],
         "when": rule["when"],
+        "seen": "; ".join("%s (%s)" % (scope["text"], ", ".join(source_link(x) for x in scope["sources"]))
+                          for scope in rule["seen"]) + ". Elsewhere: a warning, not applied",
         "effect": "; ".join(describe_effect(e) for e in rule["effects"]) + " — " + launch_text(rule),
         "reason": rule["reason"],
-        "source": ", ".join(rule["sources"]),
+        "source": ", ".join(source_link(x) for x in rule["sources"]),
     } for rule in RULES]
 
 
@@ -361,8 +460,9 @@ def table_markdown():
     """The README's rules table, rendered from RULES."""
     def cell(text):
         return text.replace("|", "\\|").replace("\n", " ")
-    lines = ["| id | when | effect | reason | source |", "|---|---|---|---|---|"]
+    keys = ("id", "when", "seen", "effect", "reason", "source")
+    lines = ["| id | applies when | required where seen (conditions, sources) | effect | reason | sources |",
+             "|---|---|---|---|---|---|"]
     for row in table_rows():
-        lines.append("| `%s` | %s | %s | %s | %s |" % tuple(
-            cell(row[key]) for key in ("id", "when", "effect", "reason", "source")))
+        lines.append("| `%s` | %s | %s | %s | %s | %s |" % tuple(cell(row[key]) for key in keys))
     return "\n".join(lines) + "\n"
