@@ -175,7 +175,7 @@ def method_script(method, made, token):
             header = staging_auth.authorization(token, "GET", path, "curl")[0]
             groups.append("-sf -H %s -o /srv/bench/curl/%s %s%s" % (
                 shlex.quote("Authorization: " + header), name, SOURCE_URL, path))
-        return "mkdir -p /srv/bench/curl && curl --parallel --parallel-max 4 %s && sync" % " --next ".join(groups)
+        return "mkdir -p /srv/bench/curl && curl -s --parallel --parallel-max 4 %s && sync" % " --next ".join(groups)
     if method in ("verified-direct", "verified-nosig"):
         return ("python3 /usr/local/bin/stage_direct.py --shim %s --url %s --token-file /run/token --dest "
                 "/srv/bench/%s/models--seatwright--synthetic --revision %s%s" % (
