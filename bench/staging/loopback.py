@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Staging on one quiet machine over loopback: plain copy, verified staging, and verified without the signature check.
+
+A reference beside bench.py for when the shared lab host is too busy to judge CPU-bound work: no
+containers, no Ansible; the project's weight source (io/staging_source.py) serves a synthetic
+cache entry on 127.0.0.1 and each method pulls it into a fresh folder, in a rotated order per
+pass, after dropping the page cache where allowed and re-reading the source (warm source):
+
+  plain-direct     bench/staging/plain_pull.py --direct: the same pull, O_DIRECT writes, no hashing
+  verified-direct  staging_pull.stage, as weight_stage runs it (signature checked, every byte hashed)
+  verified-nosig   the same with the listing-signature check replaced by "accept"
+
+Needs python3 only (module_utils is imported through a temporary `ansible.module_utils` shim).
+  python3 bench/staging/loopback.py --work /tmp/sw-loop --passes 5 --out bench/results/staging-loopback.json
+"""
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+METHODS = ["plain-direct", "verified-direct", "verified-nosig"]
+
+
+def shim(work):
+    base = work / "shim" / "ansible" / "module_utils"
+    base.mkdir(parents=True, exist_ok=True)
+    (work / "shim" / "ansible" / "__init__.py").touch()
+    (base / "__init__.py").touch()
+    if not (base / "seatwright").exists():
+        os.symlink(str(ROOT / "module_utils" / "seatwright"), str(base / "seatwright"))
+    sys.path.insert(0, str(work / "shim"))
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--shard-mib", type=int, default=1024)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    shim(work)
+    from ansible.module_utils.seatwright.io import staging_source
+
+    made = json.loads(subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(work / "src"),
+         "--shards", str(args.shards), "--shard-mib", str(args.shard_mib)],
+        check=True, capture_output=True, text=True).stdout)
+    secret = secrets.token_hex(20)
+    (work / "token").write_text(secret)
+    listing, served, _ = staging_source.source_listing(made["path"], made["revision"], "loop", str(work / "state"))
+    server = staging_source.bind_server("127.0.0.1", 0, secret, listing, served, 10 ** 6, str(work / "pid"))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d" % server.server_address[1]
+    records = []
+    for index in range(1, args.passes + 1):
+        shift = (index - 1) % len(METHODS)
+        for method in METHODS[shift:] + METHODS[:shift]:
+            dest = work / "dst"
+            shutil.rmtree(str(dest), ignore_errors=True)
+            dropped = drop_caches()
+            subprocess.run("cat %s/blobs/* > /dev/null" % made["path"], shell=True, check=True)
+            load = os.getloadavg()[0]
+            if method == "plain-direct":
+                command = [sys.executable, str(ROOT / "bench" / "staging" / "plain_pull.py"), "--url", url,
+                           "--token-file", str(work / "token"), "--dest", str(dest), "--streams", "4", "--direct"]
+            else:
+                command = [sys.executable, str(ROOT / "bench" / "staging" / "stage_direct.py"), "--shim",
+                           str(work / "shim"), "--url", url, "--token-file", str(work / "token"), "--dest",
+                           str(dest / "models--seatwright--synthetic"), "--revision", made["revision"]]
+                if method == "verified-nosig":
+                    command.append("--no-signature-check")
+            inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+            records.append({"pass": index, "method": method, "seconds": inner["seconds"],
+                            "mb_per_s": round(made["bytes"] / inner["seconds"] / 1e6, 1),
+                            "auth_seconds": inner.get("auth_seconds"), "loadavg_1m_before": round(load, 2),
+                            "caches_dropped": dropped})
+            print("pass %d %-16s %7.2f s %8.1f MB/s  load %.2f" % (index, method, inner["seconds"],
+                                                                  records[-1]["mb_per_s"], load), flush=True)
+    server.shutdown()
+    med = {m: statistics.median(r["seconds"] for r in records if r["method"] == m) for m in METHODS}
+    per_pass = {}
+    for r in records:
+        per_pass.setdefault(r["pass"], {})[r["method"]] = r["seconds"]
+    doc = {
+        "command": "python3 bench/staging/loopback.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": {"cores": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
+                    "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                                 if line.startswith("model name")), "?")},
+        "checkpoint": {"bytes": made["bytes"], "files": len(made["files"]), "shards": args.shards,
+                       "shard_mib": args.shard_mib},
+        "median_mb_per_s": {m: round(made["bytes"] / med[m] / 1e6, 1) for m in METHODS},
+        "verified_vs_plain_direct": round(med["plain-direct"] / med["verified-direct"], 3),
+        "verified_vs_plain_direct_per_pass": [round(p["plain-direct"] / p["verified-direct"], 3)
+                                              for p in per_pass.values()],
+        "authenticated_vs_unchecked": round(med["verified-nosig"] / med["verified-direct"], 3),
+        "auth_seconds_per_run_median": statistics.median(
+            r["auth_seconds"] for r in records if r["method"] == "verified-direct"),
+        "records": records,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in doc.items() if k != "records"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
