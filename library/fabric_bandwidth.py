@@ -140,6 +140,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.node.contract import STATE_DIR
 from ansible.module_utils.seatwright.errors import FabricError
 from ansible.module_utils.seatwright.fabric.links import (
     bandwidth_inputs,
@@ -291,7 +292,7 @@ def main():
             "tcp_port": {"type": "int", "default": 18515},
             "server_lifetime_s": {"type": "int", "default": 120},
             "max_age_s": {"type": "int", "default": 604800},
-            "state_dir": {"type": "path", "default": "/var/lib/seatwright"},
+            "state_dir": {"type": "path", "default": STATE_DIR},
             "record": {"type": "dict"},
         },
         supports_check_mode=True,

@@ -1,23 +1,33 @@
 #!/usr/bin/python
-"""Ansible module: check every gpu_nodes host's declaration before any role runs."""
+"""Ansible module: check every gpu_nodes host's declaration against the node and fleet contract."""
 
 DOCUMENTATION = r"""
 module: fleet_preflight
-short_description: Check the fleet's inventory declarations before anything else runs
+short_description: Check the fleet's inventory declarations against the node and fleet contract
 description:
   - Validates what each host in C(gpu_nodes) declares (GPU profile and count, fabric address and
-    interface, RDMA devices, power cap) and what must hold across the fleet (unique fabric
-    addresses inside the fabric subnet).
+    interface, RDMA devices, power cap, co-tenant services) and the fleet-wide variables (name,
+    fabric subnet, state and config folders, incumbent seats and promotion policy), then what must
+    hold across the fleet (fleet variables equal on every host, unique fabric addresses inside the
+    fabric subnet).
+  - The variables and what is expected of each come from one table,
+    C(module_utils/seatwright/node/contract.py); a C(seatwright_node_*) or C(seatwright_fleet_*)
+    name that is not in it is reported as a typo.
   - Fails with one line per problem, each naming the host, the variable and what is expected.
   - Reads nothing from the hosts and changes nothing.
 options:
   nodes:
-    description: Host name to that host's declared variables.
+    description:
+      - Host name to the contract variables visible on that host (its own and the fleet's), as
+        collected by C(playbooks/vars/contract.yml).
     type: dict
     required: true
-  fabric_subnet:
-    description: The fabric's network; when set, every fabric address must be inside it.
-    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Changes nothing in either mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 
@@ -30,7 +40,7 @@ EXAMPLES = r"""
         seatwright_node_gpu_count: 2
         seatwright_node_fabric_ip: 10.77.0.11
         seatwright_node_fabric_iface: enp65s0f0np0
-    fabric_subnet: 10.77.0.0/24
+        seatwright_fabric_subnet: 10.77.0.0/24
 """
 
 RETURN = r"""
@@ -44,25 +54,27 @@ problems:
   returned: always
   type: list
   elements: str
+declarations:
+  description:
+    - Host name to what node_base publishes as the local fact C(ansible_local.seatwright) (the
+      host's and the fleet's variables with defaults filled in).
+  returned: success
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.seatwright.node.inventory import check_fleet
+from ansible.module_utils.seatwright.node.contract import check_fleet, local_fact
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "nodes": {"type": "dict", "required": True},
-            "fabric_subnet": {"type": "str"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec={"nodes": {"type": "dict", "required": True}},
+                           supports_check_mode=True)
     nodes = module.params["nodes"]
-    problems = check_fleet(nodes, module.params["fabric_subnet"])
+    problems = check_fleet(nodes)
     result = {"changed": False, "hosts": sorted(nodes), "problems": problems}
     if problems:
         module.fail_json(msg="inventory preflight failed:\n" + "\n".join(problems), **result)
+    result["declarations"] = dict((host, local_fact(host, nodes[host])) for host in sorted(nodes))
     module.exit_json(**result)
 
 

@@ -89,6 +89,7 @@ import platform
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.node.contract import STATE_DIR
 from ansible.module_utils.seatwright.errors import ProbeUnavailable
 from ansible.module_utils.seatwright.node.gpu import (
     assemble_facts,
@@ -106,7 +107,7 @@ def main():
         argument_spec={
             "require_gpus": {"type": "bool", "default": False},
             "backend": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},
-            "cache_path": {"type": "path", "default": "/var/lib/seatwright/gpu_facts.json"},
+            "cache_path": {"type": "path", "default": STATE_DIR + "/gpu_facts.json"},
             "host": {"type": "str"},
         },
         supports_check_mode=True,

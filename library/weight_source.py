@@ -135,6 +135,7 @@ import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.node.contract import STATE_DIR
 from ansible.module_utils.seatwright.errors import CheckpointError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes
@@ -155,7 +156,7 @@ def main():
             clients=dict(type="int", default=1),
             idle_timeout_s=dict(type="int", default=120),
             lifetime_s=dict(type="int", default=7200),
-            state_dir=dict(type="path", default="/var/lib/seatwright/staging"),
+            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
             hash_workers=dict(type="int", default=4),
         ),
         supports_check_mode=True,

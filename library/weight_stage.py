@@ -181,6 +181,7 @@ modes_narrowed:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.seatwright.node.contract import STATE_DIR
 from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.weights.checkpoint import is_revision
 from ansible.module_utils.seatwright.weights.staging import parse_source_url
@@ -201,7 +202,7 @@ def main():
             verify=dict(type="str", choices=["full", "quick"], default="full"),
             direct_io=dict(type="bool", default=True),
             bandwidth_limit_mb_per_s=dict(type="float", default=0),
-            state_dir=dict(type="path", default="/var/lib/seatwright/staging"),
+            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
             connect_timeout_s=dict(type="int", default=60),
             io_timeout_s=dict(type="int", default=60),
             retries=dict(type="int", default=3),

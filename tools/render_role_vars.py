@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Render the README's table of role variables from each role's meta/argument_specs.yml.
+"""Render the README's tables of variables: the node and fleet contract, and each role's inputs.
 
-Rewrites README.md between `<!-- rolevars:begin -->` and `<!-- rolevars:end -->` and nothing else.
+The contract comes from module_utils/seatwright/node/contract.py, the role tables from each role's
+meta/argument_specs.yml (internal roles, with no main entry point, are left out). Rewrites README.md
+between `<!-- contract:begin -->`/`<!-- contract:end -->` and `<!-- rolevars:begin -->`/
+`<!-- rolevars:end -->` and nothing else.
   tools/render_role_vars.py           rewrite the table in place
   tools/render_role_vars.py --check   exit 1 when the README's table is stale (for CI)
 """
@@ -13,6 +16,16 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- rolevars:begin -->", "<!-- rolevars:end -->"
+CONTRACT_BEGIN, CONTRACT_END = "<!-- contract:begin -->", "<!-- contract:end -->"
+
+
+def _contract():
+    """module_utils/seatwright/node/contract.py, imported the way Ansible resolves it."""
+    import ansible.module_utils
+    if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
+    from ansible.module_utils.seatwright.node import contract
+    return contract
 
 
 def _cell(value):
@@ -32,6 +45,8 @@ def role_table(roles_dir):
     lines = []
     for spec_file in sorted(roles_dir.glob("*/meta/argument_specs.yml")):
         role = spec_file.parent.parent.name
+        if "main" not in ((yaml.safe_load(spec_file.read_text()) or {}).get("argument_specs") or {}):
+            continue  # an internal role (common): no entry point of its own
         main = (yaml.safe_load(spec_file.read_text()) or {}).get("argument_specs", {}).get("main", {})
         lines.append("**%s** — %s" % (role, _cell(main.get("short_description", ""))))
         lines.append("")
@@ -49,21 +64,45 @@ def role_table(roles_dir):
     return "\n".join(lines)
 
 
+def _yaml_text(value):
+    return yaml.safe_dump(value, default_flow_style=True).replace("\n...", "").strip()
+
+
+def contract_table():
+    """Markdown: one row per variable of the node and fleet contract."""
+    lines = ["| variable | set | required | default | what it is |", "|---|---|---|---|---|"]
+    for variable in _contract().VARIABLES:
+        scope = "per host" if variable.scope == "host" else "group `gpu_nodes`"
+        default = "" if variable.required or variable.default is None else "`%s`" % _cell(_yaml_text(variable.default))
+        lines.append("| `%s` | %s | %s | %s | %s; expected %s |" % (
+            variable.name, scope, "yes" if variable.required else "no", default,
+            _cell(variable.meaning), _cell(variable.expected)))
+    return "\n".join(lines) + "\n"
+
+
+def _replace(text, begin, end, body):
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        return None
+    return text[:start + len(begin)] + "\n" + body + text[stop:]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail when the README's table is stale")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     args = parser.parse_args(argv)
     current = args.readme.read_text(encoding="utf-8")
-    start, end = current.find(BEGIN), current.find(END)
-    if start < 0 or end < start:
-        sys.stderr.write("render_role_vars: README.md needs the lines %s and %s\n" % (BEGIN, END))
+    wanted = _replace(current, BEGIN, END, role_table(ROOT / "roles"))
+    wanted = wanted and _replace(wanted, CONTRACT_BEGIN, CONTRACT_END, contract_table())
+    if wanted is None:
+        sys.stderr.write("render_role_vars: README.md needs the lines %s, %s, %s and %s\n"
+                         % (CONTRACT_BEGIN, CONTRACT_END, BEGIN, END))
         return 2
-    wanted = current[:start + len(BEGIN)] + "\n" + role_table(ROOT / "roles") + current[end:]
     if wanted == current:
         return 0
     if args.check:
-        sys.stderr.write("render_role_vars: README's role variable table is stale; run tools/render_role_vars.py\n")
+        sys.stderr.write("render_role_vars: README's variable tables are stale; run tools/render_role_vars.py\n")
         return 1
     args.readme.write_text(wanted, encoding="utf-8")
     return 0

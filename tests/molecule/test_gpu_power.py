@@ -9,10 +9,10 @@ import re
 import pytest
 
 EMULATOR_STATE = "/var/lib/seatwright-lab/nvidia-smi-state.json"
-ENV_FILE = "/etc/seatwright/gpu-power.env"
+SETTINGS_FILE = "/etc/seatwright/gpu-settings.json"
 UNIT = "seatwright-gpu-power.service"
 UNIT_FILE = "/etc/systemd/system/" + UNIT
-APPLY_SCRIPT = "/usr/local/sbin/seatwright-gpu-power"
+BOOT_BUNDLE = "/usr/local/lib/seatwright/gpu-settings.pyz"
 
 
 @pytest.fixture
@@ -62,32 +62,31 @@ def test_gpu_facts_are_cached_on_the_node(host, declared):
 
 
 def test_boot_settings_file(host, declared):
-    env = host.file(ENV_FILE)
-    assert (env.user, env.mode) == ("root", 0o644)
-    limits = " ".join("%d:%g" % (i, w) for i, w in enumerate(expected_limits(declared, 2)))
-    assert 'SEATWRIGHT_GPU_POWER_LIMITS="%s"' % limits in env.content_string
-    assert "SEATWRIGHT_GPU_PERSISTENCE=1" in env.content_string
+    settings = host.file(SETTINGS_FILE)
+    assert (settings.user, settings.mode) == ("root", 0o644)
+    written = json.loads(settings.content_string)
+    assert written["power_limits_w"] == {str(i): w for i, w in enumerate(expected_limits(declared, 2))}
+    assert (written["persistence"], written["clock_lock"]) == (True, declared["clock_lock"])
 
 
 def test_boot_unit_is_a_oneshot_after_persistenced_and_enabled(host):
     unit = host.file(UNIT_FILE).content_string
     for line in ("Type=oneshot", "RemainAfterExit=yes", "After=nvidia-persistenced.service",
-                 "ExecStart=%s %s" % (APPLY_SCRIPT, ENV_FILE), "WantedBy=multi-user.target"):
+                 "ExecStart=/usr/bin/python3 %s %s" % (BOOT_BUNDLE, SETTINGS_FILE), "WantedBy=multi-user.target"):
         assert line in unit.splitlines()
-    script = host.file(APPLY_SCRIPT)
-    assert script.mode == 0o755
+    assert host.file(BOOT_BUNDLE).mode == 0o644
     wants = host.file("/etc/systemd/system/multi-user.target.wants/" + UNIT)
     assert wants.is_symlink and wants.linked_to == UNIT_FILE
     assert host.check_output("systemctl is-enabled %s" % UNIT) == "enabled"
 
 
-def test_boot_script_restores_the_caps_after_the_driver_forgets_them(host, declared):
+def test_boot_unit_command_restores_the_caps_after_the_driver_forgets_them(host, declared):
     before = emulator_gpus(host)
     # A reboot or driver reload: the emulator forgets every setting and reports card defaults.
     host.check_output("mv %s %s.saved" % (EMULATOR_STATE, EMULATOR_STATE))
     try:
         assert [gpu["power_limit_w"] for gpu in emulator_gpus_defaults(host)] != expected_limits(declared, 2)
-        host.check_output("%s %s" % (APPLY_SCRIPT, ENV_FILE))
+        host.check_output("/usr/bin/python3 %s %s" % (BOOT_BUNDLE, SETTINGS_FILE))
         assert emulator_gpus(host) == before
     finally:
         host.check_output("mv -f %s.saved %s" % (EMULATOR_STATE, EMULATOR_STATE))
@@ -102,7 +101,7 @@ def test_a_cap_above_the_card_maximum_is_refused_naming_host_gpu_and_range(host,
     before = emulator_gpus(host)
     # testinfra raises only when the parsed result keeps its "failed" key; read the message either way.
     try:
-        result = host.ansible("gpu_power_limit", "limit_w=700 host=%s" % declared["name"], check=False)
+        result = host.ansible("gpu_settings", "power_limit_w=700 host=%s" % declared["name"], check=False)
     except host.ansible.AnsibleException as refused:
         result = refused.result
     message = result["msg"]

@@ -1,15 +1,18 @@
-"""The gpu_facts and gpu_power_limit modules, run through patch_module_args against the lab emulator.
+"""The gpu_facts and gpu_settings modules, run through patch_module_args against the lab emulator.
 
 The emulator is installed as `nvidia-smi` on a temporary PATH, exactly as the lab installs it, so the
 modules' nvidia-smi reader, their parsing and their setters run for real.
 """
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 import gpu_facts
-import gpu_power_limit
+import gpu_settings
 from conftest import ROOT
 
 PROFILES = ROOT / "lab" / "gpu_profiles"
@@ -99,7 +102,7 @@ def test_no_driver_fails_only_when_gpus_are_required(capsys, node):
 
 
 def test_power_limit_check_mode_predicts_change_with_diff_and_sets_nothing(capsys, node):
-    result = run(capsys, gpu_power_limit, {"limit_w": 250, "_ansible_check_mode": True, "_ansible_diff": True})
+    result = run(capsys, gpu_settings, {"power_limit_w": 250, "_ansible_check_mode": True, "_ansible_diff": True})
     assert result["changed"] is True
     assert "power limit 300.00 W" in result["diff"]["before"]
     assert "power limit 250.00 W" in result["diff"]["after"]
@@ -107,17 +110,17 @@ def test_power_limit_check_mode_predicts_change_with_diff_and_sets_nothing(capsy
 
 
 def test_power_limit_converges_then_reports_no_change(capsys, node):
-    first = run(capsys, gpu_power_limit, {"limit_w": 250, "overrides": {"1": 225}, "host": "node-a"})
+    first = run(capsys, gpu_settings, {"power_limit_w": 250, "power_overrides": {"1": 225}, "host": "node-a"})
     assert first["changed"] is True and first["backend"] == "nvidia-smi"
     assert node.limits() == [250.0, 225.0]
-    second = run(capsys, gpu_power_limit, {"limit_w": 250, "overrides": {"1": 225}, "host": "node-a"})
+    second = run(capsys, gpu_settings, {"power_limit_w": 250, "power_overrides": {"1": 225}, "host": "node-a"})
     assert second["changed"] is False
-    restored = run(capsys, gpu_power_limit, {"state": "default"})
+    restored = run(capsys, gpu_settings, {"power_state": "default"})
     assert restored["changed"] is True and node.limits() == [300.0, 300.0]
 
 
 def test_power_limit_out_of_range_fails_naming_host_gpu_and_range(capsys, node):
-    result = run(capsys, gpu_power_limit, {"limit_w": 700, "host": "node-a"})
+    result = run(capsys, gpu_settings, {"power_limit_w": 700, "host": "node-a"})
     assert result["failed"] is True
     assert "host node-a: GPU 0 (NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition) cannot take a power " \
            "limit of 700 W: this card accepts 150 W to 300 W" in result["msg"]
@@ -126,7 +129,7 @@ def test_power_limit_out_of_range_fails_naming_host_gpu_and_range(capsys, node):
 
 def test_power_limit_fails_when_the_card_does_not_take_it(capsys, node):
     node.edit_profile(lambda p: p["gpus"][1]["power"].update(ignores_writes=True))
-    result = run(capsys, gpu_power_limit, {"limit_w": 250, "host": "node-a"})
+    result = run(capsys, gpu_settings, {"power_limit_w": 250, "host": "node-a"})
     assert result["failed"] is True
     assert result["msg"] == (
         "host node-a: GPU 1 was asked for a power limit of 250.00 W but reads back 300.00 W; the driver did not "
@@ -136,9 +139,80 @@ def test_power_limit_fails_when_the_card_does_not_take_it(capsys, node):
 
 def test_power_limit_without_gpus_fails_with_the_reason(capsys, node):
     node.remove_driver()
-    result = run(capsys, gpu_power_limit, {"limit_w": 250, "host": "node-a", "backend": "nvidia-smi"})
+    result = run(capsys, gpu_settings, {"power_limit_w": 250, "host": "node-a", "backend": "nvidia-smi"})
     assert result["failed"] is True
-    assert result["msg"].startswith("host node-a: cannot read GPU power limits: `nvidia-smi")
+    assert result["msg"].startswith("host node-a: cannot read the GPUs: `nvidia-smi")
+
+
+def emulator(node):
+    return list(json.loads(node.state.read_text())["gpus"].values())
+
+
+def files(tmp_path):
+    return {"record_path": str(tmp_path / "state" / "clock.json"),
+            "settings_file": str(tmp_path / "etc" / "gpu-settings.json"),
+            "boot_bundle": str(tmp_path / "lib" / "gpu-settings.pyz")}
+
+
+def test_persistence_and_clock_lock_predicted_applied_then_still(capsys, node, tmp_path):
+    args = dict(files(tmp_path), power_limit_w=250, persistence=True, clock_lock={"min_mhz": 1500, "max_mhz": 2400},
+                host="node-a")
+    predicted = run(capsys, gpu_settings, dict(args, _ansible_check_mode=True, _ansible_diff=True))
+    assert predicted["changed"] is True and not node.state.exists()
+    assert [p["changed"] for p in predicted["persistence"]] == [True, True]
+    assert predicted["clocks"] == {"before": None, "after": {"min_mhz": 1500, "max_mhz": 2400}, "changed": True}
+    assert "clock lock: none" in predicted["diff"]["before"] and "clock lock: 1500-2400 MHz" in predicted["diff"]["after"]
+    assert sorted(predicted["files"]) == sorted(files(tmp_path).values())
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "lib").exists()
+
+    applied = run(capsys, gpu_settings, args)
+    assert applied["changed"] is True
+    assert [(g["persistence_mode"], g["clock_lock"]) for g in emulator(node)] == [
+        (True, {"min_mhz": 1500, "max_mhz": 2400})] * 2
+    settings = json.loads((tmp_path / "etc" / "gpu-settings.json").read_text())
+    assert settings == {"format": "seatwright-gpu-settings/1", "power_limits_w": {"0": 250.0, "1": 250.0},
+                        "persistence": True, "clock_lock": {"min_mhz": 1500, "max_mhz": 2400}}
+
+    again = run(capsys, gpu_settings, args)
+    assert again["changed"] is False and again["files"] == []
+
+    released = run(capsys, gpu_settings, dict(args, clock_lock=None))
+    assert released["changed"] is True and [g["clock_lock"] for g in emulator(node)] == [None, None]
+
+
+@pytest.mark.parametrize("lock", [{"min_mhz": 2400, "max_mhz": 1500}, {"min_mhz": 0, "max_mhz": 10},
+                                  {"min_mhz": "fast", "max_mhz": 10}, {"max_mhz": 10}])
+def test_bad_clock_lock_is_refused_before_anything_changes(capsys, node, lock):
+    result = run(capsys, gpu_settings, {"clock_lock": lock, "host": "node-a"})
+    assert result["failed"] is True
+    assert result["msg"].startswith("host node-a: clock lock is ")
+    assert "0 < min_mhz <= max_mhz" in result["msg"]
+    assert not node.state.exists()
+
+
+def test_boot_bundle_reapplies_the_settings_after_the_driver_forgets_them(capsys, node, tmp_path):
+    """The boot unit's command, run for real: the bundle the module wrote, with the settings it wrote."""
+    args = dict(files(tmp_path), power_limit_w=250, power_overrides={"1": 225}, persistence=True,
+                clock_lock={"min_mhz": 1500, "max_mhz": 2400}, host="node-a")
+    run(capsys, gpu_settings, args)
+    applied = emulator(node)
+    node.state.unlink()  # a reboot: the emulator reports card defaults again
+    proc = subprocess.run([sys.executable, args["boot_bundle"], args["settings_file"]], capture_output=True,
+                          text=True, check=False, env=dict(os.environ, PYTHONPATH=""))
+    assert proc.returncode == 0, proc.stderr
+    assert emulator(node) == applied
+    assert '"limits_w": {"0": 250.0, "1": 225.0}' in proc.stdout
+
+
+def test_boot_bundle_fails_for_people_on_a_foreign_settings_file(capsys, node, tmp_path):
+    args = dict(files(tmp_path), power_limit_w=250, host="node-a")
+    run(capsys, gpu_settings, args)
+    (tmp_path / "etc" / "gpu-settings.json").write_text("{}")
+    proc = subprocess.run([sys.executable, args["boot_bundle"], args["settings_file"]], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 1
+    assert "is not seatwright-gpu-settings/1; re-run the gpu_power role" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_telemetry_samples_until_the_stop_file_and_says_emulated(capsys, node, tmp_path):

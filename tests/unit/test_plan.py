@@ -226,3 +226,14 @@ def test_any_checkpoint_fact_shape_plans_without_a_traceback(complete, safetenso
     facts = {"revision": QWEN_REVISION, "complete": complete, "safetensors": safetensors}
     result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=facts)])
     assert result["checkpoint_bytes_status"] in ("measured", "unknown")
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"seatwright_node_fabric_ip": "10.77.0.11"}, "seatwright_node_fabric_ip 10.77.0.11 is also declared by node-a"),
+    ({"seatwright_fabric_subnet": "10.99.0.0/24"}, "seatwright_fabric_subnet differs between hosts"),
+])
+def test_plan_runs_the_fleet_checks_of_preflight(change, words):
+    nodes = example_nodes()
+    nodes[1] = dict(nodes[1], **change)
+    with pytest.raises(SeatError, match=words):
+        plan("glm53-vendor", nodes)

@@ -21,7 +21,7 @@ from ansible.module_utils.seatwright.errors import StagingError
 from ansible.module_utils.seatwright.io import staging_source
 from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
 from ansible.module_utils.seatwright.io.staging_pull import stage
-from ansible.module_utils.seatwright.node.inventory import check_node
+from ansible.module_utils.seatwright.node.contract import check_node
 from ansible.module_utils.seatwright.weights import staging as st
 from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME, failure_message
 from ansible.module_utils.seatwright.weights.staging_auth import authorization

@@ -1,6 +1,6 @@
 """Reading and setting GPUs on the node: NVML first, nvidia-smi as the fallback, plus sysfs for IOMMU.
 
-The I/O half of gpu.py, shared by the gpu_facts and gpu_power_limit modules. It returns raw readings;
+The I/O half of gpu.py, shared by the gpu_facts and gpu_settings modules. It returns raw readings;
 every interpretation lives in gpu.py.
 """
 import os
@@ -308,3 +308,44 @@ def sample_series(read, interval_s, duration_s, stop_file=None, should_stop=None
         if now >= deadline or (stop_file and os.path.exists(stop_file)) or (should_stop and should_stop()):
             return samples
         time.sleep(max(0.0, interval_s - (time.time() - now)))
+
+
+def _nvml_set(index, what, call):
+    """Run one NVML setter on GPU `index`; ProbeUnavailable naming what was refused."""
+    pynvml = _nvml()
+    pynvml.nvmlInit()
+    try:
+        call(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index))
+    except pynvml.NVMLError as exc:
+        raise ProbeUnavailable("NVML refused %s on GPU %d: %s" % (what, index, exc))
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def set_persistence(module, source, index, enabled):
+    """Turn persistence mode on or off on one GPU, through the reader that answered."""
+    if source == "nvml":
+        _nvml_set(index, "persistence mode %s" % ("on" if enabled else "off"),
+                  lambda nvml, handle: nvml.nvmlDeviceSetPersistenceMode(
+                      handle, nvml.NVML_FEATURE_ENABLED if enabled else nvml.NVML_FEATURE_DISABLED))
+        return
+    binary = module.get_bin_path("nvidia-smi", required=True)
+    _smi(module, binary, ["-i", str(index), "-pm", "1" if enabled else "0"])
+
+
+def set_clock_lock(module, source, index, clock_lock):
+    """Lock one GPU's clock range ({min_mhz, max_mhz}) or release it (None)."""
+    if source == "nvml":
+        if clock_lock:
+            _nvml_set(index, "a %d-%d MHz clock lock" % (clock_lock["min_mhz"], clock_lock["max_mhz"]),
+                      lambda nvml, handle: nvml.nvmlDeviceSetGpuLockedClocks(
+                          handle, clock_lock["min_mhz"], clock_lock["max_mhz"]))
+        else:
+            _nvml_set(index, "releasing the clock lock",
+                      lambda nvml, handle: nvml.nvmlDeviceResetGpuLockedClocks(handle))
+        return
+    binary = module.get_bin_path("nvidia-smi", required=True)
+    if clock_lock:
+        _smi(module, binary, ["-i", str(index), "-lgc", "%d,%d" % (clock_lock["min_mhz"], clock_lock["max_mhz"])])
+    else:
+        _smi(module, binary, ["-i", str(index), "-rgc"])

@@ -11,7 +11,7 @@ from ansible.module_utils.seatwright.errors import NcclError, SeatError
 from ansible.module_utils.seatwright.fabric.nccl import node_options
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
-from ansible.module_utils.seatwright.node.inventory import check_node
+from ansible.module_utils.seatwright.node.contract import check_fleet, check_node
 from ansible.module_utils.seatwright.seat.engines import default_port
 from ansible.module_utils.seatwright.seat.launch import MODEL_ROOT, render
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
@@ -126,6 +126,11 @@ def _placement(settings, candidates):
     topo = settings["topology"]
     wanted = candidates[:topo["nodes"]]
     hardware = [node_hardware(candidate, position) for position, candidate in enumerate(wanted)]
+    # The same fleet-wide checks as preflight, over every candidate host.
+    problems = check_fleet(dict((c["host"], c) for c in candidates if isinstance(c, dict)
+                                and isinstance(c.get("host"), str)))
+    if problems:
+        raise SeatError("%s\nfix these in the inventory" % "\n".join(problems))
     shortfall = []
     if len(hardware) < topo["nodes"]:
         shortfall.append("the seat needs %d node%s (TP%d = %d x %d GPUs); %d host%s given (%s)" % (
