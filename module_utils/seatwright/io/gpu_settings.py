@@ -5,6 +5,7 @@ The boot unit runs `python3 <bundle> <settings file>`: the bundle is a zip of th
 module_utils it imports, written by the module from the very sources it runs, so the boot unit and
 the module cannot drift apart.
 """
+import ast
 import io
 import json
 import os
@@ -19,9 +20,6 @@ from ansible.module_utils.seatwright.io.gpu_probe import read_gpus, set_clock_lo
 from ansible.module_utils.seatwright.node.gpu_settings import (
     boot_settings, check_clock_lock, plan_settings, request_from_boot_settings, settings_readback_failures)
 
-# The modules the boot bundle carries: this one and everything it imports from seatwright.
-BUNDLE_MODULES = (
-    "errors", "node.hardware", "node.gpu", "node.gpu_settings", "io.files", "io.gpu_probe", "io.gpu_settings")
 _PACKAGE = "ansible.module_utils.seatwright"
 _ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 _BUNDLE_MAIN = (
@@ -75,15 +73,36 @@ def _module_source(dotted):
     return source
 
 
+def _seatwright_imports(source):
+    """The seatwright modules one source imports at its top level ('io.files', 'errors', ...)."""
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(_PACKAGE + "."):
+            found.add(node.module[len(_PACKAGE) + 1:])
+    return found
+
+
+def bundle_modules(start="io.gpu_settings"):
+    """`start` and every seatwright module it imports, directly or not: what the boot unit runs."""
+    sources, pending = {}, [start]
+    while pending:
+        dotted = pending.pop()
+        if dotted in sources:
+            continue
+        sources[dotted] = _module_source(dotted)
+        pending.extend(_seatwright_imports(sources[dotted]) - set(sources))
+    return sources
+
+
 def bundle_bytes():
     """A deterministic zip: the seatwright modules the boot unit needs, and a __main__ that runs it."""
     files = {"__main__.py": _BUNDLE_MAIN, "ansible/__init__.py": "", "ansible/module_utils/__init__.py": "",
              "ansible/module_utils/seatwright/__init__.py": ""}
-    for dotted in BUNDLE_MODULES:
+    for dotted, source in sorted(bundle_modules().items()):
         parts = dotted.split(".")
         for depth in range(1, len(parts)):
             files["ansible/module_utils/seatwright/%s/__init__.py" % "/".join(parts[:depth])] = ""
-        files["ansible/module_utils/seatwright/%s.py" % "/".join(parts)] = _module_source(dotted)
+        files["ansible/module_utils/seatwright/%s.py" % "/".join(parts)] = source
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(files):
