@@ -68,3 +68,21 @@ def test_defaults_are_the_fields_contract():
     assert DEFAULTS["budget"] == {"visible_tokens": 512, "reasoning_tokens": 4096}
     assert DEFAULTS["runs"]["tool-calls"] == 20
     assert (DEFAULTS["soak"]["duration_s"], DEFAULTS["soak"]["concurrency"]) == (5400, 4)
+
+
+@pytest.mark.parametrize("block, max_num_seqs, want", [
+    ({}, None, 4),
+    ({}, 1, 1),                           # a one-sequence seat is soaked with one stream
+    ({"soak": {"concurrency": 2}}, 8, 2),
+    ({"soak": {"concurrency": 8}}, 1, 8),  # declared values are the recipe check's business
+])
+def test_default_soak_concurrency_respects_max_num_seqs(block, max_num_seqs, want):
+    block = dict(block, gates=["smoke"])
+    assert qualification_settings(block, None, max_num_seqs)["soak"]["concurrency"] == want
+
+
+def test_a_soak_wider_than_the_engine_is_refused():
+    data = mutated(seat_data("deepseek-v4-flash"), ("qualification", "soak"), {"concurrency": 4})
+    with pytest.raises(SeatError) as error:
+        validate(data)
+    assert "qualification.soak.concurrency: 4 streams exceed serving.max_num_seqs 1" in str(error.value)

@@ -41,14 +41,18 @@ def _merge(base, extra):
     return merged
 
 
-def qualification_settings(qualification, served_context=None):
+def qualification_settings(qualification, served_context=None, max_num_seqs=None):
     """The settings the gates run with: the recipe's block over DEFAULTS.
 
     `served_context` is the served context length in tokens when known (recipe's
     serving.max_model_len or what the endpoint reports); the needle gate needs it.
+    `max_num_seqs` (serving.max_num_seqs) caps the default soak concurrency, so a seat that serves
+    one sequence is soaked with one stream, not measured through its queue.
     """
     block = dict(qualification or {})
     settings = _merge(DEFAULTS, {k: v for k, v in block.items() if k in DEFAULTS})
+    if max_num_seqs and "concurrency" not in (block.get("soak") or {}):
+        settings["soak"]["concurrency"] = min(settings["soak"]["concurrency"], max_num_seqs)
     settings["gates"] = list(block.get("gates") or [])
     settings["expect_fail"] = list(block.get("expect_fail") or [])
     if not settings["reasoning_variants"]:

@@ -241,6 +241,10 @@ def _cross_field_problems(recipe, rule_ids):
     if max_seqs is not None and max(levels) > max_seqs:
         problems.append("qualification.concurrency: %d streams exceed serving.max_num_seqs %d; raise "
                         "max_num_seqs or drop that level" % (max(levels), max_seqs))
+    soak_streams = (recipe["qualification"].get("soak") or {}).get("concurrency")
+    if max_seqs is not None and soak_streams is not None and soak_streams > max_seqs:
+        problems.append("qualification.soak.concurrency: %d streams exceed serving.max_num_seqs %d; the soak "
+                        "would measure the engine's queue" % (soak_streams, max_seqs))
 
     gates = recipe["qualification"]["gates"]
     for index, gate in enumerate(recipe["qualification"].get("expect_fail", [])):
