@@ -148,15 +148,17 @@ def test_cli_writes_evidence_and_keeps_failures(engine, tmp_path, monkeypatch, c
     status = cli.main(["--base-url", engine, "--model", "smol", "--recipe", str(recipe), "--evidence-dir",
                        str(evidence), "--api-key-env", "SEAT_KEY", "--parts", "gates"])
     record = json.loads((evidence / "qualification.json").read_text())
-    assert status == 1 and record["result"]["verdict"] == "not-qualified"
-    assert record["gates"]["nan-logits"]["verdict"] == "fail"
-    nan_exchange = record["gates"]["nan-logits"]["exchanges"][0]
+    gates = {gate["id"]: gate for gate in record["gates"]}
+    assert [gate["id"] for gate in record["gates"]] == ["smoke", "nan-logits", "responses-api", "streaming-tool-calls"]
+    assert status == 1 and record["verdict"] == "not-qualified" and record["passed"] is False
+    assert gates["nan-logits"]["verdict"] == "fail" and gates["nan-logits"]["passed"] is False
+    nan_exchange = gates["nan-logits"]["exchanges"][0]
     assert nan_exchange["request"]["body"]["prompt_logprobs"] == 1 and nan_exchange["response"]["status"] == 400
-    assert record["gates"]["responses-api"]["verdict"] == "not-served"
-    assert record["gates"]["streaming-tool-calls"]["verdict"] == "pass"
+    assert gates["responses-api"]["verdict"] == "not-served"
+    assert gates["streaming-tool-calls"]["verdict"] == "pass" and gates["streaming-tool-calls"]["passed"]
     assert record["served_context_source"] == "GET /models max_model_len"
     assert "sk-live-secret-value" not in (evidence / "qualification.json").read_text()
-    usage = record["gates"]["smoke"]["exchanges"][1]["response"]["json"]["usage"]
+    usage = gates["smoke"]["exchanges"][1]["response"]["json"]["usage"]
     assert isinstance(usage["prompt_tokens"], int)  # token counts are not secrets to the redactor
     table = (evidence / "qualification.md").read_text()
     assert "| gate nan-logits | fail |" in table and "verdict: **not-qualified**" in table

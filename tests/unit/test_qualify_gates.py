@@ -389,3 +389,19 @@ def test_failed_quality_or_soak_fails_the_seat():
 def test_a_wrong_answer_cut_at_the_limit_says_so():
     result, _ = run(gates.gate_smoke, ctx_for(), [MODELS, chat("The capital of France is a city that", finish="length")])
     assert result["verdict"] == gates.FAIL and "cut at the token limit" in result["reason"]
+
+
+# ---- the contract with evidence/record.py ------------------------------------------------------------
+
+@pytest.mark.parametrize("results, expect_fail, want", [
+    ({"smoke": gate_result("pass"), "json": gate_result("fail")}, [], ("failed", ["json"])),
+    ({"smoke": gate_result("pass"), "degenerate-output": gate_result("fail")}, ["degenerate-output"],
+     ("passed", [])),
+    ({"smoke": gate_result("reasoning-exhausted")}, [], ("failed", ["smoke"])),
+])
+def test_record_reader_reads_the_qualification_as_written(results, expect_fail, want):
+    from ansible.module_utils.seatwright.evidence.record import qualification_summary
+    result = verdict.overall(results, expect_fail)
+    written = {"verdict": result["verdict"], "passed": result["verdict"] == verdict.QUALIFIED,
+               "gates": verdict.gate_records(results, expect_fail)}
+    assert qualification_summary(written) == want

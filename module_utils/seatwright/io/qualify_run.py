@@ -14,7 +14,7 @@ from ansible.module_utils.seatwright.qualify import quality as quality_protocol
 from ansible.module_utils.seatwright.qualify import soak as soak_rules
 from ansible.module_utils.seatwright.qualify.gates import GATE_FUNCTIONS, drive, reply_facts, reply_of
 from ansible.module_utils.seatwright.qualify.reading import read_responses
-from ansible.module_utils.seatwright.qualify.verdict import overall, verdict_table
+from ansible.module_utils.seatwright.qualify.verdict import QUALIFIED, gate_records, overall, verdict_table
 
 RECORD_SCHEMA = "seatwright-qualification-1"
 _KEEP_CHARS = 6000
@@ -187,8 +187,10 @@ def qualify(ctx, endpoint, parts, progress):
     if "soak" in parts:
         record["soak"] = run_soak(ctx, endpoint, progress)
     skipped = [p for p in ("gates", "quality", "soak") if p not in parts]
-    record["result"] = overall({g: r for g, r in record["gates"].items()}, ctx["settings"]["expect_fail"],
-                               record["quality"], record["soak"], skipped)
+    result = overall(record["gates"], ctx["settings"]["expect_fail"], record["quality"], record["soak"], skipped)
+    # Readers (evidence/record.py) take `passed` first: true only for a qualified seat.
+    record.update(verdict=result["verdict"], passed=result["verdict"] == QUALIFIED, reasons=result["reasons"],
+                  gates=gate_records(record["gates"], ctx["settings"]["expect_fail"]))
     record["finished_at"] = utc_now()
     record["wall_s"] = round(time.monotonic() - t0, 1)
     return record

@@ -34,6 +34,18 @@ def overall(gate_results, expect_fail, quality=None, soak=None, skipped=()):
     return {"verdict": QUALIFIED, "reasons": []}
 
 
+def gate_records(gate_results, expect_fail):
+    """The gates as qualification.json lists them, in the order they ran: each with its id, whether
+    it met the recipe (`passed`, expected failures included), its raw verdict, a note and the rest."""
+    records = []
+    for gate, result in gate_results.items():
+        met, note = gate_met(gate, result, expect_fail)
+        entry = {"id": gate, "passed": met, "note": note}
+        entry.update(result)
+        records.append(entry)
+    return records
+
+
 def _cell(text, limit=110):
     text = " ".join(str(text).split()).replace("|", "\\|")
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -41,12 +53,10 @@ def _cell(text, limit=110):
 
 def verdict_table(record):
     """Markdown lines: one row per gate, per quality category, the soak, then the verdict."""
-    expect_fail = record["settings"]["expect_fail"]
     lines = ["| part | verdict | what happened |", "|---|---|---|"]
-    for gate, result in record["gates"].items():
-        met, note = gate_met(gate, result, expect_fail)
-        shown = result["verdict"] + (" (%s)" % note if note else "")
-        lines.append("| gate %s | %s | %s |" % (gate, shown, _cell(result["reason"])))
+    for gate in record["gates"]:
+        shown = gate["verdict"] + (" (%s)" % gate["note"] if gate["note"] else "")
+        lines.append("| gate %s | %s | %s |" % (gate["id"], shown, _cell(gate["reason"])))
     quality = record.get("quality")
     if quality:
         for name, entry in sorted(quality["categories"].items()):
@@ -57,8 +67,7 @@ def verdict_table(record):
         lines.append("| soak c%d %ss | %s | %s; latency p50 %s s p95 %s s; %s tok/s |" % (
             soak["concurrency"], soak["duration_s"], soak["verdict"], _cell(soak["reason"]),
             soak["latency_s"]["p50"], soak["latency_s"]["p95"], soak["output_tok_s"]))
-    result = record["result"]
     lines.append("")
-    lines.append("verdict: **%s**%s" % (result["verdict"], (" - " + "; ".join(result["reasons"]))
-                                        if result["reasons"] else ""))
+    lines.append("verdict: **%s**%s" % (record["verdict"], (" - " + "; ".join(record["reasons"]))
+                                        if record["reasons"] else ""))
     return lines
