@@ -50,6 +50,10 @@ class QualifyError(SeatwrightError, ValueError):
     """Qualification input that cannot be used (command line, recipe block, a missing package)."""
 
 
+class ImageError(SeatwrightError, ValueError):
+    """An engine image definition, patch or probe result that cannot be used; the message says why."""
+
+
 # ---------------------------------------------------------------- runs that cannot go on
 
 

@@ -78,3 +78,19 @@ def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
     assert plan["hosts"][0]["source"] == "facts"
     assert plan["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
     assert plan["rules"] == []
+
+
+def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
+    env_cache = tmp_path / "images"
+    result = run(tmp_path, "playbooks/images.yml", "-e", "seat=glm53", "--check",
+                 "-e", "engine_image_controller_cache_dir=%s" % env_cache, inventory="localhost,")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "FROM vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967" in out
+    assert 'ENV TORCH_CUDA_ARCH_LIST="12.0"' in out
+    assert "# FlashInfer 0.6.18 from the nightly channel (https://flashinfer.ai/whl/nightly/)" in out
+    assert "'flashinfer-python==0.6.18'" in out and "'ray[default]==2.60.0'" in out
+    assert "# patch sm90-mla-backend-on-cc12\n" in out and "#   why: GLM-5.3-Flash's attention is MLA" in out
+    assert "RUN seatwright-apply-patches python3 /tmp/seatwright-patches sm90-mla-backend-on-cc12" in out
+    assert "node-a" not in out.split("PLAY RECAP")[1]
+    assert not env_cache.exists()

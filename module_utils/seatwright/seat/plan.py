@@ -9,6 +9,7 @@ import shlex
 
 from ansible.module_utils.seatwright.errors import NcclError, SeatError
 from ansible.module_utils.seatwright.fabric.nccl import node_options
+from ansible.module_utils.seatwright.images.facts import flag_refusals, recipe_with_image
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.contract import check_fleet, check_node
@@ -253,6 +254,16 @@ def _measured_checkpoint(recipe, hardware):
     return recipe, None
 
 
+def _image_facts(recipe, candidates):
+    """Cached facts of the image the recipe builds (engine.image.build), from the first host holding them."""
+    build = recipe["engine"]["image"].get("build")
+    for candidate in candidates if build else []:
+        images = candidate.get("seatwright_engine_images") if isinstance(candidate, dict) else None
+        if isinstance(images, dict) and isinstance(images.get(build), dict):
+            return images[build]
+    return None
+
+
 def _unknowns(settings, rules, fit):
     model, engine = settings["model"], settings["engine"]
     items = []
@@ -289,6 +300,8 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     seat_nodes, hardware, shortfall = _placement(recipe, candidates)
     recipe, measured_note = _measured_checkpoint(recipe, hardware)
     config, config_note = _model_config(recipe, hardware)
+    image = _image_facts(recipe, candidates)
+    recipe, image_notes = recipe_with_image(recipe, image)
     seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
@@ -306,6 +319,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     else:
         fit = fit_seat(settings, seat_nodes, config)
         ranks = render(settings, seat_nodes, source, model_root)
+        rules["refusals"] += flag_refusals(settings, ranks, image)
     first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
 
     reasons = list(first["reasons"] if first else []) + list(fit["reasons"])
@@ -352,7 +366,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "provenance": origin,
         "fit_inputs": fit.get("inputs") or {},
         "notes": list(recipe["notes"]) + [note for node in hardware for note in node["notes"]]
-        + ([measured_note] if measured_note else []) + ([config_note] if config_note else []),
+        + ([measured_note] if measured_note else []) + ([config_note] if config_note else []) + image_notes,
         "model": {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status",
                                                           "served_name")},
         "engine": {"name": settings["engine"]["name"], "version": settings["engine"]["version"],
