@@ -9,8 +9,13 @@ answer lengths, ignore_eos, one concurrency. A first round of each is warm-up an
 Compares the medians over rounds: TTFT p50 and output throughput, ratio seatwright / vLLM; within
 10 % passes. Results go to bench/results/fidelity.json and .md with the command.
 
-  .venv/bin/python bench/fidelity/fidelity.py --base-url http://127.0.0.1:8391/v1 --model tiny \\
-      --tokenizer /work/models/tiny-llama --vllm-python /work/venvs/vllm/bin/python --rounds 3
+  nice -n -15 .venv/bin/python bench/fidelity/fidelity.py --base-url http://127.0.0.1:8391/v1 --model tiny \\
+      --tokenizer /work/models/tiny-llama --vllm-python /work/venvs/vllm/bin/python --rounds 4
+
+On a machine shared with other jobs, run the server and this script at the same raised priority
+(renice the server's processes too): AIPerf's several processes pass each request through
+inter-process queues, and starved of CPU they add their waiting to TTFT and stretch the gaps
+between requests, which a single-process client does not.
 """
 import argparse
 import datetime
@@ -134,7 +139,8 @@ def main():
     result = {
         "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", "bench/fidelity/fidelity.py"] + sys.argv[1:]),
-        "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_end": os.getloadavg()},
+        "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_end": os.getloadavg(),
+                 "nice": os.nice(0)},
         "workload": {"concurrency": args.concurrency, "requests": args.requests, "input_tokens": args.input_tokens,
                      "output_tokens": args.output_tokens, "ignore_eos": True, "endpoint": "chat, streaming"},
         "harness": wl.harness(),
@@ -152,8 +158,9 @@ def main():
 def render(result):
     lines = ["# Harness fidelity: seatwright vs vLLM's own benchmark", "",
              "Measured %s, one run, rounds alternating (first round of each discarded as warm-up), on %d "
-             "cores (load average at the end %.1f / %.1f / %.1f)." % ((result["when"], result["host"]["cpus"])
-                                                                      + tuple(result["host"]["load_avg_at_end"])),
+             "cores (load average at the end %.1f / %.1f / %.1f; harness processes at nice %s)."
+             % ((result["when"], result["host"]["cpus"]) + tuple(result["host"]["load_avg_at_end"])
+                + (result["host"].get("nice", "?"),)),
              "", "```", result["command"], "```", "",
              "Workload: %s." % json.dumps(result["workload"], sort_keys=True), "",
              "| figure | seatwright (range) | vLLM bench (range) | ratio | within %d %% |" % (100 * result["tolerance"]),

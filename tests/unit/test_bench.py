@@ -289,3 +289,17 @@ def test_verdict_collects_every_reason():
     out = analysis.verdict(summary, {"settled": False, "output_tok_s": [1.0, 2.0]})
     assert out["clean"] is False
     assert "warmup-unsettled" in out["flags"] and "prefix-cache-hit" in out["flags"]
+
+
+def test_aiperf_command_keeps_the_key_off_the_command_line_and_the_generator_light(tmp_path):
+    from ansible.module_utils.seatwright.io.bench_runner import AIPerfRunner, server_root
+    runner = AIPerfRunner("/opt/aiperf/bin/aiperf", "http://10.0.0.11:8000/v1", "tiny", "/models/tiny",
+                          str(tmp_path), wl.workload(), api_key_env="SEAT_KEY")
+    argv = runner.command(16, 64, 7, str(tmp_path / "out"))
+    assert server_root("http://10.0.0.11:8000/v1/") == "http://10.0.0.11:8000"
+    assert argv[argv.index("--url") + 1] == "http://10.0.0.11:8000"
+    assert argv[argv.index("--api-key") + 1] == "${SEAT_KEY}"
+    assert argv[argv.index("--cache-bust") + 1] == "first_turn_prefix"
+    assert argv[argv.index("--warmup-request-count") + 1] == "16"
+    assert "--no-server-metrics" in argv and "--streaming" in argv
+    assert argv[argv.index("--extra-inputs") + 1] == "ignore_eos:true"

@@ -102,6 +102,9 @@ class AIPerfRunner:
             # (AIPerf's own polling would load the engine's API server during the measurement), and one
             # asyncio worker per 32 streams keeps AIPerf's processes off the cores the seat may share.
             "--no-server-metrics", "--workers-max", str(max(1, concurrency // 32)), "--record-processors", "1",
+            # One warm-up request per stream opens the connections before the measured requests, as vLLM's
+            # own benchmark does with its test request: otherwise the first wave's TTFT is TCP setup.
+            "--warmup-request-count", str(concurrency),
         ]
         if load["streaming"]:
             argv.append("--streaming")
