@@ -121,3 +121,21 @@ def test_architecture_layout_shows_every_folder(folder):
     block = layout_block(DOCS / "architecture.md", "## Layout")
     assert re.search(r"(^|\s)%s" % re.escape(folder), block), \
         "docs/architecture.md#layout does not show %s; add it to the picture" % folder
+
+
+BACKGROUND = ["FIELD" + ".md", "DESIGN" + ".md", "LAB" + ".md", "../" + "shared"]
+
+
+def test_project_cites_only_its_own_docs():
+    """Background notes outside the repository are not citable: a user has no way to read them."""
+    found = []
+    for path in project_files():
+        if path == Path(__file__).resolve():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            found += ["%s:%d: %s" % (path.relative_to(ROOT), number, name) for name in BACKGROUND if name in line]
+    assert not found, "cite docs/field.md, docs/architecture.md or docs/lab.md instead:\n" + "\n".join(found)

@@ -2,7 +2,7 @@
 
 Two readers feed the same intermediate "device" dicts: NVML values (gathered by
 gpu_probe.read_nvml) and nvidia-smi text (CSV query, `topo -m`, `-q`). From those devices this file
-assembles the facts contract of DESIGN.md (`seatwright_gpus`, `seatwright_gpu_summary`), reads the
+assembles the facts contract of docs/architecture.md#facts (`seatwright_gpus`, `seatwright_gpu_summary`), reads the
 IOMMU/ACS state that decides whether peer-to-peer can hang, and plans power-limit changes.
 """
 import re
@@ -422,7 +422,7 @@ def interpret_acs(lspci_text=None, reason=None, config_spaces=None):
 
 
 def p2p_assessment(count, links, iommu, acs):
-    """Can the first peer-to-peer transfer hang? (FIELD.md: RTX PRO 6000 with IOMMU/ACS on, NCCL #1999/#2079)."""
+    """Can the first peer-to-peer transfer hang? (docs/field.md#iommu-and-acs: RTX PRO 6000 with IOMMU/ACS on, NCCL #1999/#2079)."""
     if count < 2:
         return {"hang_risk": False, "reason": "fewer than two GPUs: no peer-to-peer traffic"}
     if links and all(link["kind"] == "nvlink" for link in links):
