@@ -14,6 +14,7 @@ import math
 import re
 
 from ansible.module_utils.seatwright.errors import QualifyError
+from ansible.module_utils.seatwright.qualify.reading import error_message
 
 try:
     from jsonschema import Draft202012Validator
@@ -48,7 +49,6 @@ def nan_from_error(status, body_text):
     """
     if status is None or status < 400:
         return None
-    from ansible.module_utils.seatwright.qualify.reading import error_message
     message = error_message(body_text)
     if NAN_MESSAGE.search(message or ""):
         return {"nan": True, "status": status, "message": message}

@@ -8,6 +8,7 @@ lines of code over the visible answer.
 from ansible.module_utils.seatwright.qualify import detectors
 from ansible.module_utils.seatwright.qualify.gates import (
     PASS,
+    WEATHER_TOOL,
     chat_body,
     http_problem,
     judge_text,
@@ -140,7 +141,6 @@ def _choosing(setting):
 
 def tools_item(ctx):
     """With two tools offered, the question needs convert_currency(250, USD, EUR)."""
-    from ansible.module_utils.seatwright.qualify.gates import WEATHER_TOOL
     messages = [{"role": "user", "content": "How many euros would I get for 250 US dollars today?"}]
     body = _quality_body(ctx, messages, visible=128, tools=[WEATHER_TOOL, CURRENCY_TOOL],
                          tool_choice=_choosing(ctx["settings"]["tool_choice"]))
