@@ -107,20 +107,46 @@ def layout_block(path, heading):
     return after.split("```")[1]
 
 
+def picture_tree(block):
+    """{parent: set of children} from a layout picture: unindented `name/` lines are top-level
+    folders (parent ''), indented ones belong to the last top-level folder above them."""
+    tree, parent = {"": set()}, ""
+    for line in block.splitlines():
+        match = re.match(r"^(\s*)([\w.-]+/(?:[\w.-]+/)*)", line)
+        if not match:
+            continue
+        if not match.group(1):
+            parent = match.group(2)
+            tree[""].add(parent)
+            tree.setdefault(parent, set())
+        else:
+            tree.setdefault(parent, set()).add(match.group(2))
+    return tree
+
+
 def existing_folders():
-    folders = ["%s/" % p.name for p in ROOT.iterdir()
+    folders = [("", "%s/" % p.name) for p in ROOT.iterdir()
                if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS]
-    folders += ["%s/" % p.name for p in (ROOT / "module_utils" / "seatwright").iterdir()
+    folders += [("module_utils/seatwright/", "%s/" % p.name) for p in (ROOT / "module_utils" / "seatwright").iterdir()
                 if p.is_dir() and p.name != "__pycache__"]
-    folders += ["%s/" % p.name for p in (ROOT / "roles").iterdir() if p.is_dir()]
-    return sorted(set(folders))
+    folders += [("roles/", "%s/" % p.name) for p in (ROOT / "roles").iterdir() if p.is_dir()]
+    folders += [("lab/", "%s/" % p.name) for p in (ROOT / "lab").iterdir()
+                if p.is_dir() and not p.name.startswith(".") and p.name != "__pycache__"]
+    return [pytest.param(parent, name, id=parent + name) for parent, name in sorted(set(folders))]
 
 
-@pytest.mark.parametrize("folder", existing_folders())
-def test_architecture_layout_shows_every_folder(folder):
-    block = layout_block(DOCS / "architecture.md", "## Layout")
-    assert re.search(r"(^|\s)%s" % re.escape(folder), block), \
-        "docs/architecture.md#layout does not show %s; add it to the picture" % folder
+def test_picture_tree_tells_top_level_from_nested():
+    tree = picture_tree("roles/   x\n  seat/   y\nimages/  z\nmodule_utils/seatwright/\n  images/  w\n")
+    assert tree[""] == {"roles/", "images/", "module_utils/seatwright/"}
+    assert tree["roles/"] == {"seat/"} and tree["module_utils/seatwright/"] == {"images/"}
+
+
+@pytest.mark.parametrize(("parent", "folder"), existing_folders())
+def test_architecture_layout_shows_every_folder(parent, folder):
+    tree = picture_tree(layout_block(DOCS / "architecture.md", "## Layout"))
+    shown = tree.get(parent, set())
+    assert any(entry == folder or (not parent and entry.startswith(folder)) for entry in shown), \
+        "docs/architecture.md#layout does not show %s%s; add it to the picture" % (parent, folder)
 
 
 BACKGROUND = ["FIELD" + ".md", "DESIGN" + ".md", "LAB" + ".md", "../" + "shared"]
