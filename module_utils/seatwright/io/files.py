@@ -68,3 +68,56 @@ def cache_lookup(path, fingerprint_value, max_age_s, now=None):
     if max_age_s is not None and now - measured_at > max_age_s:
         return None
     return record
+
+
+def _mode(value, default):
+    if value in (None, ""):
+        return default
+    return int(str(value), 8) if not isinstance(value, int) else value
+
+
+def converge_files(folders, files, check_mode=False):
+    """Folders and whole files made to match, in one pass; only what differs is touched.
+
+    `folders`: [{path, mode}]; `files`: [{path, content, mode}] (owner and group are root's when
+    this runs as root). Files are written atomically; their folders are created as needed.
+    Returns [{path, kind, changed, before, after}] (before/after: file text, for --diff).
+    """
+    owned = os.geteuid() == 0
+    results = []
+    for folder in folders:
+        path, mode = folder["path"], _mode(folder.get("mode"), 0o755)
+        try:
+            current = os.stat(path)
+            changed = (current.st_mode & 0o7777) != mode or (owned and (current.st_uid, current.st_gid) != (0, 0))
+            exists = True
+        except OSError:
+            changed, exists = True, False
+        if changed and not check_mode:
+            if not exists:
+                os.makedirs(path, mode)
+            os.chmod(path, mode)
+            if owned:
+                os.chown(path, 0, 0)
+        results.append({"path": path, "kind": "folder", "changed": changed})
+    for item in files:
+        path, mode = item["path"], _mode(item.get("mode"), 0o644)
+        payload = item["content"].encode("utf-8")
+        try:
+            with open(path, "rb") as handle:
+                before = handle.read()
+            current = os.stat(path)
+            attrs_differ = (current.st_mode & 0o7777) != mode or (owned and (current.st_uid, current.st_gid) != (0, 0))
+        except OSError:
+            before, attrs_differ = None, True
+        changed = before != payload or attrs_differ
+        if changed and not check_mode:
+            if before != payload:
+                atomic_write_bytes(path, payload, mode)
+            os.chmod(path, mode)
+            if owned:
+                os.chown(path, 0, 0)
+        results.append({"path": path, "kind": "file", "changed": changed,
+                        "before": before.decode("utf-8", "replace") if before is not None else "",
+                        "after": item["content"]})
+    return results
