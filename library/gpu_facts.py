@@ -91,14 +91,10 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.seatwright.node.contract import STATE_DIR
 from ansible.module_utils.seatwright.errors import ProbeUnavailable
-from ansible.module_utils.seatwright.node.gpu import (
-    assemble_facts,
-    interpret_acs,
-    interpret_iommu,
-    no_gpu_facts,
-    sysfs_pci_address,
-)
-from ansible.module_utils.seatwright.io.gpu_probe import read_gpus, read_platform
+from ansible.module_utils.seatwright.node.gpu import assemble_facts, no_gpu_facts, sysfs_pci_address
+from ansible.module_utils.seatwright.node.platform import interpret_acs, interpret_iommu
+from ansible.module_utils.seatwright.io.gpu_probe import read_gpus
+from ansible.module_utils.seatwright.io.platform_probe import read_platform
 from ansible.module_utils.seatwright.io.files import atomic_write_json
 
 

@@ -8,7 +8,12 @@ do. The kinds that judge input also derive from ValueError, so callers that vali
 
 
 class SeatwrightError(Exception):
-    """Base of every seatwright error; the message is for people."""
+    """Base of every seatwright error; the message is for people. Keyword arguments are details a
+    module returns beside the message (fail_json(msg=str(error), **error.details))."""
+
+    def __init__(self, message="", **details):
+        super(SeatwrightError, self).__init__(message)
+        self.details = details
 
 
 # ---------------------------------------------------------------- input that cannot be judged

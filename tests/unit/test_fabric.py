@@ -3,8 +3,8 @@ import json
 
 import pytest
 from ansible.module_utils.seatwright.errors import FabricError
+from ansible.module_utils.seatwright.node.platform import acs_control, is_bridge, redirects
 from ansible.module_utils.seatwright.fabric.links import (
-    acs_redirect_bits,
     bandwidth_inputs,
     farthest_path,
     gid_to_ipv4,
@@ -64,21 +64,29 @@ def test_roce_v2_gid_prefers_the_fabric_address():
 
 
 @pytest.mark.parametrize("control,expected", [
-    (0x0000, {"request_redirect": False, "completion_redirect": False}),
-    (0x0004, {"request_redirect": True, "completion_redirect": False}),
-    (0x001D, {"request_redirect": True, "completion_redirect": True}),
+    (0x0000, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": False}),
+    (0x0004, {"src_valid": False, "req_redir": True, "cmplt_redir": False, "egress_ctrl": False}),
+    (0x001D, {"src_valid": True, "req_redir": True, "cmplt_redir": True, "egress_ctrl": False}),
+    (0x0020, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": True}),
 ])
 def test_acs_bits(control, expected):
     config = bytearray(4096)
     config[0x100:0x104] = (0x000D | 1 << 16).to_bytes(4, "little")
     config[0x106:0x108] = control.to_bytes(2, "little")
-    assert acs_redirect_bits(bytes(config)) == expected
+    assert acs_control(bytes(config)) == expected
+    assert redirects(acs_control(bytes(config))) is (control & 0b1100 != 0)
 
 
 def test_acs_unreadable_and_absent():
-    assert acs_redirect_bits(bytes(64)) is None
-    assert acs_redirect_bits(None) is None
-    assert acs_redirect_bits(bytes(4096)) == {}
+    assert acs_control(bytes(64)) is None
+    assert acs_control(None) is None
+    assert acs_control(bytes(4096)) == {}
+
+
+@pytest.mark.parametrize("pci_class,bridge", [("0x060400", True), ("0x060401", True), ("0x030000", False),
+                                              ("", False), (None, False)])
+def test_bridge_class_is_decided_once(pci_class, bridge):
+    assert is_bridge(pci_class) is bridge
 
 
 @pytest.mark.parametrize("a,numa_a,b,numa_b,expected", [

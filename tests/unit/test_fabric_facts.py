@@ -142,7 +142,7 @@ def test_lab_container_has_no_rdma(tmp_path, capsys):
     assert facts["fabric_iface"] == {"name": "eth0", "present": True, "mtu": 1500, "speed_mbps": 10000}
     assert facts["gpudirect"]["available"] is False
     assert facts["gpu_nic_path"] is None
-    assert facts["acs"]["state"] == "unknown"
+    assert facts["acs"]["state"] == "not_present"
 
 
 def test_roce_workstation_port_gid_and_netdev(tmp_path, capsys):
@@ -190,17 +190,17 @@ def test_gpu_nic_path(tmp_path, capsys, behind_switch, expected):
 
 
 @pytest.mark.parametrize("acs_control,config_size,state", [
-    (0x0000, 4096, "off"),
-    (0x001D, 4096, "on"),
-    (None, 4096, "off"),
+    (0x0000, 4096, "disabled"),
+    (0x001D, 4096, "enabled"),
+    (None, 4096, "not_present"),
     (0x001D, 64, "unknown"),
 ])
 def test_acs_state_from_bridge_config(tmp_path, capsys, acs_control, config_size, state):
     root = workstation(str(tmp_path), acs_control=acs_control, config_size=config_size)
     acs = run_facts(capsys, root, "enp65s0f0np0")["ansible_facts"]["seatwright_fabric"]["acs"]
     assert acs["state"] == state
-    if state == "on":
-        assert acs["redirecting_bridges"] == ["0000:00:01.1", "0000:00:03.1", "0000:40:01.1"]
+    if state == "enabled":
+        assert acs["redirecting"] == ["0000:00:01.1", "0000:00:03.1", "0000:40:01.1"]
     if state == "unknown":
         assert "not readable" in acs["reason"]
 

@@ -11,15 +11,13 @@ import sys
 import pytest
 
 from ansible.module_utils.seatwright.errors import GpuInputError
+from ansible.module_utils.seatwright.node.platform import acs_from_config_spaces, interpret_acs, interpret_iommu
 from ansible.module_utils.seatwright.node.gpu import (
     SMI_QUERY_FIELDS,
-    acs_from_config_spaces,
     assemble_facts,
     cuda_version_from_nvml,
     devices_from_nvml,
     devices_from_smi_rows,
-    interpret_acs,
-    interpret_iommu,
     links_from_nvml,
     no_gpu_facts,
     p2p_assessment,
@@ -31,7 +29,6 @@ from ansible.module_utils.seatwright.node.gpu import (
     plan_power_limits,
     readback_failures,
     reading_from_nvml,
-    requested_limits_from_report,
     sysfs_pci_address,
 )
 from conftest import FIXTURES, ROOT
@@ -163,7 +160,9 @@ def test_recorded_h200_report_gives_versions_and_requested_limits():
     assert first["Product Name"] == "NVIDIA H200"
     assert first["PCI/GPU Link Info/PCIe Generation/Max"] == "5"
     assert first["FB Memory Usage/Total"] == "143771 MiB"
-    assert requested_limits_from_report(report)["00000000:00:07.0"] == {"requested_w": 700.0, "enforced_w": 700.0}
+    power = report["gpus"]["00000000:00:07.0"]
+    assert parse_value(power["GPU Power Readings/Requested Power Limit"]) == 700.0
+    assert parse_value(power["GPU Power Readings/Current Power Limit"]) == 700.0
 
 
 def test_emulator_report_separates_requested_from_enforced(tmp_path):
@@ -171,10 +170,10 @@ def test_emulator_report_separates_requested_from_enforced(tmp_path):
     profile["gpus"][1]["power"]["external_cap_w"] = 200
     emulator(None, tmp_path, "-pl", "250", profile_data=profile)
     report = parse_query_report(emulator(None, tmp_path, "-q", "-d", "POWER", profile_data=profile))
-    assert requested_limits_from_report(report) == {
-        "00000000:41:00.0": {"requested_w": 250.0, "enforced_w": 250.0},
-        "00000000:42:00.0": {"requested_w": 250.0, "enforced_w": 200.0},
-    }
+    readings = [(parse_value(gpu["GPU Power Readings/Requested Power Limit"]),
+                 parse_value(gpu["GPU Power Readings/Current Power Limit"]))
+                for _, gpu in sorted(report["gpus"].items())]
+    assert readings == [(250.0, 250.0), (250.0, 200.0)]
 
 
 # ---------------------------------------------------------------- NVML values

@@ -29,7 +29,7 @@ NCCL = FIXTURES / "nccl"
 H200_SHARED = FIXTURES / "h200x2" / "torch-allreduce-nccl.txt"
 
 
-def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="off", second_gid=None, active=True):
+def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="disabled", second_gid=None, active=True):
     ports = [{"port": 1, "active": active, "link_layer": "Ethernet", "roce_v2_gid_index": gid}]
     devices = [{"name": "mlx5_0", "ports": ports}]
     if second_gid is not None:
@@ -41,7 +41,7 @@ def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="off", second_gid=None, a
         "fabric_iface": {"name": "enp65s0f0np0", "present": True},
         "gpudirect": {"available": gpudirect},
         "gpu_nic_path": path,
-        "acs": {"state": acs, "reason": "test", "redirecting_bridges": ["0000:00:01.1"] if acs == "on" else []},
+        "acs": {"state": acs, "reason": "test", "redirecting": ["0000:00:01.1"] if acs == "enabled" else []},
     }
 
 
@@ -66,8 +66,8 @@ def test_lab_node_gets_sockets_only():
     (roce_fabric(gpudirect=False), {}, {"NCCL_NET_GDR_LEVEL": None}),
     (roce_fabric(), {"gdr_level": "PXB"}, {"NCCL_NET_GDR_LEVEL": "PXB"}),
     (roce_fabric(), {"ib_dscp": 26}, {"NCCL_IB_TC": "104"}),
-    (roce_fabric(acs="on"), {}, {"NCCL_P2P_DISABLE": "1"}),
-    (roce_fabric(acs="on"), {"p2p_disable": False}, {"NCCL_P2P_DISABLE": None}),
+    (roce_fabric(acs="enabled"), {}, {"NCCL_P2P_DISABLE": "1"}),
+    (roce_fabric(acs="enabled"), {"p2p_disable": False}, {"NCCL_P2P_DISABLE": None}),
     (roce_fabric(acs="unknown"), {"p2p_disable": True}, {"NCCL_P2P_DISABLE": "1"}),
     (roce_fabric(second_gid=3), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": "3"}),
     (roce_fabric(second_gid=5), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": None}),
@@ -98,7 +98,7 @@ def test_refusals_name_host_and_fix(fabric, options, message):
 def test_defaults_are_explained():
     _, defaults = env_decisions("node-a", roce_fabric(gpudirect=False), "enp65s0f0np0")
     assert any("no GPUDirect path" in line for line in defaults)
-    assert any(line.startswith("NCCL_P2P_DISABLE left unset: ACS off") for line in defaults)
+    assert any(line.startswith("NCCL_P2P_DISABLE left unset: ACS disabled") for line in defaults)
 
 
 def test_rendered_files():

@@ -7,17 +7,11 @@ import json
 import re
 
 from ansible.module_utils.seatwright.errors import FabricError
+from ansible.module_utils.seatwright.node.platform import acs_of_bridges
 
-# PCI class codes (first two bytes of the 24-bit class): display controllers and bridges.
+# PCI class codes (first two bytes of the 24-bit class) of display controllers.
 _GPU_CLASSES = ("0x0300", "0x0302")
-_BRIDGE_CLASS = "0x0604"
 NVIDIA_VENDOR = "0x10de"
-
-# PCIe extended capability id of Access Control Services, and the control-register bits that
-# send peer-to-peer traffic up to the root complex (what breaks GPU peer access and GPUDirect).
-_ACS_CAP_ID = 0x000D
-_ACS_REQUEST_REDIRECT = 1 << 2
-_ACS_COMPLETION_REDIRECT = 1 << 3
 
 # NCCL's names for how far apart a GPU and a NIC sit, nearest first.
 PATH_ORDER = ("PIX", "PXB", "PHB", "SYS")
@@ -73,31 +67,6 @@ def roce_v2_gid(port, netdev=None, address=None):
         return None, None, None
     _, index, ipv4, ndev = min(candidates)
     return index, ipv4, ndev
-
-
-def acs_redirect_bits(config):
-    """ACS control bits of a PCI device from its config space bytes.
-
-    Returns {"request_redirect": bool, "completion_redirect": bool} when the ACS capability is
-    present, {} when the device has none, and None when the extended space was not readable
-    (sysfs hands unprivileged readers only the first 64 or 256 bytes).
-    """
-    if config is None or len(config) < 0x104:
-        return None
-    offset, seen = 0x100, set()
-    while offset and offset not in seen and offset + 8 <= len(config):
-        seen.add(offset)
-        header = int.from_bytes(config[offset:offset + 4], "little")
-        if header in (0, 0xFFFFFFFF):
-            return {}
-        if header & 0xFFFF == _ACS_CAP_ID:
-            control = int.from_bytes(config[offset + 6:offset + 8], "little")
-            return {
-                "request_redirect": bool(control & _ACS_REQUEST_REDIRECT),
-                "completion_redirect": bool(control & _ACS_COMPLETION_REDIRECT),
-            }
-        offset = (header >> 20) & 0xFFC
-    return {}
 
 
 def pci_chain(device_path):
@@ -191,30 +160,12 @@ def _summary_line(device):
 
 
 def _acs_facts(snapshot, chains):
-    redirecting, unreadable, checked = [], [], []
+    """ACS of the bridges between the root bus and each GPU or RDMA device (node/platform.py)."""
     bridges = set()
     for chain in chains:
         bridges.update(chain[1:-1])
-    for bdf in sorted(bridges):
-        pci = (snapshot.get("pci") or {}).get(bdf) or {}
-        bits = acs_redirect_bits(pci.get("config"))
-        if bits is None:
-            unreadable.append(bdf)
-            continue
-        checked.append(bdf)
-        if bits.get("request_redirect") or bits.get("completion_redirect"):
-            redirecting.append(bdf)
-    if redirecting:
-        state, reason = "on", "ACS redirects peer traffic on %s" % ", ".join(redirecting)
-    elif not bridges:
-        state, reason = "unknown", "no PCI bridge above a GPU or RDMA device was found"
-    elif unreadable:
-        state = "unknown"
-        reason = "config space of %s was not readable (run as root)" % ", ".join(unreadable)
-    else:
-        state, reason = "off", "no bridge above a GPU or RDMA device redirects peer traffic"
-    return {"state": state, "reason": reason, "redirecting_bridges": redirecting,
-            "checked_bridges": checked, "unreadable_bridges": unreadable}
+    pci = snapshot.get("pci") or {}
+    return acs_of_bridges(dict((bdf, (pci.get(bdf) or {}).get("config")) for bdf in bridges), bridges)
 
 
 def fabric_facts(snapshot, fabric_iface=None, fabric_ip=None):
@@ -301,12 +252,6 @@ def _int_or_none(value):
 def _positive_or_none(value):
     number = _int_or_none(value)
     return number if number and number > 0 else None
-
-
-def missing_declared_devices(facts, declared):
-    """Declared RDMA devices the node does not have."""
-    present = {device["name"] for device in facts.get("rdma_devices") or []}
-    return [name for name in declared or [] if name not in present]
 
 
 # ---------------------------------------------------------------- bandwidth probes

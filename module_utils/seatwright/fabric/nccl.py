@@ -9,6 +9,7 @@ import json
 import re
 
 from ansible.module_utils.seatwright.errors import NcclError
+from ansible.module_utils.seatwright.node.platform import p2p_redirected
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -120,10 +121,10 @@ def _p2p_entries(host, fabric, p2p_disable):
     if p2p_disable is False:
         return []
     acs = fabric.get("acs") or {}
-    if acs.get("state") == "on":
+    if p2p_redirected(acs):
         return [_entry("NCCL_P2P_DISABLE", 1,
                        "ACS redirects peer traffic (%s): direct GPU peer copies can hang the first "
-                       "all-reduce" % ", ".join(acs.get("redirecting_bridges") or []))]
+                       "all-reduce" % ", ".join(acs.get("redirecting") or []))]
     return []
 
 

@@ -1,4 +1,4 @@
-"""Reading and setting GPUs on the node: NVML first, nvidia-smi as the fallback, plus sysfs for IOMMU.
+"""Reading and setting GPUs on the node: NVML first, nvidia-smi as the fallback.
 
 The I/O half of gpu.py, shared by the gpu_facts and gpu_settings modules. It returns raw readings;
 every interpretation lives in gpu.py.
@@ -17,9 +17,7 @@ from ansible.module_utils.seatwright.node.gpu import (
     reading_from_nvml,
 )
 
-IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 NVML_P2P_CAPS_INDEX_NVLINK = 2
-PCI_DEVICES = "/sys/bus/pci/devices"
 
 
 def _text(value):
@@ -176,59 +174,6 @@ def set_power_limit(module, source, index, watts):
         return
     binary = module.get_bin_path("nvidia-smi", required=True)
     _smi(module, binary, ["-i", str(index), "-pl", "%.2f" % watts])
-
-
-def read_platform(module, bus_ids):
-    """IOMMU groups, kernel command line, each GPU's IOMMU group and `lspci -vvv` text, where readable."""
-    platform = {"iommu_group_count": None, "iommu_reason": None, "cmdline": None, "gpu_groups": {},
-                "lspci": None, "lspci_reason": None, "bridge_configs": None}
-    try:
-        platform["iommu_group_count"] = len(os.listdir(IOMMU_GROUPS))
-    except OSError as exc:
-        platform["iommu_reason"] = "%s is not readable: %s" % (IOMMU_GROUPS, exc.strerror)
-    try:
-        with open("/proc/cmdline", encoding="utf-8") as handle:
-            platform["cmdline"] = handle.read().strip()
-    except OSError:
-        pass
-    for address in bus_ids:
-        if not address:
-            continue
-        link = os.path.join(PCI_DEVICES, address, "iommu_group")
-        if os.path.islink(link):
-            platform["gpu_groups"][address] = os.path.basename(os.readlink(link))
-    lspci = module.get_bin_path("lspci")
-    if lspci is None:
-        platform["lspci_reason"] = "lspci is not installed (pciutils)"
-    else:
-        rc, out, err = module.run_command([lspci, "-vvv"])
-        if rc == 0:
-            platform["lspci"] = out
-        else:
-            platform["lspci_reason"] = "lspci -vvv exited %d: %s" % (rc, err.strip())
-    if platform["lspci"] is None:
-        platform["bridge_configs"] = read_bridge_configs()
-    return platform
-
-
-def read_bridge_configs():
-    """Raw config space of every PCI bridge (class 0x0604), as setpci would read it; None if unlistable."""
-    configs = {}
-    try:
-        addresses = os.listdir(PCI_DEVICES)
-    except OSError:
-        return None
-    for address in addresses:
-        base = os.path.join(PCI_DEVICES, address)
-        try:
-            with open(os.path.join(base, "class"), encoding="ascii") as handle:
-                if not handle.read().strip().startswith("0x0604"):
-                    continue
-            with open(os.path.join(base, "config"), "rb") as handle:
-                configs[address] = handle.read(4096)
-        except OSError:
-            continue
-    return configs
 
 
 def read_telemetry_nvml():

@@ -8,6 +8,7 @@ IOMMU/ACS state that decides whether peer-to-peer can hang, and plans power-limi
 import re
 
 from ansible.module_utils.seatwright.errors import GpuInputError
+from ansible.module_utils.seatwright.node.platform import p2p_redirected
 from ansible.module_utils.seatwright.node.hardware import is_sm120, profile_for_name, sm_of
 
 MIB = 1024 * 1024
@@ -205,17 +206,6 @@ def parse_query_report(text):
     return report
 
 
-def requested_limits_from_report(report):
-    """Per bus id, the requested and enforced limits as `-q` prints them (None where N/A)."""
-    limits = {}
-    for bus_id, values in report["gpus"].items():
-        limits[bus_id] = {
-            "requested_w": _as_watts(parse_value(values.get("GPU Power Readings/Requested Power Limit"))),
-            "enforced_w": _as_watts(parse_value(values.get("GPU Power Readings/Current Power Limit"))),
-        }
-    return limits
-
-
 # ---------------------------------------------------------------- NVML values
 
 
@@ -317,110 +307,6 @@ def reading_from_nvml(raw):
 # ---------------------------------------------------------------- IOMMU and ACS
 
 
-def interpret_iommu(group_count, cmdline, reason=None):
-    """IOMMU state from the number of /sys/kernel/iommu_groups entries (None: unreadable) and /proc/cmdline."""
-    arguments = [word for word in (cmdline or "").split() if "iommu" in word]
-    passthrough = any(word in ("iommu=pt", "iommu.passthrough=1") for word in arguments)
-    if group_count is None:
-        state = "unknown"
-        reason = reason or "/sys/kernel/iommu_groups is not readable"
-    elif group_count == 0:
-        state = "disabled"
-        reason = "no IOMMU groups in /sys/kernel/iommu_groups"
-    else:
-        state = "enabled"
-        reason = "%d IOMMU groups%s" % (group_count, " (passthrough mode)" if passthrough else "")
-    return {"state": state, "groups": group_count, "passthrough": passthrough, "kernel_args": arguments,
-            "reason": reason}
-
-
-def parse_lspci_acs(text):
-    """ACS control bits per device from `lspci -vvv`: who redirects peer-to-peer requests upstream."""
-    devices = []
-    current = None
-    denied = False
-    for line in text.splitlines():
-        if line and not line[0].isspace():
-            current = line.strip()
-            continue
-        if "<access denied>" in line:
-            denied = True
-        match = re.search(r"ACSCtl:\s*(.*)", line)
-        if match and current:
-            bits = dict(re.findall(r"(\w+)([+-])", match.group(1)))
-            devices.append({
-                "device": current,
-                "req_redir": bits.get("ReqRedir") == "+",
-                "cmplt_redir": bits.get("CmpltRedir") == "+",
-                "src_valid": bits.get("SrcValid") == "+",
-                "egress_ctrl": bits.get("EgressCtrl") == "+",
-            })
-    return {"devices": devices, "access_denied": denied}
-
-
-ACS_CAPABILITY_ID = 0x000D
-ACS_CONTROL_BITS = {"src_valid": 0, "req_redir": 2, "cmplt_redir": 3, "egress_ctrl": 5}
-
-
-def acs_from_config_spaces(config_spaces):
-    """ACS control bits from raw PCIe config space (sysfs `config` files, root only past 256 bytes).
-
-    Returns None when no file shows the extended space (a non-root read), else one entry per device that
-    has an ACS capability, in the shape parse_lspci_acs uses.
-    """
-    if not any(len(blob) > 256 for blob in config_spaces.values()):
-        return None
-    devices = []
-    for address, blob in sorted(config_spaces.items()):
-        offset, seen = 0x100, set()
-        while offset and offset + 8 <= len(blob) and offset not in seen:
-            seen.add(offset)
-            header = int.from_bytes(blob[offset:offset + 4], "little")
-            if header in (0, 0xFFFFFFFF):
-                break
-            if header & 0xFFFF == ACS_CAPABILITY_ID:
-                control = int.from_bytes(blob[offset + 6:offset + 8], "little")
-                entry = {"device": address}
-                entry.update({name: bool(control >> bit & 1) for name, bit in ACS_CONTROL_BITS.items()})
-                devices.append(entry)
-                break
-            offset = (header >> 20) & 0xFFC
-    return devices
-
-
-def interpret_acs(lspci_text=None, reason=None, config_spaces=None):
-    """ACS state: enabled when any bridge redirects P2P requests or completions, else disabled/not_present.
-
-    Reads `lspci -vvv` text when there is some, else the bridges' raw config space.
-    """
-    if lspci_text is not None:
-        parsed = parse_lspci_acs(lspci_text)
-        devices, denied, origin = parsed["devices"], parsed["access_denied"], "lspci -vvv"
-    elif config_spaces == {}:
-        return {"state": "not_present", "redirecting": [], "bridges_with_acs": 0,
-                "reason": "no PCI bridge on this host, so nothing can redirect peer-to-peer traffic"}
-    elif config_spaces:
-        devices = acs_from_config_spaces(config_spaces)
-        denied, origin = devices is None, "PCI config space"
-        devices = devices or []
-    else:
-        return {"state": "unknown", "redirecting": [], "bridges_with_acs": None,
-                "reason": reason or "neither lspci nor PCI config space is readable"}
-    redirecting = [d["device"] for d in devices if d["req_redir"] or d["cmplt_redir"]]
-    count = len(devices)
-    if redirecting:
-        state, why = "enabled", "%d of %d ACS-capable devices redirect peer-to-peer traffic (%s)" % (
-            len(redirecting), count, origin)
-    elif count:
-        state, why = "disabled", "%d ACS-capable devices, none redirects peer-to-peer traffic (%s)" % (
-            count, origin)
-    elif denied:
-        state, why = "unknown", "%s hides extended capabilities without root" % origin
-    else:
-        state, why = "not_present", "no device reports an ACS control register (%s)" % origin
-    return {"state": state, "redirecting": redirecting, "bridges_with_acs": count, "reason": why}
-
-
 def p2p_assessment(count, links, iommu, acs):
     """Can the first peer-to-peer transfer hang? (docs/field.md#iommu-and-acs: RTX PRO 6000 with IOMMU/ACS on, NCCL #1999/#2079)."""
     if count < 2:
@@ -430,7 +316,7 @@ def p2p_assessment(count, links, iommu, acs):
     causes = []
     if iommu["state"] == "enabled" and not iommu["passthrough"]:
         causes.append("IOMMU translation is on")
-    if acs["state"] == "enabled":
+    if p2p_redirected(acs):
         causes.append("ACS redirects peer-to-peer traffic")
     if causes:
         return {"hang_risk": True,
