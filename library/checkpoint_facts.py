@@ -47,6 +47,12 @@ options:
     description: Files hashed at once in C(full) mode.
     type: int
     default: 4
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
 author:
   - seatwright
 """

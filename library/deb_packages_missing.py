@@ -15,6 +15,12 @@ options:
     type: list
     elements: str
     required: true
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

@@ -89,6 +89,12 @@ options:
   record:
     description: The record to store (C(store) step); the C(record) returned by C(measure).
     type: dict
+attributes:
+  check_mode:
+    support: partial
+    description: Step lookup runs as usual; serve, measure and store report what they would do and run nothing.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

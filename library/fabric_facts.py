@@ -26,6 +26,12 @@ options:
     description: Folder holding C(sys/) and C(proc/); C(/) on a real node, a prepared tree in tests.
     type: path
     default: /
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

@@ -31,6 +31,12 @@ options:
   host:
     description: The name used for this host in messages (usually C(inventory_hostname)).
     type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads the GPUs; in check mode writes no cache.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

@@ -8,8 +8,8 @@ description:
   - Reads every GPU once per I(interval_s) (NVML first, nvidia-smi as the fallback, through the same
     probe code as C(gpu_facts)) until I(duration_s) has passed or I(stop_file) exists, and returns the
     samples. Meant to run with C(async) and C(poll 0) beside a benchmark, then be collected.
-  - Marks readings from the seatwright lab's nvidia-smi emulator as emulated: they are test equipment,
-    never a measurement.
+  - Marks readings from the seatwright lab's nvidia-smi emulator as emulated (they are test
+    equipment, never a measurement).
   - Changes nothing on the host.
 options:
   duration_s:

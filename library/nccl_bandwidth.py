@@ -63,6 +63,12 @@ options:
     description: Also return the tool's full output (for recording fixtures and evidence).
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    description: Measures only; runs the same in check mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

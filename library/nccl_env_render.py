@@ -48,6 +48,12 @@ options:
   gid_index:
     description: RoCE GID index to force instead of the one found in the facts.
     type: int
+attributes:
+  check_mode:
+    support: full
+    description: Decides only; runs the same in check mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

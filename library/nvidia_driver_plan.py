@@ -77,6 +77,12 @@ options:
         Otherwise only C(https://) is accepted.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    description: Decides and reads keyrings only; runs the same in check mode.
+  diff_mode:
+    support: none
 author: seatwright
 """
 

@@ -49,6 +49,13 @@ options:
     default: /models
 requirements:
   - jsonschema (on the controller)
+attributes:
+  check_mode:
+    support: full
+    description: Plans and reports whether the plan file would change; writes nothing.
+  diff_mode:
+    support: full
+    description: The plan file before and after.
 author: seatwright
 """
 

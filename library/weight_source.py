@@ -13,7 +13,7 @@ description:
   - Transport choice. Plain HTTP from the Python standard library runs on every node without
     installing anything; C(Range) requests give resume; C(socket.sendfile) moves file bytes from
     the page cache to the network without copying them through Python, so the source spends
-    almost no CPU. Integrity does not rely on the transport: every destination hashes what it
+    almost no CPU. Integrity does not rely on the transport; every destination hashes what it
     receives against the digest listed here, and the listing goes out signed (HMAC-SHA256 under
     the run's secret, bound to the destination's nonce), so a process that took the port first
     cannot pass for the source. The secret never crosses the network; each request carries a
@@ -25,7 +25,7 @@ description:
   - Each file's expected digest comes from its cache blob name, or else from the folder's parity
     manifest, or else from hashing the source file once (remembered per file identity under
     I(state_dir), so a later run does not read it again).
-  - Meant to run as an async task (C(async), C(poll: 0)). It stops when I(clients) destinations
+  - Meant to run as an async task (C(async), C(poll) 0). It stops when I(clients) destinations
     have reported done, after I(idle_timeout_s) without a request, or after I(lifetime_s).
   - A damaged source (missing, truncated or malformed files, wrong revision) is served as a
     listing of its problems, so every destination fails with the reason and writes nothing, and
@@ -78,6 +78,12 @@ options:
     description: Files hashed at once when a folder has no expected digests.
     type: int
     default: 4
+attributes:
+  check_mode:
+    support: full
+    description: Serves as well, so that destinations in check mode can predict their changes; writes no hash cache or pid file.
+  diff_mode:
+    support: none
 author:
   - seatwright
 """

@@ -30,6 +30,12 @@ options:
     description: Name this check uses in the source's statistics.
     type: str
     default: ready-check
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
 author:
   - seatwright
 """

@@ -117,6 +117,13 @@ options:
         left alone. Temporary files of interrupted runs are removed in any case.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    description: Predicts which files would be fetched or rewritten; writes nothing.
+  diff_mode:
+    support: full
+    description: The files that would be fetched, repaired or removed.
 author:
   - seatwright
 """
