@@ -303,3 +303,8 @@ def test_aiperf_command_keeps_the_key_off_the_command_line_and_the_generator_lig
     assert argv[argv.index("--warmup-request-count") + 1] == "16"
     assert "--no-server-metrics" in argv and "--streaming" in argv
     assert argv[argv.index("--extra-inputs") + 1] == "ignore_eos:true"
+
+
+def test_verdict_of_a_warmup_with_no_throughput_names_it():
+    out = analysis.verdict([], {"settled": False, "output_tok_s": [None, 12.5]})
+    assert out["reasons"] == ["warm-up did not settle within 2 passes (n/a, 12.5): the seat is unstable"]

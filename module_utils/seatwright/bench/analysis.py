@@ -207,7 +207,7 @@ def verdict(summary, warmup, telemetry_verdict=None):
     if warmup and not warmup.get("settled"):
         reasons.append("warm-up did not settle within %d passes (%s): the seat is unstable"
                        % (len(warmup.get("output_tok_s", [])),
-                          ", ".join("%.4g" % v for v in warmup.get("output_tok_s", []))))
+                          ", ".join("n/a" if v is None else "%.4g" % v for v in warmup.get("output_tok_s", []))))
     for level in summary:
         for flag in level["flags"]:
             reasons.append("c=%d: %s" % (level["concurrency"], flag["reason"]))
