@@ -66,6 +66,10 @@ class StagingError(SeatwrightError):
     """A staging run that cannot go on; the message names the file and what to do."""
 
 
+class ServiceError(SeatwrightError):
+    """A container or unit call on a node that failed or overran; the message says which and what it printed."""
+
+
 class ProbeUnavailable(SeatwrightError):
     """A reader cannot answer on this host; the message says why."""
 

@@ -33,18 +33,21 @@ def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():
     ranks = render(settings("glm53-vendor"), EXAMPLE, "seats/glm53-vendor.yml")
     head, worker = ranks
     assert head["setup"] == [["ray", "start", "--head", "--port=6379", "--node-ip-address=10.77.0.11"]]
-    assert head["wait_for"] == {"ray_nodes": 2}
+    assert head["wait_for"] == {"ray_nodes": [
+        {"host": "node-a", "address": "10.77.0.11", "resources": {"GPU": 2}},
+        {"host": "node-b", "address": "10.77.0.12", "resources": {"GPU": 2}}]}
+    assert head["env"]["RAY_ADDRESS"] == "10.77.0.11:6379" and "RAY_ADDRESS" not in worker["env"]
     assert head["argv"] == [
         "python3", "-m", "vllm.entrypoints.openai.api_server",
         "--model", "/models/glm-5.3-flash-nvfp4-vendor", "--served-model-name", "glm-5.3-flash-nvfp4-vendor",
-        "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "4",
+        "--host", "10.77.0.11", "--port", "8000", "--tensor-parallel-size", "4",
         "--distributed-executor-backend", "ray", "--max-model-len", "131072", "--kv-cache-dtype", "fp8",
         "--gpu-memory-utilization", "0.75", "--max-cudagraph-capture-size", "256",
         "--disable-custom-all-reduce", "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":false}}',
         "--distributed-timeout-seconds", "3600"]
     assert head["env"] == {"HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0,1", "VLLM_HOST_IP": "10.77.0.11",
                            "NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
-                           "NCCL_IB_HCA": "=mlx5_0"}
+                           "NCCL_IB_HCA": "=mlx5_0", "RAY_ADDRESS": "10.77.0.11:6379"}
     assert (head["host"], head["rank"], head["role"], head["tp_ranks"]) == ("node-a", 0, "ray-head+server", [0, 1])
     assert worker["argv"] == ["ray", "start", "--block", "--address=10.77.0.11:6379", "--node-ip-address=10.77.0.12"]
     assert worker["env"]["VLLM_HOST_IP"] == "10.77.0.12"
@@ -107,11 +110,12 @@ def test_speculation_renders_as_json():
 
 
 def test_cpu_lab_seat_renders_the_module_server_with_its_env():
-    lab = [node("node-a", "172.30.99.11", iface="eth0", rdma=())]
-    (rank,) = render(settings("lab", nodes=[dict(lab[0], gpus=[])]), [dict(lab[0], gpus=[])], "lab")
-    assert rank["argv"] == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/seatwright-tiny",
-                            "--served-model-name", "seatwright-tiny", "--host", "0.0.0.0", "--port", "8000",
-                            "--tensor-parallel-size", "1"]
+    lab = [dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[])]
+    (rank,) = render(settings("lab", nodes=lab), lab, "lab")
+    assert rank["argv"] == ["python3", "-m", "vllm.entrypoints.openai.api_server",
+                            "--model", "/models/smollm2-135m-instruct", "--served-model-name", "smollm2-135m-instruct",
+                            "--host", "172.30.99.11", "--port", "8000", "--tensor-parallel-size", "1",
+                            "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
     assert rank["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     assert rank["tp_ranks"] == [0] and rank["gpus"] == []
 
@@ -174,3 +178,29 @@ def test_multi_node_vllm_without_an_executor_is_refused():
     data["topology"]["executor"] = None
     with pytest.raises(SeatError, match="vLLM across nodes runs on Ray"):
         render(data, EXAMPLE, "glm53")
+
+
+def test_two_node_cpu_seat_renders_vllms_multiprocessing_launch():
+    lab = [dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[]),
+           dict(node("node-b", "172.30.99.12", iface="eth0", rdma=()), gpus=[])]
+    head, follower = render(settings("lab-tp2", nodes=lab), lab, "lab-tp2")
+    assert head["argv"][:5] == ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/tiny-llama"]
+    for index, (rank, own_ip) in enumerate(((head, "172.30.99.11"), (follower, "172.30.99.12"))):
+        argv = rank["argv"]
+        flag = {name: argv[argv.index(name) + 1] for name in (
+            "--host", "--port", "--tensor-parallel-size", "--nnodes", "--node-rank", "--master-addr",
+            "--distributed-executor-backend")}
+        assert flag == {"--host": own_ip, "--port": "8001", "--tensor-parallel-size": "2", "--nnodes": "2",
+                        "--node-rank": str(index), "--master-addr": "172.30.99.11",
+                        "--distributed-executor-backend": "mp"}
+        assert rank["env"]["VLLM_HOST_IP"] == own_ip and rank["env"]["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert "--headless" in follower["argv"] and "--headless" not in head["argv"]
+    assert (head["serve"], follower["serve"]) == ("172.30.99.11:8001", None)
+    assert (head["tp_ranks"], follower["tp_ranks"]) == ([0], [1])
+
+
+def test_the_api_binds_to_the_declared_serve_address():
+    lab = [dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[], serve_address="127.0.0.1")]
+    (rank,) = render(settings("lab", nodes=lab), lab, "lab")
+    assert rank["argv"][rank["argv"].index("--host") + 1] == "127.0.0.1"
+    assert rank["serve"] == "127.0.0.1:8000"

@@ -72,7 +72,7 @@ def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
         % json.dumps(h200_gpus()))
     assert run(tmp_path, str(cache_play)).returncode == 0
     out = tmp_path / "qwen.json"
-    result = run(tmp_path, "playbooks/seat-qwen35.yml", "-e", "plan_out=%s" % out)
+    result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=qwen35-122b", "-e", "plan_out=%s" % out)
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads(Path(out).read_text())
     assert plan["hosts"][0]["source"] == "facts"
@@ -94,3 +94,24 @@ def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
     assert "RUN seatwright-apply-patches python3 /tmp/seatwright-patches sm90-mla-backend-on-cc12" in out
     assert "node-a" not in out.split("PLAY RECAP")[1]
     assert not env_cache.exists()
+
+
+def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
+    # inventory/example's nodes do not exist: any task on them would report them unreachable.
+    result = run(tmp_path, "playbooks/seat-glm53.yml", "-e", "plan_out=%s" % (tmp_path / "glm53.json"))
+    assert result.returncode != 0
+    assert "seat glm53 is not brought up" in result.stdout
+    assert "model.revision: not given by the field" in result.stdout
+    assert "UNREACHABLE" not in result.stdout and "node-a" not in result.stdout.split("PLAY RECAP")[1]
+
+
+def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path):
+    result = run(tmp_path, "playbooks/seat-glm53.yml", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "node rank 0 on node-a (ray-head+server): container seatwright-glm53-rank0" in result.stdout
+    assert "node rank 1 on node-b (ray-worker): container seatwright-glm53-rank1" in result.stdout
+    assert "first: seatwright-glm53-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11" \
+        in result.stdout
+    assert "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12" in result.stdout
+    recap = result.stdout.split("PLAY RECAP")[1]
+    assert "UNREACHABLE" not in result.stdout and "node-a" not in recap and "node-b" not in recap

@@ -25,7 +25,8 @@ def test_schema_is_a_valid_json_schema():
 
 def test_every_seat_the_issue_lists_has_a_recipe():
     assert SEAT_NAMES == sorted([
-        "deepseek-v4-flash", "glm53", "glm53-community", "glm53-fp8", "glm53-vendor", "inkling-small", "lab", "laguna-s21",
+        "deepseek-v4-flash", "glm53", "glm53-community", "glm53-fp8", "glm53-vendor", "inkling-small", "lab",
+        "lab-tp2", "laguna-s21",
         "nemotron3-super", "nemotron3-ultra", "qwen35-122b", "qwen38-flash-next"])
 
 
@@ -130,7 +131,7 @@ def test_misspelt_field_gets_a_suggestion():
     (("topology", "gpus_per_node"), 4,
      "topology.tensor_parallel: 4 does not equal topology.nodes (2) x topology.gpus_per_node (4)"),
     (("topology", "expert_parallel"), 2, "topology.expert_parallel: 2 must be 1 or equal topology.tensor_parallel"),
-    (("engine", "device"), "cpu", "topology: a CPU seat (engine.device: cpu) runs on one node"),
+    (("engine", "device"), "cpu", "topology: a CPU seat (engine.device: cpu) has topology.gpus_per_node 0"),
     (("serving", "max_num_seqs"), 4, "qualification.concurrency: 16 streams exceed serving.max_num_seqs 4"),
     (("overrides",), [{"rule": "custom-allreduce-of", "reason": "a reason long enough"}],
      "overrides[0].rule: 'custom-allreduce-of' is not a rule id (did you mean custom-allreduce-off?)"),

@@ -378,3 +378,29 @@ def verdict_message(label, result, transports):
     if result["threshold_gbps"] is not None and not result["passed"]:
         return "%s; below the %.1f GB/s threshold" % (text, result["threshold_gbps"])
     return text
+
+
+def engine_transports(log_text, multi_node, roce):
+    """What a serving engine's NCCL_DEBUG=INFO log says about its channels, and whether to flag it.
+
+    A multi-node seat on RoCE whose inter-node (NET) channels do not all show GDRDMA is flagged:
+    the collectives then stage through host memory (the field's good runs logged GDRDMA on every
+    channel). The channel lines are kept as they were, for the evidence.
+    """
+    lines = [line.rstrip() for line in (log_text or "").splitlines() if _CHANNEL.search(line)]
+    channels = parse_channels("\n".join(lines))
+    summary = summarise_transports(channels)
+    net = [c for c in channels if c["transport"].startswith("NET")]
+    flag = None
+    if multi_node and roce:
+        if not channels:
+            flag = ("no NCCL channel lines in the engine log; set NCCL_DEBUG=INFO to see whether the "
+                    "collectives use GPUDirect RDMA")
+        elif not net:
+            flag = "no inter-node (NET) channel in the engine log, though the seat spans nodes over RoCE"
+        elif not all(c["gdrdma"] for c in net):
+            plain = sorted({c["via"] for c in net if not c["gdrdma"]})
+            flag = ("%d of %d inter-node channels run without GPUDirect RDMA (%s): collectives stage "
+                    "through host memory" % (sum(1 for c in net if not c["gdrdma"]), len(net), ", ".join(plain)))
+    return dict(summary, version=nccl_version(log_text), net_channels=len(net),
+                net_gdrdma=bool(net) and all(c["gdrdma"] for c in net), flag=flag, lines=lines)

@@ -41,6 +41,9 @@ VARIABLES = (
     Variable("seatwright_node_fabric_iface", "host", True, None, "fabric_iface",
              "the netdev name of the fabric port (e.g. enp65s0f0np0)",
              "the netdev of the fabric port (NCCL/Gloo/Ray bind to it)"),
+    Variable("seatwright_node_serve_address", "host", False, None, "serve_address",
+             "an IP address (unset: the fabric address)",
+             "the address a seat's OpenAI-compatible API listens on (unset: the fabric address)"),
     Variable("seatwright_node_rdma_devices", "host", False, [], "rdma_devices",
              "a list of RDMA device names such as [mlx5_0], or [] for none",
              "RDMA devices behind that port, e.g. `[mlx5_0]`"),
@@ -154,6 +157,14 @@ def _power_ok(value, declared):
     return power_limit_problem(value, declared.get("seatwright_node_gpu_profile"))
 
 
+def _serve_ok(value, _declared):
+    try:
+        ipaddress.ip_address(str(value))
+    except ValueError:
+        return ""
+    return None
+
+
 def _cotenants_ok(value, declared):
     expected = BY_NAME["seatwright_node_cotenants"].expected
     if not isinstance(value, list):
@@ -219,6 +230,7 @@ CHECKS = {
     "seatwright_node_gpu_count": _count_ok,
     "seatwright_node_fabric_ip": _ip_ok,
     "seatwright_node_fabric_iface": _iface_ok,
+    "seatwright_node_serve_address": _serve_ok,
     "seatwright_node_rdma_devices": _rdma_ok,
     "gpu_power_limit_w": _power_ok,
     "seatwright_node_cotenants": _cotenants_ok,

@@ -41,7 +41,7 @@ def _base_env(settings, node, reserved):
 
 
 def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
-    """[{host, rank, role, tp_ranks, gpus, setup, wait_for, argv, env}] for each node, rank order.
+    """[{host, rank, role, tp_ranks, gpus, serve, setup, wait_for, argv, env}] for each node, rank order.
 
     The engine's argv comes from its table (seat/engines.py). Returns [] when the engine is
     unknown: there is nothing exact to render.
@@ -72,7 +72,10 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
                  "tp_ranks": list(range(node_rank * per_node, (node_rank + 1) * per_node)),
                  "gpus": [gpu["index"] for gpu in node["gpus"]], "setup": [], "wait_for": None,
                  "env": env}
-        argv = server_argv(settings, model_dir, node_rank, head_ip)
+        # The API binds where the inventory says the seat is served; only node rank 0 serves it.
+        bind = node.get("serve_address") or node["fabric_ip"]
+        entry["serve"] = "%s:%d" % (bind, settings["serving"]["port"]) if node_rank == 0 else None
+        argv = server_argv(settings, model_dir, node_rank, head_ip, serve_host=bind)
         if engine == "sglang":
             entry["role"] = "server" if node_rank == 0 else "worker"
             entry["argv"] = argv
@@ -86,7 +89,13 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
             entry["role"] = "ray-head+server"
             entry["setup"] = [["ray", "start", "--head", "--port=%d" % RAY_PORT,
                                "--node-ip-address=%s" % node["fabric_ip"]]]
-            entry["wait_for"] = {"ray_nodes": len(seat_nodes)}
+            # Every node alive in Ray with the resources its rank brings, before the engine starts.
+            entry["wait_for"] = {"ray_nodes": [
+                {"host": other["host"], "address": other["fabric_ip"],
+                 "resources": {"GPU": len(other["gpus"])} if other["gpus"] else {"CPU": 1}}
+                for other in seat_nodes]}
+            # The engine runs in its own container beside the Ray head's and joins it as a driver.
+            entry["env"]["RAY_ADDRESS"] = "%s:%d" % (node["fabric_ip"], RAY_PORT)
             entry["argv"] = argv
         else:
             entry["role"] = "ray-worker"

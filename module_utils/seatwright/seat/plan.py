@@ -17,6 +17,7 @@ from ansible.module_utils.seatwright.seat.engines import default_port
 from ansible.module_utils.seatwright.seat.launch import MODEL_ROOT, render
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
 from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
+from ansible.module_utils.seatwright.seat.running import container_name
 
 PLAN_FORMAT = "seatwright-plan/1"
 _CC = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
@@ -109,6 +110,8 @@ def node_hardware(candidate, position):
         "checkpoint": candidate.get("seatwright_checkpoint"),
         "fabric_ip": str(candidate["seatwright_node_fabric_ip"]),
         "fabric_iface": candidate["seatwright_node_fabric_iface"],
+        # Where the seat's API listens on this node; the fabric address unless the inventory says.
+        "serve_address": str(candidate.get("seatwright_node_serve_address") or candidate["seatwright_node_fabric_ip"]),
         "rdma_devices": list(candidate.get("seatwright_node_rdma_devices") or []),
         "fabric": _cached_fabric(host, candidate.get("seatwright_fabric")),
         "nccl_options": _nccl_options(host, candidate),
@@ -269,7 +272,8 @@ def _unknowns(settings, rules, fit):
     items = []
     if model["revision_status"] == "unknown":
         items.append("model.revision: not given by the field; pin the full 40-hex commit before bring-up")
-    if model["repo"] is None and model["revision_status"] != "local":
+    # A revision pinned by content (a checkpoint made or converted locally) needs no repository.
+    if model["repo"] is None and model["revision_status"] == "unknown":
         items.append("model.repo: the field does not name the checkpoint's repository")
     if engine["name"] == "unknown":
         items.append("engine.name: the field does not say which engine served it; no launch is rendered")
@@ -320,6 +324,9 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         fit = fit_seat(settings, seat_nodes, config)
         ranks = render(settings, seat_nodes, source, model_root)
         rules["refusals"] += flag_refusals(settings, ranks, image)
+        for rank in ranks:
+            rank["container"] = container_name(seat, rank["rank"])
+            rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
     first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
 
     reasons = list(first["reasons"] if first else []) + list(fit["reasons"])
@@ -377,6 +384,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "hosts": [{"host": node["host"], "node_rank": index, "source": node["source"],
                    "fabric_ip": node["fabric_ip"], "fabric_iface": node["fabric_iface"],
                    "nccl_env_source": "facts" if node["fabric"] else "inventory",
+                   "serve_address": node["serve_address"],
                    "gpus": ["%d: %s (%s, %d MiB)" % (g["index"], g["name"], g["sm"], g["memory_total_mib"])
                             for g in node["gpus"]]}
                   for index, node in enumerate(seat_nodes)],
@@ -399,8 +407,9 @@ def plan_lines(plan):
     lines = [
         "seat %s: %s" % (plan["seat"], plan["title"]),
         "model: %s, repo %s, revision %s" % (
-            model["name"], model["repo"] or ("none (built on the node)" if model["revision_status"] == "local"
-                                             else "unknown"), model["revision"] or model["revision_status"]),
+            model["name"], model["repo"] or {"local": "none (built on the node)",
+                                             "pinned": "none (pinned by content)"}.get(model["revision_status"], "unknown"),
+            model["revision"] or model["revision_status"]),
         "engine: %s %s, image %s" % (plan["engine"]["name"], plan["engine"]["version"] or "(version unknown)",
                                      image["digest"] or image["reference"] or image["status"]),
         "verdict: %s; %s" % (verdict, state),
@@ -436,7 +445,10 @@ def plan_lines(plan):
         for step in rank["setup"]:
             lines.append("  setup: " + _command(step))
         if rank["wait_for"]:
-            lines.append("  wait for: %s" % ", ".join("%s=%s" % item for item in sorted(rank["wait_for"].items())))
+            lines.append("  wait for Ray nodes alive: %s" % ", ".join(
+                "%s at %s with %s" % (item["host"], item["address"], ", ".join(
+                    "%s %s" % resource for resource in sorted(item["resources"].items())))
+                for item in rank["wait_for"]["ray_nodes"]))
         lines.append("  env: " + " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(rank["env"].items())))
         lines.append("  run: " + _command(rank["argv"]))
     if not plan["ranks"]:

@@ -211,9 +211,9 @@ def _cross_field_problems(recipe, rule_ids):
     nodes, per_node, tp, ep = (topo["nodes"], topo["gpus_per_node"], topo["tensor_parallel"],
                                topo["expert_parallel"])
     if engine["device"] == "cpu":
-        if per_node != 0 or nodes != 1 or tp != 1:
-            problems.append("topology: a CPU seat (engine.device: cpu) runs on one node with "
-                            "topology.gpus_per_node 0 and topology.tensor_parallel 1; found nodes %d, "
+        if per_node != 0 or tp != nodes:
+            problems.append("topology: a CPU seat (engine.device: cpu) has topology.gpus_per_node 0 and "
+                            "one tensor-parallel rank per node (tensor_parallel = nodes); found nodes %d, "
                             "gpus_per_node %d, tensor_parallel %d" % (nodes, per_node, tp))
     else:
         if per_node < 1:
