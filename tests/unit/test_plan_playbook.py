@@ -105,13 +105,23 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
     assert "UNREACHABLE" not in result.stdout and "node-a" not in result.stdout.split("PLAY RECAP")[1]
 
 
-def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path):
-    result = run(tmp_path, "playbooks/seat-glm53.yml", "--check")
+@pytest.mark.parametrize("playbook,expected", [
+    # glm53 spans two nodes with vLLM's multiprocessing launch: rank 1 is the headless follower.
+    ("playbooks/seat-glm53.yml", [
+        "node rank 0 on node-a (server): container seatwright-glm53-rank0",
+        "node rank 1 on node-b (headless): container seatwright-glm53-rank1",
+        "--node-rank 1 --master-addr 10.77.0.11"]),
+    # glm53-vendor runs on Ray: the head's Ray container first, the worker joins it.
+    ("playbooks/seat-glm53-vendor.yml", [
+        "node rank 0 on node-a (ray-head+server): container seatwright-glm53-vendor-rank0",
+        "first: seatwright-glm53-vendor-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11",
+        "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12"]),
+])
+def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, playbook, expected):
+    result = run(tmp_path, playbook, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "node rank 0 on node-a (ray-head+server): container seatwright-glm53-rank0" in result.stdout
-    assert "node rank 1 on node-b (ray-worker): container seatwright-glm53-rank1" in result.stdout
-    assert "first: seatwright-glm53-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11" \
-        in result.stdout
-    assert "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12" in result.stdout
+    text = " ".join(result.stdout.split())
+    for fragment in expected:
+        assert fragment in text, fragment
     recap = result.stdout.split("PLAY RECAP")[1]
     assert "UNREACHABLE" not in result.stdout and "node-a" not in recap and "node-b" not in recap

@@ -10,6 +10,7 @@ import shlex
 from ansible.module_utils.seatwright.errors import NcclError, SeatError
 from ansible.module_utils.seatwright.fabric.nccl import node_options
 from ansible.module_utils.seatwright.images.facts import flag_refusals, recipe_with_image
+from ansible.module_utils.seatwright.seat.cotenants import eviction_plan
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.contract import check_fleet, check_node
@@ -186,12 +187,12 @@ def fleet_cost(settings, seat_nodes, candidates, first):
     declared = {c.get("host"): c.get("seatwright_node_cotenants") or [] for c in candidates if isinstance(c, dict)}
     evicted, stay = [], []
     for node in seat_nodes:
-        for service in declared.get(node["host"], []):
-            if not isinstance(service, dict):
-                continue
-            entry = {"host": node["host"], "name": service.get("name"), "kind": service.get("kind"),
-                     "gpus": service.get("gpus")}
-            (evicted if settings["topology"]["exclusive"] else stay).append(entry)
+        # The same decision bring-up acts on (seat/cotenants.py): who shares the seat's GPUs goes.
+        decided = eviction_plan(node["host"], declared.get(node["host"]), [gpu["index"] for gpu in node["gpus"]],
+                                settings["topology"]["exclusive"])
+        for key, bucket in (("stop", evicted), ("keep", stay)):
+            bucket.extend({"host": node["host"], "name": item["name"], "kind": item["kind"], "gpus": item["gpus"],
+                           "reason": item["reason"]} for item in decided[key])
     exceeds = bool(first and first["fits"] is False and settings["topology"]["nodes"] > 1)
     summary = "uses %d node%s (%s)" % (len(seat_nodes), "" if len(seat_nodes) == 1 else "s",
                                       ", ".join(node["host"] for node in seat_nodes))
