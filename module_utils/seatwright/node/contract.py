@@ -41,7 +41,7 @@ VARIABLES = (
     Variable("seatwright_node_fabric_iface", "host", True, None, "fabric_iface",
              "the netdev name of the fabric port (e.g. enp65s0f0np0)",
              "the netdev of the fabric port (NCCL/Gloo/Ray bind to it)"),
-    Variable("seatwright_node_serve_address", "host", False, None, "serve_address",
+    Variable("seatwright_node_serve_address", "host", False, None, None,
              "an IP address (unset: the fabric address)",
              "the address a seat's OpenAI-compatible API listens on (unset: the fabric address)"),
     Variable("seatwright_node_rdma_devices", "host", False, [], "rdma_devices",
