@@ -378,7 +378,9 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "model": {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status",
                                                           "served_name")},
         "engine": {"name": settings["engine"]["name"], "version": settings["engine"]["version"],
-                   "device": settings["engine"]["device"], "image": settings["engine"]["image"]},
+                   "device": settings["engine"]["device"], "image": settings["engine"]["image"],
+                   # The built image the plan was checked against (its facts): bring-up runs exactly it.
+                   "image_checked": {"reference": image.get("reference"), "id": image.get("id")} if image else None},
         "topology": settings["topology"],
         "serving": settings["serving"],
         "qualification": settings["qualification"],
