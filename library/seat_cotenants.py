@@ -10,7 +10,7 @@ description:
     C(module_utils/seatwright/seat/cotenants.py)), records whether each was running in
     I(record_path) on the node (atomically, before anything is stopped), then stops the running
     ones. A stop that overruns I(stop_timeout_s) is escalated to a kill, never a removal, so the
-    restore can start it again. A record left by an earlier run is kept: its prior state wins.
+    restore can start it again. A record left by an earlier run is kept, so its prior state wins.
   - C(state=restored) starts every co-tenant the record says was running and is not, then removes
     the record. Co-tenants that were stopped before the seat stay stopped.
 options:

@@ -6,10 +6,10 @@ DOCUMENTATION = r"""
 module: seat_evidence
 short_description: Write redacted files into evidence/<seat>/<UTC>/
 description:
-  - Writes each entry of I(files) under I(dir) atomically: a string as text, anything else as JSON.
+  - Writes each entry of I(files) under I(dir) atomically, a string as text and anything else as JSON.
     Every file goes through the project's redactor first (C(module_utils/seatwright/evidence/redact.py)),
     with one numbering across the files of the call, so one host or GPU keeps one placeholder.
-  - Runs on the controller (C(delegate_to: localhost)).
+  - Runs on the controller (C(delegate_to) localhost).
 options:
   dir:
     description: The run's evidence folder.
@@ -21,8 +21,8 @@ options:
     required: true
   hostnames:
     description:
-      - Host names to replace as well. The seat playbooks pass none: inventory names name the ranks
-        in plan.json and bringup.json and must read the same across files.
+      - Host names to replace as well. The seat playbooks pass none, because inventory names name the
+        ranks in plan.json and bringup.json and must read the same across files.
     type: list
     elements: str
     default: []
