@@ -6,6 +6,7 @@ stall a stream or refuse a request, so timeouts and kept failures are exercised 
 import importlib.machinery
 import importlib.util
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -131,9 +132,10 @@ RECIPE = (ROOT / "seats" / "lab.yml").read_text()
 
 
 def write_recipe(tmp_path, gates, extra=""):
-    text = RECIPE.replace(RECIPE[RECIPE.index("  gates:"):RECIPE.index("\n", RECIPE.index("  gates:"))],
-                          "  gates: [%s]" % ", ".join(gates))
-    text = text.replace("  expect_fail: [degenerate-output]\n", "")
+    text = re.sub(r"  gates: \[[^\]]*\]", "  gates: [%s]" % ", ".join(gates), RECIPE, count=1)
+    text = re.sub(r"  expect_fail: \[[^\]]*\]\n", "", text)
+    text = re.sub(r"  tool_choice: \w+\n", "", text)
+    text = re.sub(r"  soak: \{[^}]*\}\n", "", text)
     path = tmp_path / "seat.yml"
     path.write_text(text + extra)
     return path
