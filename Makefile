@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-down unit integration lint molecule test
+.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-down unit integration lint molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -26,6 +26,23 @@ lab: lab-up
 	@mkdir -p $(RUN_DIR)
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/site.log $(VENV)/ansible-playbook -i inventory/lab site.yml -l gpu_nodes
 	@echo "site.yml output: $(RUN_DIR)/site.log; facts cached in .cache/facts/; node state under /var/lib/seatwright on node-a and node-b"
+
+# The lab's checkpoints made on the controller and staged onto the nodes by the weights role, the
+# engine image built on node-a and streamed to node-b, then the two-node seat (TP2 across node-a and
+# node-b) and the lab seat (SmolLM2 on node-a); the lab seat comes last, so its answer and the path
+# of its evidence end the output. Needs the lab up and prepared (make lab).
+lab-seats:
+	@mkdir -p $(RUN_DIR)
+	bash scripts/lab-models >$(RUN_DIR)/lab-models.json
+	for model in tiny-llama smollm2-135m-instruct; do \
+	  $(VENV)/ansible-playbook -i inventory/lab playbooks/weights.yml -e @lab/weights/$$model.yml; done
+	$(VENV)/ansible-playbook -i inventory/lab playbooks/images.yml -e engine_image_name=lab-vllm-cpu
+	$(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab-tp2.yml | tee $(RUN_DIR)/seat-lab-tp2.log
+	$(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab.yml | tee $(RUN_DIR)/seat-lab.log
+
+# The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
+lab-seat-test:
+	$(VENV)/python -m pytest tests/lab/seat -v
 
 lab-down:
 	molecule destroy

@@ -1,0 +1,206 @@
+"""The seat lifecycle's "Must show" list on the molecule lab (node-a, node-b on labfabric).
+
+Brings the lab up (molecule create and prepare, then site.yml: each node runs its own Docker
+engine and holds the lab engine image), makes and stages the lab checkpoints, and declares a co-tenant container on
+node-a (`lab-omni`, in inventory/lab). Then, in order: the lab seat answers and evicts the
+co-tenant; a re-run changes nothing; seat-down restores it; an engine that exits at start fails
+fast; a hung rendezvous fails at its timeout with stack dumps; the two-node seat answers with both
+ranks in one TP group; a Ray head and worker come up and go down. Removes the lab at the end.
+About twelve minutes on two cores. Run it under the lab lock:
+
+  flock /tmp/seatwright-lab.lock make lab-seat-test
+
+Status: written against the lab engine image's definition (images/lab-vllm-cpu.yml) and checked
+in pieces with a stub image on the host's Docker; not yet run end to end on the lab, so it lives
+outside tests/integration (which `make test` runs) until it has passed there.
+"""
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+DOCKER = "/usr/bin/docker"
+ENGINE_IMAGE_REPOSITORY = "seatwright/vllm-cpu"
+COTENANT = "lab-omni"
+RECIPES = ROOT / "tests" / "lab" / "seat" / "recipes"
+LAB_URL = "http://172.30.99.11:8000"
+
+
+def env():
+    return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                PATH="%s:/usr/bin:%s" % (ROOT / ".venv" / "bin", os.environ.get("PATH", "")))
+
+
+def sh(*argv, check=True, timeout=1800):
+    done = subprocess.run(list(argv), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        pytest.fail("%s failed (rc %d):\n%s\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:],
+                                                   done.stderr[-2000:]))
+    return done
+
+
+def node(name, *argv, check=True):
+    return sh(DOCKER, "exec", name, *argv, check=check)
+
+
+def playbook(path, *extra, timeout=1200):
+    """(rc, stdout, seconds) of one ansible-playbook run against the lab inventory."""
+    started = time.monotonic()
+    done = sh(str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "inventory/lab", path, *extra,
+              check=False, timeout=timeout)
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def recap(output, host):
+    match = re.search(r"^%s\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)" % host, output, re.M)
+    assert match, output[-3000:]
+    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
+
+
+def evidence_dir(output):
+    found = re.findall(r"evidence: (\S+)", output)
+    assert found, output[-3000:]
+    return Path(found[-1].rstrip("'\""))
+
+
+def container(host, name):
+    done = node(host, "docker", "container", "inspect", name, check=False)
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout)[0]
+
+
+def cotenant_running():
+    state = container("node-a", COTENANT)
+    return bool(state and state["State"]["Running"])
+
+
+def chat(url, model):
+    request = urllib.request.Request(url + "/v1/chat/completions", method="POST", data=json.dumps({
+        "model": model, "max_tokens": 16, "temperature": 0,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}]}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def recipe_args(name):
+    return ["-e", "seat=%s" % name, "-e", "seat_recipe=%s" % (RECIPES / ("%s.yml" % name)),
+            "-e", "plan_out=%s" % (ROOT / ".cache" / "plans" / ("%s.json" % name))]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if not os.path.exists(DOCKER):
+        pytest.fail("needs %s" % DOCKER)
+    sh("molecule", "destroy")
+    try:
+        sh("molecule", "create")
+        sh("molecule", "prepare", "--force")
+        # Node preparation (each node's rendered NCCL env), then the engine image on both nodes.
+        for path, extra in (("site.yml", ["-l", "gpu_nodes"]),
+                            ("playbooks/images.yml", ["-e", "engine_image_name=lab-vllm-cpu"])):
+            rc, out, _ = playbook(path, *extra, timeout=3600)
+            assert rc == 0, out[-3000:]
+        sh("bash", "scripts/lab-models")
+        for model in ("smollm2-135m-instruct", "tiny-llama"):
+            rc, out, _ = playbook("playbooks/weights.yml", "-e", "@lab/weights/%s.yml" % model)
+            assert rc == 0, out[-3000:]
+        # A co-tenant service on node-a that the exclusive lab seats evict (declared in inventory/lab).
+        node("node-a", "docker", "rm", "-f", COTENANT, check=False)
+        image = node("node-a", "docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                     ENGINE_IMAGE_REPOSITORY).stdout.split()[0]
+        node("node-a", "docker", "run", "-d", "--init", "--name", COTENANT, "--entrypoint", "sleep", image,
+             "infinity")
+        yield
+    finally:
+        for seat in ("lab", "lab-tp2", "lab-exits", "lab-hang", "lab-ray"):
+            playbook("playbooks/seat-down.yml", "-e", "seat=%s" % seat)
+        sh("molecule", "destroy", check=False)
+
+
+def test_lab_seat_answers_and_evicts_the_cotenant(lab):
+    rc, out, seconds = playbook("playbooks/seat-lab.yml")
+    assert rc == 0, out[-4000:]
+    answer = chat(LAB_URL, "smollm2-135m-instruct")
+    assert answer["choices"][0]["message"]["content"].strip()
+    assert not cotenant_running()
+    evidence = evidence_dir(out)
+    bringup = json.loads((evidence / "bringup.json").read_text())
+    assert bringup["state"] == "serving" and bringup["ready"]["state"] == "ready"
+    rank = json.loads((evidence / "ranks" / "node-a.json").read_text())
+    assert rank["argv"][-3:] == ["--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+    assert rank["container_id"] and rank["image_id"].startswith("sha256:")
+    assert (evidence / "plan.json").exists() and list((evidence / "logs").iterdir())
+
+
+def test_rerun_changes_nothing_and_keeps_the_container(lab):
+    before = container("node-a", "seatwright-lab-rank0")["Id"]
+    rc, out, _ = playbook("playbooks/seat-lab.yml")
+    assert rc == 0, out[-4000:]
+    assert recap(out, "node-a")["changed"] == 0
+    assert container("node-a", "seatwright-lab-rank0")["Id"] == before
+
+
+def test_seat_down_removes_the_seat_and_restores_the_cotenant(lab):
+    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab")
+    assert rc == 0, out[-4000:]
+    assert container("node-a", "seatwright-lab-rank0") is None
+    assert cotenant_running()
+
+
+def test_engine_that_exits_at_start_fails_fast_with_its_last_lines(lab):
+    rc, out, _ = playbook("playbooks/bringup.yml", *recipe_args("lab-exits"), "-l", "node-a,localhost")
+    assert rc != 0
+    assert "is not running (exit code" in out
+    assert "unrecognized arguments: --seatwright-no-such-flag" in out
+    elapsed = [float(x) for x in re.findall(r"is not running \(exit code \d+\) after (\d+) s", out)]
+    assert elapsed and elapsed[0] <= 30, out[-3000:]
+    assert cotenant_running()
+    assert container("node-a", "seatwright-lab-exits-rank0") is None
+
+
+def test_hung_engine_fails_at_its_timeout_with_stack_dumps(lab):
+    # The two-node recipe on node-a alone: rank 0 waits at the rendezvous for rank 1 forever.
+    started = time.monotonic()
+    rc, out, _ = playbook("playbooks/bringup.yml", *recipe_args("lab-hang"), "-l", "node-a,localhost")
+    assert rc != 0
+    assert "not ready after" in out and "startup timeout 45 s" in out
+    assert time.monotonic() - started < 45 + 240
+    stacks = list((evidence_dir(out) / "stacks").glob("node-a-*.txt"))
+    assert stacks, out[-3000:]
+    text = stacks[0].read_text()
+    assert "py-spy dump --pid" in text and "Thread" in text, text[:2000]
+    assert cotenant_running()
+    assert container("node-a", "seatwright-lab-hang-rank0") is None
+
+
+def test_two_node_seat_answers_with_one_tp_group_over_both_nodes(lab):
+    rc, out, _ = playbook("playbooks/seat-lab-tp2.yml")
+    assert rc == 0, out[-4000:]
+    assert chat("http://172.30.99.11:8001", "tiny-llama")["choices"]
+    logs = evidence_dir(out) / "logs"
+    for host in ("node-a", "node-b"):
+        text = (logs / ("%s-seatwright-lab-tp2-rank%d.log" % (host, 0 if host == "node-a" else 1))).read_text()
+        assert re.search(r"world_size=2", text), text[-2000:]
+    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab-tp2")
+    assert rc == 0, out[-3000:]
+
+
+def test_ray_head_and_worker_come_up_alive_and_go_down(lab):
+    rc, out, _ = playbook("playbooks/bringup.yml", *recipe_args("lab-ray"), "-e", "seat_bringup_until=cluster")
+    assert rc == 0, out[-4000:]
+    assert "Ray cluster whole after" in out
+    assert container("node-a", "seatwright-lab-ray-rank0-ray-head")["State"]["Running"]
+    assert container("node-b", "seatwright-lab-ray-rank1")["State"]["Running"]
+    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab-ray")
+    assert rc == 0, out[-3000:]
+    assert container("node-a", "seatwright-lab-ray-rank0-ray-head") is None
+    assert container("node-b", "seatwright-lab-ray-rank1") is None
