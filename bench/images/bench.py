@@ -61,7 +61,7 @@ def playbook(extra, log):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH="%s:/usr/bin:%s" % (BIN, os.environ.get("PATH", "")))
     cmd = [str(BIN / "ansible-playbook"), "-i", "inventory/lab", "playbooks/images.yml",
-           "-e", "engine_image_read_facts=false"] + extra
+           "-e", '{"engine_image_read_facts": false}'] + extra
     elapsed, out = run(cmd, log, env)
     counts = {host: int(changed) for host, changed in
               re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", out, re.M)}
@@ -90,8 +90,8 @@ def main():
             empty("node-b", log)
             print("bench: pass %d: building again on node-b (%.0f s to distribute)" % (number, distribute_s),
                   flush=True)
-            rebuild_s, rebuild_changed = playbook(["-l", "node-b", "-e", "engine_image_builder=node-b",
-                                                   "-e", "engine_image_distribute=false"], log)
+            rebuild_s, rebuild_changed = playbook(["-l", "node-b", "-e", json.dumps(
+                {"engine_image_builder": "node-b", "engine_image_distribute": False})], log)
             rebuilt = image("node-b", log)
             passes.append({"pass": number, "distribute_s": round(distribute_s, 1), "rebuild_s": round(rebuild_s, 1),
                            "ratio_rebuild_over_distribute": round(rebuild_s / distribute_s, 2),

@@ -125,3 +125,35 @@ def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, pla
         assert fragment in text, fragment
     recap = result.stdout.split("PLAY RECAP")[1]
     assert "UNREACHABLE" not in result.stdout and "node-a" not in recap and "node-b" not in recap
+
+
+def _cache_image_facts(tmp_path, host="node-a"):
+    """The lab image's facts as engine_image_facts cached them on node-a (recorded from the real image)."""
+    facts = json.loads((ROOT / "tests" / "fixtures" / "engine_images" / "lab-vllm-cpu-facts.json").read_text())
+    cache_play = tmp_path / "cache.yml"
+    cache_play.write_text(
+        "- hosts: %s\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n        cacheable: true\n        seatwright_engine_images: %s\n"
+        "      vars:\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        % (host, json.dumps({"lab-vllm-cpu": facts})))
+    assert run(tmp_path, str(cache_play), inventory="inventory/lab").returncode == 0
+
+
+def test_a_flag_the_lab_image_does_not_know_is_refused_by_name(tmp_path):
+    _cache_image_facts(tmp_path)
+    recipe = ROOT / "tests" / "fixtures" / "seats" / "lab-stale-flag.yml"
+    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=lab-stale-flag", "-e", "seat_recipe=%s" % recipe,
+                 "-e", "seat_hosts=node-a", inventory="inventory/lab")
+    assert result.returncode != 0
+    assert "refused by rule image-flags: node rank 0 on node-a passes --num-scheduler-steps" in result.stdout
+    assert "vllm 0.32.0+cpu in image seatwright/vllm-cpu:" in result.stdout
+
+
+def test_the_lab_seat_plans_against_the_lab_image(tmp_path):
+    _cache_image_facts(tmp_path)
+    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=lab", "-e", "seat_hosts=node-a",
+                 inventory="inventory/lab")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "note: engine image seatwright/vllm-cpu:" in result.stdout
+    assert "torch 2.13.0+cpu, FlashInfer absent, Ray 2.60.0" in result.stdout
+
