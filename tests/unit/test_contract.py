@@ -151,8 +151,8 @@ def test_fleet_variables_that_hold_and_their_defaults():
     nodes = {"node-a": dict(GOOD, seatwright_fleet_incumbents=["glm53"], seatwright_fleet_promotion_margin=0)}
     assert check_fleet(nodes) == []
     fleet = contract.normalised({}, contract.FLEET_VARIABLES)
-    assert fleet["seatwright_fleet_incumbents"] == [] and fleet["seatwright_fleet_incumbent_max_age_days"] == 30
-    assert fleet["seatwright_fleet_promotion_margin"] == 0.05
+    assert fleet["seatwright_fleet_incumbents"] == [] and fleet["seatwright_fleet_incumbent_max_age_days"] == 14
+    assert fleet["seatwright_fleet_promotion_margin"] == 0.10
 
 
 def test_fleet_variables_must_agree_on_every_host():

@@ -15,11 +15,14 @@ A qualification pass alone never promotes.
 """
 import math
 
+from ansible.module_utils.seatwright.node.contract import BY_NAME
+
 PROMOTE = "promote"
 DO_NOT_PROMOTE = "do not promote"
 LAB_RESULT = "lab result"
-DEFAULT_MAX_AGE_DAYS = 14
-DEFAULT_MARGIN = 0.10
+# The fleet contract holds the defaults, so the playbook, the CLI and the README cannot disagree.
+DEFAULT_MAX_AGE_DAYS = BY_NAME["seatwright_fleet_incumbent_max_age_days"].default
+DEFAULT_MARGIN = BY_NAME["seatwright_fleet_promotion_margin"].default
 HEADLINE = "output_tok_s"
 SIDE_BY_SIDE = (
     ("output_tok_s", "output tok/s", True),

@@ -64,11 +64,11 @@ VARIABLES = (
     Variable("seatwright_fleet_incumbents", "fleet", False, [], None,
              "a list of seat names (seats/<name>.yml), each once",
              "the seats serving in production now; a candidate is compared with them"),
-    Variable("seatwright_fleet_incumbent_max_age_days", "fleet", False, 30, None,
+    Variable("seatwright_fleet_incumbent_max_age_days", "fleet", False, 14, None,
              "a whole number of days from 1 to 3650",
              "an incumbent's benchmark older than this many days is re-measured before a comparison"),
-    Variable("seatwright_fleet_promotion_margin", "fleet", False, 0.05, None,
-             "a fraction from 0 to 1 (0.05: at least 5 % better)",
+    Variable("seatwright_fleet_promotion_margin", "fleet", False, 0.10, None,
+             "a fraction from 0 to 1 (0.10: at least 10 % better; less is inside the benchmark's own spread rule)",
              "how much better than the incumbent a candidate must measure to be promoted"),
 )
 BY_NAME = dict((v.name, v) for v in VARIABLES)
