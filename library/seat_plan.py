@@ -35,6 +35,9 @@ options:
       - The candidate hosts in order, each a mapping with C(host), C(in_inventory) and the host's
         C(seatwright_node_*) variables, plus C(seatwright_gpus) and C(seatwright_checkpoint) from the
         fact cache when present.
+      - A host may also carry C(rdma_fabric_mtu), C(rdma_fabric_probe_threshold) (with its
+        C(_reason)) and C(nvidia_driver_branch) from the inventory; the plan's C(provenance) shows
+        each host's value in effect, the inventory's or the role default with where it comes from.
       - Checkpoint facts count only for the recipe's pinned revision and when they judged the
         checkpoint complete; their safetensors tensor bytes then replace the declared size.
     type: list

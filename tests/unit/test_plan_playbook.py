@@ -35,11 +35,17 @@ def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp
 
 def test_plan_writes_the_contract_json(tmp_path):
     out = tmp_path / "vendor.json"
-    result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=glm53-vendor", "-e", "plan_out=%s" % out)
+    result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=glm53-vendor", "-e", "plan_out=%s" % out,
+                 "-e", '{"rdma_fabric_mtu": 4200}')
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads(out.read_text())
     assert plan["fits"] is True and plan["checkpoint_bytes"] == 204500000000
     assert [rank["host"] for rank in plan["ranks"]] == ["node-a", "node-b"]
+    # Role settings reach the plan with their source: the inventory's value, else the labelled default.
+    shown = {item["what"]: (item["value"], item["source"]) for item in plan["provenance"]}
+    assert shown["fabric MTU (bytes) on node-a, node-b"] == (4200, "inventory")
+    assert shown["NVIDIA driver branch on node-a, node-b"][0] == "580"
+    assert "docs/field.md#driver" in shown["NVIDIA driver branch on node-a, node-b"][1]
 
 
 def test_vendor_glm_on_one_node_fails_with_the_byte_comparison(tmp_path):

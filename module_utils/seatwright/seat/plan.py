@@ -14,6 +14,7 @@ from ansible.module_utils.seatwright.seat.cotenants import eviction_plan
 from ansible.module_utils.seatwright.seat.fit import fit_seat, one_node, size_text, weight_estimate
 from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible.module_utils.seatwright.node.contract import check_fleet, check_node
+from ansible.module_utils.seatwright.node.defaults import default_origins
 from ansible.module_utils.seatwright.seat.engines import default_port
 from ansible.module_utils.seatwright.seat.launch import MODEL_ROOT, render
 from ansible.module_utils.seatwright.seat.recipe import validate_recipe
@@ -340,7 +341,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
                 for item in rules["refusals"]]
     unknowns = _unknowns(settings, rules, fit)
     cost = fleet_cost(settings, seat_nodes, candidates, first)
-    origin = provenance(settings, fit)
+    origin = provenance(settings, fit) + default_origins(candidates[:len(seat_nodes)])
     settings.pop("_declared_serving")
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     return {
