@@ -110,26 +110,14 @@ def write_plots(evidence_dir, record, telemetry):
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.errorbar(conc, [v or 0 for v in med("output_tok_s")], yerr=err("output_tok_s"), marker="o", capsize=4,
                 label="output tok/s (all streams)")
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("output tokens / s")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(conc, [str(c) for c in conc])
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    _concurrency_axes(ax, conc, "output tokens / s", title)
     written.append(_save(fig, evidence_dir, "throughput.png"))
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.errorbar(conc, [v or 0 for v in med("ttft_ms_p50")], yerr=err("ttft_ms_p50"), marker="o", capsize=4,
                 label="TTFT p50 (first visible)")
     ax.plot(conc, [v or 0 for v in med("ttfo_ms_p50")], marker="x", linestyle="--",
             label="first output p50 (reasoning included)")
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("ms")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(conc, [str(c) for c in conc])
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    _concurrency_axes(ax, conc, "ms", title)
     written.append(_save(fig, evidence_dir, "ttft.png"))
     hosts = (telemetry or {}).get("hosts") or {}
     if hosts:
@@ -154,6 +142,17 @@ def write_plots(evidence_dir, record, telemetry):
         written.append(_save(fig, evidence_dir, "power.png"))
     plt.close("all")
     return [name for name in written if name in dict(PLOTS)]
+
+
+def _concurrency_axes(ax, conc, ylabel, title):
+    """The axes every per-concurrency plot shares: levels on a log2 scale, labelled as run."""
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel(ylabel)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(conc, [str(c) for c in conc])
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
 
 
 def _save(fig, evidence_dir, name):
