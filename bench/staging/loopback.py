@@ -10,8 +10,14 @@ pass, after dropping the page cache where allowed and re-reading the source (war
   verified-direct  staging_pull.stage, as weight_stage runs it (signature checked, every byte hashed)
   verified-nosig   the same with the listing-signature check replaced by "accept"
 
+With --baseline DIR (an older checkout of the repository, e.g. made with
+`git archive main module_utils bench/staging | tar -x -C DIR`), the same run also times that
+checkout's plain copy and verified pull (plain-direct@baseline, verified-direct@baseline), so a
+change to the pipeline is judged side by side with what it replaces, on the same source and disk.
+
 Needs python3 only (module_utils is imported through a temporary `ansible.module_utils` shim).
   python3 bench/staging/loopback.py --work /tmp/sw-loop --passes 5 --out bench/results/staging-loopback.json
+      [--baseline /tmp/sw-main]
 """
 import argparse
 import json
@@ -30,14 +36,15 @@ ROOT = Path(__file__).resolve().parents[2]
 METHODS = ["plain-direct", "verified-direct", "verified-nosig"]
 
 
-def shim(work):
-    base = work / "shim" / "ansible" / "module_utils"
+def shim(folder, tree):
+    """A folder holding ansible/module_utils/seatwright -> tree's module_utils (the nodes have no Ansible)."""
+    base = folder / "ansible" / "module_utils"
     base.mkdir(parents=True, exist_ok=True)
-    (work / "shim" / "ansible" / "__init__.py").touch()
+    (folder / "ansible" / "__init__.py").touch()
     (base / "__init__.py").touch()
     if not (base / "seatwright").exists():
-        os.symlink(str(ROOT / "module_utils" / "seatwright"), str(base / "seatwright"))
-    sys.path.insert(0, str(work / "shim"))
+        os.symlink(str(tree / "module_utils" / "seatwright"), str(base / "seatwright"))
+    return folder
 
 
 def drop_caches():
@@ -57,10 +64,17 @@ def main(argv=None):
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--shard-mib", type=int, default=1024)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--baseline", help="an older checkout (module_utils/ and bench/staging/) to time beside this one")
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    shim(work)
+    trees = {"": (ROOT, shim(work / "shim", ROOT))}
+    methods = list(METHODS)
+    if args.baseline:
+        baseline = Path(args.baseline).resolve()
+        trees["@baseline"] = (baseline, shim(work / "shim-baseline", baseline))
+        methods += ["plain-direct@baseline", "verified-direct@baseline"]
+    sys.path.insert(0, str(trees[""][1]))
     from ansible.module_utils.seatwright.io import staging_source
 
     made = json.loads(subprocess.run(
@@ -75,19 +89,20 @@ def main(argv=None):
     url = "http://127.0.0.1:%d" % server.server_address[1]
     records = []
     for index in range(1, args.passes + 1):
-        shift = (index - 1) % len(METHODS)
-        for method in METHODS[shift:] + METHODS[:shift]:
+        shift = (index - 1) % len(methods)
+        for method in methods[shift:] + methods[:shift]:
             dest = work / "dst"
             shutil.rmtree(str(dest), ignore_errors=True)
             dropped = drop_caches()
             subprocess.run("cat %s/blobs/* > /dev/null" % made["path"], shell=True, check=True)
             load = os.getloadavg()[0]
-            if method == "plain-direct":
-                command = [sys.executable, str(ROOT / "bench" / "staging" / "plain_pull.py"), "--url", url,
+            tree, shim_dir = trees["@baseline" if method.endswith("@baseline") else ""]
+            if method.startswith("plain-direct"):
+                command = [sys.executable, str(tree / "bench" / "staging" / "plain_pull.py"), "--url", url,
                            "--token-file", str(work / "token"), "--dest", str(dest), "--streams", "4", "--direct"]
             else:
-                command = [sys.executable, str(ROOT / "bench" / "staging" / "stage_direct.py"), "--shim",
-                           str(work / "shim"), "--url", url, "--token-file", str(work / "token"), "--dest",
+                command = [sys.executable, str(tree / "bench" / "staging" / "stage_direct.py"), "--shim",
+                           str(shim_dir), "--url", url, "--token-file", str(work / "token"), "--dest",
                            str(dest / "models--seatwright--synthetic"), "--revision", made["revision"]]
                 if method == "verified-nosig":
                     command.append("--no-signature-check")
@@ -96,10 +111,10 @@ def main(argv=None):
                             "mb_per_s": round(made["bytes"] / inner["seconds"] / 1e6, 1),
                             "auth_seconds": inner.get("auth_seconds"), "loadavg_1m_before": round(load, 2),
                             "caches_dropped": dropped})
-            print("pass %d %-16s %7.2f s %8.1f MB/s  load %.2f" % (index, method, inner["seconds"],
+            print("pass %d %-24s %7.2f s %8.1f MB/s  load %.2f" % (index, method, inner["seconds"],
                                                                   records[-1]["mb_per_s"], load), flush=True)
     server.shutdown()
-    med = {m: statistics.median(r["seconds"] for r in records if r["method"] == m) for m in METHODS}
+    med = {m: statistics.median(r["seconds"] for r in records if r["method"] == m) for m in methods}
     per_pass = {}
     for r in records:
         per_pass.setdefault(r["pass"], {})[r["method"]] = r["seconds"]
@@ -110,7 +125,7 @@ def main(argv=None):
                                  if line.startswith("model name")), "?")},
         "checkpoint": {"bytes": made["bytes"], "files": len(made["files"]), "shards": args.shards,
                        "shard_mib": args.shard_mib},
-        "median_mb_per_s": {m: round(made["bytes"] / med[m] / 1e6, 1) for m in METHODS},
+        "median_mb_per_s": {m: round(made["bytes"] / med[m] / 1e6, 1) for m in methods},
         "verified_vs_plain_direct": round(med["plain-direct"] / med["verified-direct"], 3),
         "verified_vs_plain_direct_per_pass": [round(p["plain-direct"] / p["verified-direct"], 3)
                                               for p in per_pass.values()],
@@ -119,6 +134,15 @@ def main(argv=None):
             r["auth_seconds"] for r in records if r["method"] == "verified-direct"),
         "records": records,
     }
+    if args.baseline:
+        doc["baseline"] = {
+            "tree": str(args.baseline),
+            "verified_vs_plain_direct": round(med["plain-direct@baseline"] / med["verified-direct@baseline"], 3),
+            "verified_vs_plain_direct_per_pass": [round(p["plain-direct@baseline"] / p["verified-direct@baseline"], 3)
+                                                  for p in per_pass.values()],
+            "verified_now_vs_baseline": round(med["verified-direct@baseline"] / med["verified-direct"], 3),
+            "plain_now_vs_baseline": round(med["plain-direct@baseline"] / med["plain-direct"], 3),
+        }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "records"}, indent=2))

@@ -287,3 +287,79 @@ def test_source_serves_only_listed_files_with_ranges(tmp_path, source):
     assert get("/file/../../etc/passwd")[0] == 404
     assert get("/file/" + target, Range="bytes=0-10")[0] == 416
     assert get("/listing", Authorization="Bearer " + TOKEN)[0] == 403
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """64 KiB chunks: a 2 MiB shard is 32 of them, so the ring of buffers wraps many times per file."""
+    monkeypatch.setattr(staging_pull, "CHUNK", 64 * 1024)
+    return 64 * 1024
+
+
+@pytest.mark.parametrize("direct_io", [True, False])
+def test_chunks_are_hashed_and_written_in_arrival_order_around_the_ring(tmp_path, source, small_chunks, direct_io):
+    result = stage(options(tmp_path, source.url, direct_io=direct_io))
+    assert result["verified"] and result["files_fetched"] == 5
+    for name, payload in source.files.items():
+        if name.endswith(".safetensors"):
+            assert len(payload) > 3 * staging_pull.BUFFERS * small_chunks
+            with open(dest_blob(tmp_path, source, name), "rb") as handle:
+                assert handle.read() == payload
+    assert scan_checkpoint(result["dest"], REVISION, "full")[0]["verified"]
+
+
+@pytest.mark.parametrize("offset", [-100, -(64 * 1024 + 7), 5 * 64 * 1024 + 3])
+def test_corrupt_byte_in_a_late_chunk_fails_the_file_and_its_partial_is_never_renamed(
+        tmp_path, source, small_chunks, monkeypatch, offset):
+    flip_byte(blob_path(source.path, SHARD2), offset)
+    renamed = []
+    real_replace = os.replace
+
+    def replace(src, dst, *rest, **kw):
+        renamed.append(os.path.basename(str(dst)))
+        return real_replace(src, dst, *rest, **kw)
+
+    monkeypatch.setattr(staging_pull.os, "replace", replace)
+    with pytest.raises(StagingError) as caught:
+        stage(options(tmp_path, source.url))
+    assert "its copy of %s is corrupt" % SHARD2 in str(caught.value)
+    bad = dest_blob(tmp_path, source, SHARD2)
+    assert os.path.basename(bad) not in renamed and not os.path.exists(bad)
+    assert not [n for n in os.listdir(os.path.dirname(bad)) if n.endswith((".incomplete", ".partial"))]
+    # The other files still arrived whole and verified.
+    assert os.path.exists(dest_blob(tmp_path, source, "model-00001-of-00003.safetensors"))
+
+
+def test_failed_write_stops_the_file_with_no_chunk_written_past_the_gap(tmp_path, source, small_chunks, monkeypatch):
+    real_write = staging_pull.PartialFile.write
+    calls = {"n": 0}
+
+    def write(handle, view):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(handle, view)
+
+    monkeypatch.setattr(staging_pull.PartialFile, "write", write)
+    opts = options(tmp_path, source.url, streams=1, retries=0)
+    with pytest.raises(StagingError) as caught:
+        stage(opts)
+    # Only that file failed: the stream's next file got a fresh connection, not the unread rest of this one.
+    assert "failed for 1 file(s)" in str(caught.value) and "No space left on device" in str(caught.value)
+    blobs = tmp_path / "dst" / "models--org--model" / "blobs"
+    partials = [p for p in blobs.iterdir() if p.name.endswith(".incomplete")]
+    # The file stops at the failed chunk: three chunks kept, none after the gap, not renamed.
+    assert len(partials) == 1 and partials[0].stat().st_size == 3 * small_chunks
+    assert not (blobs / partials[0].name[:-len(".incomplete")]).exists()
+    assert len(list(blobs.iterdir())) == 5
+    # The partial holds the source's first three chunks, so the next run resumes from it.
+    payload = [b for n, b in source.files.items() if partials[0].name.startswith(blob_name(n, b))][0]
+    assert partials[0].read_bytes() == payload[:3 * small_chunks]
+    monkeypatch.setattr(staging_pull.PartialFile, "write", real_write)
+    result = stage(opts)
+    assert [t["bytes_reused"] for t in result["transfers"] if t["action"] == "resume"] == [3 * small_chunks]
+    assert scan_checkpoint(result["dest"], REVISION, "full")[0]["verified"]
+
+
+def test_lost_connection_after_many_chunks_resumes_from_what_was_written(tmp_path, source, small_chunks, monkeypatch):
+    test_lost_connection_mid_file_resumes_in_the_same_run(tmp_path, source, monkeypatch)
