@@ -116,6 +116,22 @@ def window(records):
     return min(starts) / 1e9, max(ends) / 1e9
 
 
+def mean_in_flight(records):
+    """Requests in flight on average over the records' window: the sum of their durations / the window.
+
+    A closed loop at concurrency c that keeps its streams busy reads close to c; a load generator
+    starved of CPU (gaps between one request's end and the next one's start) reads less, and then
+    measures a lighter load than it was asked for. None without timestamps.
+    """
+    spans = [(r["start_ns"], r["end_ns"]) for r in records if r.get("start_ns") and r.get("end_ns")]
+    if not spans:
+        return None
+    width = max(end for _, end in spans) - min(start for start, _ in spans)
+    if width <= 0:
+        return None
+    return sum(end - start for start, end in spans) / float(width)
+
+
 def strip_text(records):
     """The records without their text (the record keeps figures; text only feeds the loop check)."""
     return [{k: v for k, v in r.items() if k != "text"} for r in records]
