@@ -92,9 +92,15 @@ def server_env(server_cpus):
 
 
 def mean_in_flight_vllm(result):
-    """vLLM's benchmark's per-request start times and latencies as records: requests in flight on average."""
+    """vLLM's benchmark's per-request start times and latencies as records: requests in flight on average.
+
+    Without start times (vLLM keeps them only with --save-detailed), the sum of latencies over its duration.
+    """
+    latencies = [x for x in result.get("latencies") or [] if x and x > 0]
+    if not result.get("start_times"):
+        return sum(latencies) / result["duration"] if latencies and result.get("duration") else None
     spans = [{"start_ns": int(start * 1e9), "end_ns": int((start + latency) * 1e9)}
-             for start, latency in zip(result.get("start_times") or [], result.get("latencies") or [])
+             for start, latency in zip(result["start_times"], result.get("latencies") or [])
              if latency and latency > 0]
     return records.mean_in_flight(spans)
 
@@ -264,7 +270,9 @@ def vllm_bench_argv(args, seed):
             "--max-concurrency", str(args.concurrency), "--ignore-eos", "--seed", str(seed),
             # One warm-up request per stream, as seatwright asks AIPerf for (bench_runner.command).
             "--num-warmups", str(args.concurrency),
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99"]
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+            # Keeps each request's start time in the result (for the requests in flight); reporting only.
+            "--save-detailed"]
 
 
 class VllmBench:
@@ -324,6 +332,9 @@ def main():
                    help="wait until the host's 1-minute load average is below this before starting")
     p.add_argument("--vllm-python", default="/work/venvs/vllm/bin/python")
     p.add_argument("--aiperf", default=None)
+    p.add_argument("--poll-hz", type=int, default=wl.CLOSED_LOOP_POLL_HZ,
+                   help="seatwright's AIPerf free-stream check rate (tools/seatwright-bench --poll-hz; 0: AIPerf's "
+                        "busy loop)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--requests", type=int, default=32)
@@ -349,6 +360,8 @@ def main():
         server = Server(argv, server_env(server_cpus), server_cpus, os.path.join(workdir, "server.log"))
         log("starting the vLLM server%s: %s" % (" on CPU " + cpu_text(server_cpus) if server_cpus else "",
                                                 " ".join(shlex.quote(a) for a in argv)))
+    # A timeout or a kill ends the run through the finally below: never leave the server running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit("fidelity: terminated (signal %d)" % signum))
     try:
         if server:
             ready_s = server.start(args.base_url)
@@ -375,7 +388,7 @@ def main():
 def measure(args, load, workdir, server):
     """The alternating rounds against the ready server; the result without when/command."""
     runner = bench_runner.AIPerfRunner(args.aiperf or bench_runner.aiperf_binary(str(ROOT)), args.base_url,
-                                       args.model, args.tokenizer, workdir, load)
+                                       args.model, args.tokenizer, workdir, load, poll_hz=args.poll_hz)
     log("starting vLLM's benchmark process (imports vLLM once)")
     reference = VllmBench(args.vllm_python)
     pinning = {"harness": affinity_of([os.getpid(), reference.proc.pid])}

@@ -305,6 +305,35 @@ def test_aiperf_command_keeps_the_key_off_the_command_line_and_the_generator_lig
     assert argv[argv.index("--extra-inputs") + 1] == "ignore_eos:true"
 
 
+@pytest.mark.parametrize("poll_hz, expected", [
+    (None, ["--request-rate", "1000", "--arrival-pattern", "constant"]),   # the default: a 1 ms timer
+    (250, ["--request-rate", "250", "--arrival-pattern", "constant"]),
+    (0, None),                                                             # AIPerf's own busy loop
+])
+def test_aiperf_closed_loop_checks_for_a_free_stream_on_a_timer(tmp_path, poll_hz, expected):
+    from ansible.module_utils.seatwright.io.bench_runner import AIPerfRunner
+    extra = {} if poll_hz is None else {"poll_hz": poll_hz}
+    runner = AIPerfRunner("aiperf", "http://10.0.0.11:8000/v1", "tiny", "/models/tiny", str(tmp_path), wl.workload(),
+                          **extra)
+    argv = runner.command(4, 16, 7, str(tmp_path / "out"))
+    assert argv[argv.index("--concurrency") + 1] == "4"   # still a closed loop of 4 streams
+    if expected is None:
+        assert "--request-rate" not in argv and "--arrival-pattern" not in argv
+    else:
+        at = argv.index("--request-rate")
+        assert argv[at:at + 4] == expected
+
+
 def test_verdict_of_a_warmup_with_no_throughput_names_it():
     out = analysis.verdict([], {"settled": False, "output_tok_s": [None, 12.5]})
     assert out["reasons"] == ["warm-up did not settle within 2 passes (n/a, 12.5): the seat is unstable"]
+
+
+def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
+    (tmp_path / "tok").mkdir()
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "seatwright-bench"), "--evidence-dir",
+                           str(tmp_path / "evidence" / "lab" / "20261130T000000Z"), "--base-url",
+                           "http://127.0.0.1:9/v1", "--model", "m", "--tokenizer", str(tmp_path / "tok"),
+                           "--poll-hz", "-1"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "--poll-hz must be 0 (AIPerf's own busy loop) or a rate per second, got -1" in proc.stderr

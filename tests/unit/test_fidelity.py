@@ -102,6 +102,8 @@ def test_mean_in_flight_from_vllm_bench_start_times_and_latencies():
     # three requests with a latency over a 2 s window (the failed one, latency 0, is left out)
     assert fidelity.mean_in_flight_vllm(result) == pytest.approx(1.5)
     assert fidelity.mean_in_flight_vllm({}) is None
+    # without start times: the sum of latencies over the benchmark's duration
+    assert fidelity.mean_in_flight_vllm({"latencies": [2.0, 2.0, 0.0], "duration": 2.0}) == pytest.approx(2.0)
 
 
 def test_cpu_usage_splits_server_harness_and_the_rest():

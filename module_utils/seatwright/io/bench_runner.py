@@ -74,7 +74,8 @@ def read_counters(base_url, model, api_key=None):
 class AIPerfRunner:
     """One AIPerf profile per call, against one endpoint, with the counters read around it."""
 
-    def __init__(self, aiperf, base_url, model, tokenizer, workdir, load, api_key_env=None, timeout_s=900):
+    def __init__(self, aiperf, base_url, model, tokenizer, workdir, load, api_key_env=None, timeout_s=900,
+                 poll_hz=wl.CLOSED_LOOP_POLL_HZ):
         self.aiperf = aiperf
         self.base_url = base_url
         self.model = model
@@ -83,6 +84,7 @@ class AIPerfRunner:
         self.load = load
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
+        self.poll_hz = poll_hz
         self.commands = []
 
     def _api_key(self):
@@ -106,6 +108,9 @@ class AIPerfRunner:
             # own benchmark does with its test request: otherwise the first wave's TTFT is TCP setup.
             "--warmup-request-count", str(concurrency),
         ]
+        if self.poll_hz:
+            # A closed loop still: the rate only paces the check for a free stream (workload.CLOSED_LOOP_POLL_HZ).
+            argv += ["--request-rate", str(self.poll_hz), "--arrival-pattern", "constant"]
         if load["streaming"]:
             argv.append("--streaming")
         if load["ignore_eos"]:
