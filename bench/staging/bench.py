@@ -19,6 +19,11 @@ cache-entry checkpoint of `--shards` x `--shard-mib` MiB on ckpt-a and moves it 
   disk           no transfer: dd writes the same bytes from memory with O_DIRECT, one writer per
                  shard, the destination disk's own limit (a reference, not a copy)
 
+With --baseline DIR (an older checkout, at least module_utils/ and bench/staging/, e.g. from
+`git archive REF module_utils bench/staging | tar -x -C DIR`), every pass also runs that
+checkout's plain copy and verified pull (plain-direct@baseline, verified-direct@baseline), so a
+change to the pipeline is judged side by side with what it replaces, in the same run.
+
 Every HTTP method pulls from one weight_source started once (async) on ckpt-a. Methods run in a
 different order each pass; before each one the destination is removed, dirty pages are flushed,
 the host page cache is dropped and (with --cache warm-source) the source re-read, and the run
@@ -51,7 +56,9 @@ INVENTORY = ROOT / "tests" / "integration" / "staging" / "inventory.yml"
 SOURCE_URL = "http://172.30.98.11:8473"
 METHODS = ["plain", "plain-direct", "curl", "copy+sha256sum", "rsync", "verified", "verified-direct",
            "verified-nosig", "disk"]
+BASELINE_METHODS = ["plain-direct@baseline", "verified-direct@baseline"]
 SHIM = "/opt/sw"
+BASELINE_SHIM, BASELINE_BIN = "/opt/sw-baseline", "/usr/local/lib/sw-baseline"
 TIMER = ("import json, subprocess, sys, time; t = time.monotonic(); "
          "r = subprocess.run(sys.argv[1], shell=True, stdout=subprocess.PIPE, text=True); "
          "print(json.dumps({'seconds': round(time.monotonic() - t, 3), 'stdout': r.stdout})); sys.exit(r.returncode)")
@@ -144,6 +151,14 @@ def setup(args, token):
     on("ckpt-b", "mkdir -p %s/ansible/module_utils && touch %s/ansible/__init__.py %s/ansible/module_utils/__init__.py"
        % (SHIM, SHIM, SHIM))
     sh([DOCKER, "cp", str(ROOT / "module_utils" / "seatwright"), "ckpt-b:%s/ansible/module_utils/" % SHIM])
+    if args.baseline:
+        base = Path(args.baseline)
+        on("ckpt-b", "mkdir -p %s %s/ansible/module_utils && touch %s/ansible/__init__.py "
+                     "%s/ansible/module_utils/__init__.py" % (BASELINE_BIN, BASELINE_SHIM, BASELINE_SHIM, BASELINE_SHIM))
+        for script in (base / "bench" / "staging" / "plain_pull.py", base / "bench" / "staging" / "stage_direct.py",
+                       base / "module_utils" / "seatwright" / "weights" / "staging_auth.py"):
+            sh([DOCKER, "cp", str(script), "ckpt-b:%s/" % BASELINE_BIN])
+        sh([DOCKER, "cp", str(base / "module_utils" / "seatwright"), "ckpt-b:%s/ansible/module_utils/" % BASELINE_SHIM])
     made = json.loads(on("ckpt-a", "python3 /usr/local/bin/make_checkpoint.py --out /srv/hf --shards %d "
                                    "--shard-mib %d" % (args.shards, args.shard_mib)))
     on("ckpt-b", "printf %s > /run/token" % token)
@@ -160,6 +175,13 @@ def setup(args, token):
 def method_script(method, made, token):
     """The shell each baseline runs on ckpt-b (verified runs through Ansible instead)."""
     blobs = [(name, entry) for name, entry in sorted(made["files"].items())]
+    if method == "plain-direct@baseline":
+        return ("python3 %s/plain_pull.py --url %s --token-file /run/token --dest /srv/bench/plain-baseline "
+                "--streams 4 --direct" % (BASELINE_BIN, SOURCE_URL))
+    if method == "verified-direct@baseline":
+        return ("python3 %s/stage_direct.py --shim %s --url %s --token-file /run/token --dest "
+                "/srv/bench/verified-baseline/models--seatwright--synthetic --revision %s" % (
+                    BASELINE_BIN, BASELINE_SHIM, SOURCE_URL, made["revision"]))
     if method in ("plain", "plain-direct", "copy+sha256sum"):
         script = ("python3 /usr/local/bin/plain_pull.py --url %s --token-file /run/token --dest /srv/bench/%s "
                   "--streams 4%s" % (SOURCE_URL, method, " --direct" if method == "plain-direct" else ""))
@@ -237,12 +259,12 @@ def one_pass(index, order, made, token, args):
 
 def summarise(records, made):
     by_method = {}
-    for method in METHODS:
+    for method in sorted(set(r["method"] for r in records), key=lambda m: (METHODS + BASELINE_METHODS).index(m)):
         times = sorted(r["seconds"] for r in records if r["method"] == method)
         by_method[method] = {"median_s": statistics.median(times), "min_s": times[0], "max_s": times[-1],
                              "median_mb_per_s": round(made["bytes"] / statistics.median(times) / 1e6, 1),
                              "passes": len(times)}
-    med = {m: by_method[m]["median_s"] for m in METHODS}
+    med = {m: by_method[m]["median_s"] for m in by_method}
     limit = min(("plain", "plain-direct"), key=lambda m: med[m])
     per_pass = {}
     for r in records:
@@ -265,6 +287,18 @@ def summarise(records, made):
     ratios["authenticated_vs_unchecked_per_pass"] = [round(x, 3) for x in auth_pairs]
     ratios["auth_seconds_per_run_median"] = statistics.median(
         r["auth_seconds"] for r in records if r["method"] == "verified-direct")
+    if "verified-direct@baseline" in med:
+        ratios["baseline"] = {
+            "verified_direct_vs_plain_direct": round(med["plain-direct"] / med["verified-direct"], 3),
+            "verified_direct_vs_plain_direct_per_pass": [
+                round(p["plain-direct"] / p["verified-direct"], 3) for p in per_pass.values()],
+            "baseline_verified_direct_vs_plain_direct": round(
+                med["plain-direct@baseline"] / med["verified-direct@baseline"], 3),
+            "baseline_verified_direct_vs_plain_direct_per_pass": [
+                round(p["plain-direct@baseline"] / p["verified-direct@baseline"], 3) for p in per_pass.values()],
+            "verified_direct_now_vs_baseline_throughput": round(med["verified-direct@baseline"] / med["verified-direct"], 3),
+            "plain_direct_now_vs_baseline_throughput": round(med["plain-direct@baseline"] / med["plain-direct"], 3),
+        }
     ratios["meets_0_95_of_plain"] = ratios["verified_vs_plain_throughput"] >= 0.95
     ratios["meets_1_5x_over_copy_then_sha256sum"] = ratios["verified_speedup_over_copy_then_sha256sum"] >= 1.5
     return by_method, ratios
@@ -285,6 +319,21 @@ def environment(args):
                           % (100 * args.quiet_busy, args.quiet_wait_s)}
 
 
+def _baseline_lines(args, ratios):
+    if "baseline" not in ratios:
+        return []
+    b = ratios["baseline"]
+    return ["", "Side by side with an older pipeline (`--baseline %s`, run as plain-direct@baseline and "
+            "verified-direct@baseline in every pass, on the same source and disk): verified-direct / plain-direct "
+            "now %.3f (per pass %s), with the baseline's own plain copy and pull %.3f (per pass %s); verified-direct "
+            "now runs at %.3f x the baseline's throughput, plain-direct at %.3f x." % (
+                args.baseline, b["verified_direct_vs_plain_direct"],
+                ", ".join("%.3f" % x for x in b["verified_direct_vs_plain_direct_per_pass"]),
+                b["baseline_verified_direct_vs_plain_direct"],
+                ", ".join("%.3f" % x for x in b["baseline_verified_direct_vs_plain_direct_per_pass"]),
+                b["verified_direct_now_vs_baseline_throughput"], b["plain_direct_now_vs_baseline_throughput"])]
+
+
 def write_results(args, made, records, by_method, ratios, env, command):
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -303,7 +352,7 @@ def write_results(args, made, records, by_method, ratios, env, command):
                  env["cpu"], env["cores"], env["sha_ni"], env["memory_gib"], env["kernel"], env["node_python"],
                  env["rsync"], env["sha256sum"], ", ".join("%.2f" % x for x in env["loadavg_at_start"])),
              "", "| method | median s | min s | max s | median MB/s |", "|---|---|---|---|---|"]
-    for method in METHODS:
+    for method in by_method:
         m = by_method[method]
         lines.append("| %s | %.2f | %.2f | %.2f | %.1f |" % (method, m["median_s"], m["min_s"], m["max_s"],
                                                             m["median_mb_per_s"]))
@@ -330,15 +379,16 @@ def write_results(args, made, records, by_method, ratios, env, command):
                  ratios["authenticated_vs_unchecked_throughput"],
                  ", ".join("%.3f" % x for x in ratios["authenticated_vs_unchecked_per_pass"]),
                  ratios["auth_seconds_per_run_median"]),
+              ] + _baseline_lines(args, ratios) + [
               "", "Per pass, in seconds. verified is weight_stage's own elapsed_s (listing fetch to manifest "
               "written); plain and plain-direct are plain_pull's own time (listing fetch to last fsync); curl, "
               "rsync and copy+sha256sum are the wall time of their command inside ckpt-b. `outer_s` in the JSON "
               "is the wall time around each command (for verified, the whole Ansible call).", "",
-              "| pass | " + " | ".join(METHODS) + " | host CPU busy during verified |",
-              "|" + "---|" * (len(METHODS) + 2)]
+              "| pass | " + " | ".join(by_method) + " | host CPU busy during verified |",
+              "|" + "---|" * (len(by_method) + 2)]
     for index in sorted({r["pass"] for r in records}):
         row = {r["method"]: r for r in records if r["pass"] == index}
-        lines.append("| %d | %s | %.0f%% |" % (index, " | ".join("%.2f" % row[m]["seconds"] for m in METHODS),
+        lines.append("| %d | %s | %.0f%% |" % (index, " | ".join("%.2f" % row[m]["seconds"] for m in by_method),
                                                100 * row["verified"]["host_cpu_busy_during"]))
     lines += ["", "Method: %s. Cache policy `%s`: before every method the destination is removed, dirty pages "
               "flushed and the host page cache dropped (%s)%s. %s. The containers share the host's cores "
@@ -361,6 +411,7 @@ def main(argv=None):
     parser.add_argument("--quiet-busy", type=float, default=0.15)
     parser.add_argument("--quiet-wait-s", type=int, default=120)
     parser.add_argument("--keep", action="store_true", help="leave the containers up afterwards")
+    parser.add_argument("--baseline", help="an older checkout (module_utils/, bench/staging/) timed beside this one")
     args = parser.parse_args(argv)
     command = "%s %s" % (".venv/bin/python bench/staging/bench.py", " ".join(shlex.quote(a) for a in (
         argv if argv is not None else sys.argv[1:])))
@@ -369,9 +420,10 @@ def main(argv=None):
         made = setup(args, token)
         env = environment(args)
         records = []
+        methods = METHODS + (BASELINE_METHODS if args.baseline else [])
         for index in range(1, args.passes + 1):
-            shift = (index - 1) % len(METHODS)
-            records += one_pass(index, METHODS[shift:] + METHODS[:shift], made, token, args)
+            shift = (index - 1) % len(methods)
+            records += one_pass(index, methods[shift:] + methods[:shift], made, token, args)
         by_method, ratios = summarise(records, made)
         write_results(args, made, records, by_method, ratios, env, command.strip())
         print(json.dumps(ratios, indent=2))
