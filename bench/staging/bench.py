@@ -323,7 +323,7 @@ def _baseline_lines(args, ratios):
     if "baseline" not in ratios:
         return []
     b = ratios["baseline"]
-    return ["", "Side by side with an older pipeline (`--baseline %s`, run as plain-direct@baseline and "
+    return ["", "Side by side with another checkout's pipeline (`--baseline %s`, run as plain-direct@baseline and "
             "verified-direct@baseline in every pass, on the same source and disk): verified-direct / plain-direct "
             "now %.3f (per pass %s), with the baseline's own plain copy and pull %.3f (per pass %s); verified-direct "
             "now runs at %.3f x the baseline's throughput, plain-direct at %.3f x." % (

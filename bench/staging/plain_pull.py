@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The benchmark's plain copy: the same HTTP pull as weight_stage, with no hashing at all.
 
-Same source, same number of streams, same chunk size, same ring of buffers per stream, same
-writer thread, same fsync per file; only verification (the hash thread, temporary names, resume)
-is missing. The gap between this and weight_stage is the price of verification. --direct writes
-with O_DIRECT as weight_stage does, so the comparison can be made with and without the page cache. Standard library only (it runs on the lab nodes); the chunk size
+Same source, same number of streams, same chunk size, same double-buffered writer, same fsync
+per file; only verification, temporary names and resume are missing. The gap between this and weight_stage is the price of
+verification. --direct writes with O_DIRECT as weight_stage does, so the comparison can be made
+with and without the page cache. Standard library only (it runs on the lab nodes); the chunk size
 and the request authentication come from the project's staging_auth.py, copied beside this file
 on a node (or read from the repository).
 
@@ -37,7 +37,6 @@ def _load_staging_auth():
 
 staging_auth = _load_staging_auth()
 CHUNK = staging_auth.CHUNK_BYTES
-BUFFERS = staging_auth.STREAM_BUFFERS
 
 
 def write_all(fd, chunk, direct):
@@ -52,8 +51,7 @@ def auth(secret, path):
 
 
 def fetch(host, port, secret, target, dest_path, direct):
-    """One file, with weight_stage's pipeline minus the hash: a ring of buffers, the next received while
-    the ones before it are written, one writer thread, in order."""
+    """One file, with weight_stage's pipeline: two buffers, the next received while the last is written."""
     conn = http.client.HTTPConnection(host, port, timeout=60)
     path = "/file/" + quote(target, safe="/")
     conn.request("GET", path, headers=auth(secret, path))
@@ -61,27 +59,25 @@ def fetch(host, port, secret, target, dest_path, direct):
     if response.status != 200:
         raise SystemExit("HTTP %d for %s" % (response.status, target))
     remaining = int(response.getheader("Content-Length"))
-    buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(BUFFERS)]
+    buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
     os.makedirs(os.path.dirname(dest_path), exist_ok=True)
     fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if direct else 0), 0o644)
-    writer, pending, turn = ThreadPoolExecutor(max_workers=1), [None] * BUFFERS, 0
+    writer, pending, turn = ThreadPoolExecutor(max_workers=1), None, 0
     try:
         while remaining:
             want, count = min(CHUNK, remaining), 0
-            view = buffers[turn]
-            if pending[turn] is not None:
-                pending[turn].result()
+            view, turn = buffers[turn], 1 - turn
             while count < want:
                 got = response.readinto(view[count:want])
                 if not got:
                     raise SystemExit("connection closed early for %s" % target)
                 count += got
-            pending[turn] = writer.submit(write_all, fd, view[:count], direct)
-            turn = (turn + 1) % BUFFERS
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(write_all, fd, view[:count], direct)
             remaining -= count
-        for future in pending:
-            if future is not None:
-                future.result()
+        if pending is not None:
+            pending.result()
         os.fsync(fd)
     finally:
         writer.shutdown()

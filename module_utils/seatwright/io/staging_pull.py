@@ -1,11 +1,10 @@
 """The destination side of staging: pull, hash while the bytes arrive, resume, verify, rename.
 
-Several files move at once, one HTTP connection per stream. Each stream receives large chunks
-into a small ring of buffers; a chunk is hashed and written on two worker threads while the stream
-receives the next (see Pipeline), and the kernel and hashlib run without the GIL, so hashing
-overlaps receiving and writing on every stream. A file is written under a temporary name,
-fsynced, compared with the digest the source promised, and only then renamed into place; the
-parity manifest is written last, once every file has verified.
+Several files move at once, one HTTP connection per stream. Each stream reads large chunks into
+one buffer, feeds the hash and the file from it, and lets go of the GIL while the kernel and
+hashlib work, so hashing on one stream overlaps receiving and writing on the others. A file is
+written under a temporary name, fsynced, compared with the digest the source promised, and only
+then renamed into place; the parity manifest is written last, once every file has verified.
 
 Nothing the source says is trusted until its listing's signature under the run's secret checks
 out (weights/staging_auth.py). Every path this side writes is resolved and must stay under the
@@ -34,7 +33,7 @@ from ansible.module_utils.seatwright.weights.staging import (
     digest_problem, failure_summary, fetch_units, link_target, needs_hash, parse_listing,
     parse_source_url, partial_name, plan_unit, progress_record, throttle_delay)
 from ansible.module_utils.seatwright.weights.staging_auth import (
-    CHUNK_BYTES as CHUNK, SIGNATURE_HEADER, STREAM_BUFFERS as BUFFERS, authorization, listing_signed, new_nonce)
+    CHUNK_BYTES as CHUNK, SIGNATURE_HEADER, authorization, listing_signed, new_nonce)
 
 ALIGN = 4096
 
@@ -287,68 +286,33 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-class Pipeline(object):
-    """Hashes and writes the chunks one stream receives, each on a thread of its own, in arrival order.
+class Writer(object):
+    """Writes one chunk while the stream receives and hashes the next: two buffers, one write in flight.
 
-    The stream's own thread only receives. While it fills the next buffer, the chunks before it are
-    hashed on one thread and written on another (hashlib and a direct write both let go of the GIL
-    for large buffers), so verification runs beside the network instead of pausing it, and the
-    disk never waits for the hash. A buffer is filled again only once its last chunk is both hashed
-    and written; the digests are read only after every chunk was hashed. Each worker takes its
-    chunks in the order they were received, so the digest covers the file's bytes in order.
+    A direct write blocks until the disk has the data; without this the disk would idle while the
+    stream hashes, and verified staging would fall behind a plain copy.
     """
 
-    def __init__(self, hashers, handle, progress, target):
-        self.hashers = list(hashers.values())
+    def __init__(self, handle, progress, target):
         self.handle, self.progress, self.target = handle, progress, target
-        self.hashing = ThreadPoolExecutor(max_workers=1)
-        self.writing = ThreadPoolExecutor(max_workers=1)
-        # Anonymous maps are page-aligned, as direct I/O requires of its buffers.
-        self.buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(BUFFERS)]
-        self.busy = [()] * BUFFERS
-        self.turn = 0
-        self.write_failed = False
-
-    def _hash(self, chunk):
-        for hasher in self.hashers:
-            hasher.update(chunk)
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending = None
 
     def _write(self, chunk):
-        # After a failed write the file has a gap; nothing after it may land behind the gap.
-        if self.write_failed:
-            return
-        try:
-            self.handle.write(chunk)
-        except BaseException:
-            self.write_failed = True
-            raise
+        self.handle.write(chunk)
         self.progress.add(self.target, len(chunk))
 
-    def _settle(self, index):
-        futures, self.busy[index] = self.busy[index], ()
-        for future in futures:
-            future.result()
+    def submit(self, chunk):
+        self.wait()
+        self.pending = self.pool.submit(self._write, chunk)
 
-    def buffer(self):
-        """The buffer to fill next (whole), free once the chunk it held last is hashed and written."""
-        self._settle(self.turn)
-        return self.buffers[self.turn]
-
-    def submit(self, count):
-        """Hand the first `count` bytes of the buffer just filled to the hash and the write."""
-        chunk = self.buffers[self.turn][:count]
-        self.busy[self.turn] = (self.hashing.submit(self._hash, chunk), self.writing.submit(self._write, chunk))
-        self.turn = (self.turn + 1) % BUFFERS
-
-    def drain(self):
-        """Wait for every chunk handed over, oldest first; raises the first failure."""
-        for step in range(BUFFERS):
-            self._settle((self.turn + step) % BUFFERS)
+    def wait(self):
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
 
     def shutdown(self):
-        """Stop the workers once what they hold is done (also after a failure), without raising."""
-        self.hashing.shutdown(wait=True)
-        self.writing.shutdown(wait=True)
+        self.pool.shutdown(wait=True)
 
 
 def pull(source, unit, partial, offset, throttle, progress, direct_io):
@@ -358,19 +322,20 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
     """
     hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
     handle = PartialFile(partial, direct_io, resume=offset > 0)
-    pipeline = Pipeline(hashers, handle, progress, unit["target"])
+    writer = Writer(handle, progress, unit["target"])
     synced = False
     try:
-        scratch = pipeline.buffers[0]
+        # Anonymous maps are page-aligned, as direct I/O requires of its buffers.
+        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
         offset = handle.usable_prefix(min(offset, os.fstat(handle.fd).st_size))
         os.lseek(handle.fd, 0, os.SEEK_SET)
         remaining = offset
         while remaining:
-            count = handle.read_into(scratch[:min(CHUNK, remaining)])
+            count = handle.read_into(buffers[0][:min(CHUNK, remaining)])
             if not count:
                 break
             for hasher in hashers.values():
-                hasher.update(scratch[:count])
+                hasher.update(buffers[0][:count])
             remaining -= count
         offset -= remaining
         os.ftruncate(handle.fd, offset)
@@ -394,10 +359,11 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         if length != unit["size"] - offset:
             raise StagingError("the source offers %d bytes of %s from byte %d; the listing promised %d"
                                % (length, unit["target"], offset, unit["size"] - offset))
-        remaining = length
+        remaining, turn = length, 0
         while remaining:
             want = min(CHUNK, remaining)
-            view = pipeline.buffer()
+            # Writer.submit waited for this buffer's previous write, so it is free to fill again.
+            view, turn = buffers[turn], 1 - turn
             try:
                 count = _fill(response, view[:want])
                 error = None
@@ -406,13 +372,16 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
             if count < want:
                 raise Interrupted("connection lost with %d bytes of %s to go: %s"
                                   % (remaining, unit["target"], error or "the source closed it"))
-            pipeline.submit(count)
+            chunk = view[:count]
+            for hasher in hashers.values():
+                hasher.update(chunk)
+            writer.submit(chunk)
             remaining -= count
             throttle.consume(count)
-        pipeline.drain()
+        writer.wait()
         synced = True
     finally:
-        pipeline.shutdown()
+        writer.shutdown()
         if not synced:
             # The rest of this response may still be on the wire; the stream's next request needs a clean connection.
             source.connection(fresh=True)

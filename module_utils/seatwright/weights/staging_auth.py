@@ -1,8 +1,8 @@
 """How a staging destination and its source prove to each other that they belong to one run.
 
 Pure and standard-library only (hmac, hashlib, os.urandom for nonces): the benchmark's plain
-copy loads this file by path on lab nodes that have no Ansible, so the wire format, the chunk
-size and the buffers per stream have this one home.
+copy loads this file by path on lab nodes that have no Ansible, so the wire format and the chunk
+size have this one home.
 
 Design: every run has a random secret that the role hands to the source and to each destination
 (as a no_log module argument, never on a command line). It never travels on the fabric.
@@ -34,9 +34,6 @@ import re
 
 # Bytes one destination stream reads, hashes and writes at a time (and the benchmark's plain copy).
 CHUNK_BYTES = 4 * 1024 * 1024
-# Chunk buffers per stream (and in the plain copy): one being received while the ones before it
-# are hashed and written.
-STREAM_BUFFERS = 3
 
 SCHEME = "Seatwright-HMAC"
 SIGNATURE_HEADER = "X-Seatwright-Signature"
