@@ -22,23 +22,27 @@ lab-up: setup
 	molecule create
 	molecule prepare --force
 
-lab: lab-up
+# The whole lab job: prepare the nodes (site.yml -l gpu_nodes: node base, driver checks, fabric,
+# NCCL env, power caps, the lab engine image built on node-a and streamed to node-b), make the lab
+# checkpoints and stage them with their parity manifests, bring the two-node seat up (TP2 across
+# node-a and node-b; it answers and stays up), then the lab seat end to end (SmolLM2 on node-a:
+# bring-up, qualification, the 1/4/8/16 benchmark, record, report and promotion decision). The
+# lab seat comes last, so the path of its evidence ends the output.
+lab: lab-up aiperf
 	@mkdir -p $(RUN_DIR)
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/site.log $(VENV)/ansible-playbook -i inventory/lab site.yml -l gpu_nodes
 	@echo "site.yml output: $(RUN_DIR)/site.log; facts cached in .cache/facts/; node state under /var/lib/seatwright on node-a and node-b"
+	$(MAKE) --no-print-directory lab-seats RUN_DIR=$(RUN_DIR)
 
-# The lab's checkpoints made on the controller and staged onto the nodes by the weights role, the
-# engine image built on node-a and streamed to node-b, then the two-node seat (TP2 across node-a and
-# node-b) and the lab seat (SmolLM2 on node-a); the lab seat comes last, so its answer and the path
-# of its evidence end the output. Needs the lab up and prepared (make lab).
+# The lab's checkpoints, staged, and its two seats (needs the lab up and prepared: make lab).
 lab-seats:
 	@mkdir -p $(RUN_DIR)
 	bash scripts/lab-models >$(RUN_DIR)/lab-models.json
 	for model in tiny-llama smollm2-135m-instruct; do \
 	  $(VENV)/ansible-playbook -i inventory/lab playbooks/weights.yml -e @lab/weights/$$model.yml; done
-	$(VENV)/ansible-playbook -i inventory/lab playbooks/images.yml -e engine_image_name=lab-vllm-cpu
-	$(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab-tp2.yml | tee $(RUN_DIR)/seat-lab-tp2.log
-	$(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab.yml | tee $(RUN_DIR)/seat-lab.log
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab-tp2.yml -e seat_measure=false
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab.yml
+	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
 
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
 lab-seat-test:
