@@ -46,7 +46,7 @@ lab-seats:
 
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
 lab-seat-test:
-	$(VENV)/python -m pytest tests/lab/seat -v
+	$(VENV)/python -m pytest tests/molecule/test_seat_lifecycle.py -v
 
 lab-down:
 	molecule destroy

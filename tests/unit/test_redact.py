@@ -134,3 +134,32 @@ def test_device_script_uses_the_module(tmp_path):
     subprocess.run([sys.executable, str(script), str(raw), str(out), "gpu07"], check=True, capture_output=True)
     assert (out / "smi.txt").read_text() == ("Serial Number : 0000000000001\n"
                                             "GPU-00000000-0000-4000-8000-000000000000 on host-1\n")
+
+
+@pytest.mark.parametrize("raw", [
+    # AIPerf / benchmark metrics: names that end in "token" but count or time tokens.
+    '{"time_to_first_token":{"avg":41.2,"p50":40.1}}',
+    "time_to_first_token: 123.5 ms",
+    "inter_token_latency=4.5",
+    "output_token_throughput: 812.3",
+    '"token": 17',
+])
+def test_token_metrics_are_not_taken_for_secrets(raw):
+    assert redact(raw) == raw
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("password=123456", "password=<redacted>"),
+    ("x --password 1234", "x --password <redacted>"),
+    ('"access_token": "eyJhbGciOi"', '"access_token": "<redacted>"'),
+    ("VLLM_API_KEY=k-9f8e7d", "VLLM_API_KEY=<redacted>"),
+])
+def test_secrets_are_still_replaced_next_to_the_metric_exemption(raw, expected):
+    assert redact(raw) == expected
+
+
+def test_json_numbers_under_token_names_stay_and_under_passwords_go():
+    out = redact({"time_to_first_token": {"p50": 3.0}, "inter_token_latency": 4.5, "max_token": 5,
+                  "pin_password": 1234, "api_token": "abc"})
+    assert out == {"time_to_first_token": {"p50": 3.0}, "inter_token_latency": 4.5, "max_token": 5,
+                   "pin_password": "<redacted>", "api_token": "<redacted>"}

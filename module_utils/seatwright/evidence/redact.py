@@ -48,11 +48,18 @@ IPV4 = re.compile(r"(?<![\w.])(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?![\w]|\.\d)"
 BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([^\s\"',;]+)")
 HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}\b")
 URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
+# Names that end in "token" but count or time tokens (benchmark metrics), not hold one.
+_TOKEN_METRIC = r"(?<!first_)(?<!last_)(?<!per_)(?<!inter_)(?<!output_)(?<!input_)(?<!prompt_)(?<!completion_)"
 SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(\b[\w.-]*(?:token|secret|passw(?:or)?d|api[_-]?key|credentials?)"
-    r"[\"']?\s*[=:]\s*[\"']?|--(?:api-key|token|password)[ =])([^\s\"',;}]+)"
+    r"(?i)(\b[\w.-]*(?:%stoken|secret|passw(?:or)?d|api[_-]?key|credentials?)"
+    r"[\"']?\s*[=:]\s*[\"']?|--(?:api-key|token|password)[ =])"
+    # A value, not the start of a JSON object or list.
+    r"(?![{\[])([^\s\"',;}]+)" % _TOKEN_METRIC
 )
-SECRET_KEY = re.compile(r"(?i)(?:token|secret|passw(?:or)?d|api[_-]?key|credentials?|authorization)$")
+# A number under a name that ends in "token" is a count or a time; under a password it is a secret.
+NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+TOKEN_NAME = re.compile(r"(?i)token[\"']?\s*[=:]\s*[\"']?$|token$")
+SECRET_KEY = re.compile(r"(?i)(?:%stoken|secret|passw(?:or)?d|api[_-]?key|credentials?|authorization)$" % _TOKEN_METRIC)
 HOSTNAME_KEY = re.compile(r"(?i)^(?:hostname|host_name|fqdn|nodename|node_name|ansible_hostname|ansible_fqdn)$")
 
 _DOCUMENTATION_V4 = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
@@ -203,12 +210,19 @@ class Redactor:
                 columns = []
         return "\n".join(lines)
 
+    @staticmethod
+    def _assignment(match):
+        name, value = match.group(1), match.group(2)
+        if value == SECRET or (NUMBER.match(value) and TOKEN_NAME.search(name)):
+            return match.group(0)
+        return name + SECRET
+
     def text(self, text):
         """Return `text` with every identifier and secret replaced."""
         text = URL_PASSWORD.sub(lambda m: m.group(1) + SECRET + m.group(3), text)
         text = BEARER.sub(lambda m: m.group(1) + SECRET, text)
         text = HF_TOKEN.sub(SECRET, text)
-        text = SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + (m.group(2) if m.group(2) == SECRET else SECRET), text)
+        text = SECRET_ASSIGNMENT.sub(self._assignment, text)
         text = UUID.sub(self._uuid, text)
         if "," in text:
             text = self._csv_serial_columns(text)
@@ -237,7 +251,7 @@ class Redactor:
             for key, item in value.items():
                 name = key if isinstance(key, str) else str(key)
                 new_key = self.text(key) if isinstance(key, str) else key
-                if SECRET_KEY.search(name) and item not in (None, "", [], {}) and not isinstance(item, (dict, list, bool)):
+                if SECRET_KEY.search(name) and item not in (None, "") and _secret_value(name, item):
                     out[new_key] = SECRET
                 elif SERIAL_KEY.search(name) and isinstance(item, (str, int)) and not isinstance(item, bool):
                     out[new_key] = self._serial(item)
@@ -251,6 +265,13 @@ class Redactor:
         if isinstance(value, tuple):
             return tuple(self.redact(item, _depth + 1) for item in value)
         return value
+
+
+def _secret_value(name, item):
+    """A value that may hold a secret: text, or a number under anything but a token-named key."""
+    if isinstance(item, str):
+        return True
+    return isinstance(item, (int, float)) and not isinstance(item, bool) and not TOKEN_NAME.search(name)
 
 
 def redact(value, hostnames=()):

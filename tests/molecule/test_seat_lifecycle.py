@@ -1,18 +1,15 @@
-"""The seat lifecycle's "Must show" list on the molecule lab (node-a, node-b on labfabric).
+"""Lab verify: the seat lifecycle on the molecule lab (node-a, node-b on labfabric).
 
-Brings the lab up (molecule create and prepare, then site.yml: each node runs its own Docker
-engine and holds the lab engine image), makes and stages the lab checkpoints, and declares a co-tenant container on
-node-a (`lab-omni`, in inventory/lab). Then, in order: the lab seat answers and evicts the
-co-tenant; a re-run changes nothing; seat-down restores it; an engine that exits at start fails
-fast; a hung rendezvous fails at its timeout with stack dumps; the two-node seat answers with both
-ranks in one TP group; a Ray head and worker come up and go down. Removes the lab at the end.
-About twelve minutes on two cores. Run it under the lab lock:
+Under `molecule test` (verify step; SEATWRIGHT_LAB_READY=1) the lab is already up and converged:
+each node runs its own Docker engine and holds the lab engine image. On its own (`make
+lab-seat-test`) this module brings the lab up first and removes it at the end. Either way it makes
+and stages the lab checkpoints and starts the co-tenant container node-a declares (`lab-omni`, in
+inventory/lab). Then, in order: the lab seat answers and evicts the co-tenant; a re-run changes
+nothing; seat-down restores it; an engine that exits at start fails fast; a hung rendezvous fails
+at its timeout with stack dumps; the two-node seat answers with both ranks in one TP group; a Ray
+head and worker come up and go down. Run it under the lab lock:
 
   flock /tmp/seatwright-lab.lock make lab-seat-test
-
-Status: written against the lab engine image's definition (images/lab-vllm-cpu.yml) and checked
-in pieces with a stub image on the host's Docker; not yet run end to end on the lab, so it lives
-outside tests/integration (which `make test` runs) until it has passed there.
 """
 import json
 import os
@@ -29,7 +26,9 @@ from conftest import ROOT
 DOCKER = "/usr/bin/docker"
 ENGINE_IMAGE_REPOSITORY = "seatwright/vllm-cpu"
 COTENANT = "lab-omni"
-RECIPES = ROOT / "tests" / "lab" / "seat" / "recipes"
+RECIPES = ROOT / "tests" / "molecule" / "seat_recipes"
+# Set by molecule.yml for its verify step: the lab is up and converged, and molecule removes it.
+LAB_READY = os.environ.get("SEATWRIGHT_LAB_READY") == "1"
 LAB_URL = "http://172.30.99.11:8000"
 
 
@@ -100,14 +99,14 @@ def recipe_args(name):
 def lab():
     if not os.path.exists(DOCKER):
         pytest.fail("needs %s" % DOCKER)
-    sh("molecule", "destroy")
+    if not LAB_READY:
+        sh("molecule", "destroy")
     try:
-        sh("molecule", "create")
-        sh("molecule", "prepare", "--force")
-        # Node preparation (each node's rendered NCCL env), then the engine image on both nodes.
-        for path, extra in (("site.yml", ["-l", "gpu_nodes"]),
-                            ("playbooks/images.yml", ["-e", "engine_image_name=lab-vllm-cpu"])):
-            rc, out, _ = playbook(path, *extra, timeout=3600)
+        if not LAB_READY:
+            sh("molecule", "create")
+            sh("molecule", "prepare", "--force")
+            # Node preparation (each node's rendered NCCL env) and the engine image on both nodes.
+            rc, out, _ = playbook("site.yml", "-l", "gpu_nodes", timeout=3600)
             assert rc == 0, out[-3000:]
         sh("bash", "scripts/lab-models")
         for model in ("smollm2-135m-instruct", "tiny-llama"):
@@ -123,11 +122,13 @@ def lab():
     finally:
         for seat in ("lab", "lab-tp2", "lab-exits", "lab-hang", "lab-ray"):
             playbook("playbooks/seat-down.yml", "-e", "seat=%s" % seat)
-        sh("molecule", "destroy", check=False)
+        node("node-a", "docker", "rm", "-f", COTENANT, check=False)
+        if not LAB_READY:
+            sh("molecule", "destroy", check=False)
 
 
 def test_lab_seat_answers_and_evicts_the_cotenant(lab):
-    rc, out, seconds = playbook("playbooks/seat-lab.yml")
+    rc, out, seconds = playbook("playbooks/seat-lab.yml", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     answer = chat(LAB_URL, "smollm2-135m-instruct")
     assert answer["choices"][0]["message"]["content"].strip()
@@ -143,7 +144,7 @@ def test_lab_seat_answers_and_evicts_the_cotenant(lab):
 
 def test_rerun_changes_nothing_and_keeps_the_container(lab):
     before = container("node-a", "seatwright-lab-rank0")["Id"]
-    rc, out, _ = playbook("playbooks/seat-lab.yml")
+    rc, out, _ = playbook("playbooks/seat-lab.yml", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     assert recap(out, "node-a")["changed"] == 0
     assert container("node-a", "seatwright-lab-rank0")["Id"] == before
@@ -183,7 +184,7 @@ def test_hung_engine_fails_at_its_timeout_with_stack_dumps(lab):
 
 
 def test_two_node_seat_answers_with_one_tp_group_over_both_nodes(lab):
-    rc, out, _ = playbook("playbooks/seat-lab-tp2.yml")
+    rc, out, _ = playbook("playbooks/seat-lab-tp2.yml", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     assert chat("http://172.30.99.11:8001", "tiny-llama")["choices"]
     logs = evidence_dir(out) / "logs"
