@@ -152,13 +152,26 @@ def test_module_takes_the_declared_profile_before_facts_exist(capsys):
 
 
 @pytest.fixture
-def test_key(tmp_path):
-    """A throwaway OpenPGP key made with the machine's gpg, exported to an armored file."""
+def gpg_homes(tmp_path):
+    """Make throwaway GnuPG homes; stop the agent gpg starts in each, so no test leaves one running."""
     if not shutil.which("gpg"):
         pytest.skip("gpg is not installed")
-    home = tmp_path / "gnupg"
-    home.mkdir(mode=0o700)
-    env = dict(os.environ, GNUPGHOME=str(home))
+    made = []
+
+    def make(name):
+        home = tmp_path / name
+        home.mkdir(mode=0o700)
+        made.append(home)
+        return dict(os.environ, GNUPGHOME=str(home))
+    yield make
+    for home in made:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def test_key(tmp_path, gpg_homes):
+    """A throwaway OpenPGP key made with the machine's gpg, exported to an armored file."""
+    env = gpg_homes("gnupg")
     subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "seatwright unit test <t@invalid>",
                     "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
     armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
@@ -178,12 +191,10 @@ def test_module_verifies_keyrings(capsys, test_key):
                                  % (path, CUDA_KEY_FINGERPRINT, fingerprint))
 
 
-def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key, tmp_path):
+def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key, tmp_path, gpg_homes):
     """Finding 10: signed-by trusts every key in the file, so an extra key must fail the check."""
     path, fingerprint = test_key
-    home = tmp_path / "gnupg2"
-    home.mkdir(mode=0o700)
-    env = dict(os.environ, GNUPGHOME=str(home))
+    env = gpg_homes("gnupg2")
     subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "intruder <i@invalid>", "ed25519",
                     "sign", "never"], env=env, check=True, capture_output=True)
     intruder = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
