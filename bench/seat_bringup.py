@@ -2,7 +2,7 @@
 """Bring-up overhead of a lab seat: playbook wall time minus the engine's own time to ready.
 
 For each pass: take the seat down (playbooks/seat-down.yml, not timed), then time
-`ansible-playbook playbooks/seat-<name>.yml` from start to exit, and read the engine's own time to
+`ansible-playbook playbooks/seat-<name>.yml -e seat_measure=false` (bring-up only) from start to exit, and read the engine's own time to
 ready from the run's bringup.json (seconds from `docker run` until /health answered 200 and
 /v1/models listed the model, polled every 2 s, so up to 2 s late). Overhead = wall - ready.
 Then one re-run against the running seat (no change), whose wall time is all overhead.
@@ -52,7 +52,7 @@ def main():
         rc, out, _ = run("playbooks/seat-down.yml", "-e", "seat=%s" % args.seat)
         if rc:
             raise SystemExit("seat-down failed:\n" + out[-3000:])
-        rc, out, wall = run(playbook)
+        rc, out, wall = run(playbook, "-e", "seat_measure=false")
         if rc:
             raise SystemExit("bring-up failed:\n" + out[-3000:])
         ready = evidence(out)["ready"]["elapsed_s"]
@@ -60,7 +60,7 @@ def main():
                      "overhead_s": round(wall - ready, 1)})
         print("pass %d/%d: playbook %.1f s, engine ready after %.1f s, overhead %.1f s"
               % (index + 1, args.passes, wall, ready, wall - ready), file=sys.stderr, flush=True)
-    rc, out, rerun = run(playbook)
+    rc, out, rerun = run(playbook, "-e", "seat_measure=false")
     if rc:
         raise SystemExit("re-run failed:\n" + out[-3000:])
     changed = re.search(r"^node-a\s*:.*changed=(\d+)", out, re.M)
