@@ -2,8 +2,8 @@
 """Bring-up overhead of a lab seat: playbook wall time minus the engine's own time to ready.
 
 For each pass: take the seat down (playbooks/seat-down.yml, not timed), then time
-`ansible-playbook playbooks/seat-<name>.yml -e seat_measure=false` (bring-up only) from start to exit, and read the engine's own time to
-ready from the run's bringup.json (seconds from `docker run` until /health answered 200 and
+`ansible-playbook playbooks/seat-<name>.yml -e seat_measure=false` (bring-up only, no
+qualification or benchmark) from start to exit, and read the engine's own time to ready from the run's bringup.json (seconds from `docker run` until /health answered 200 and
 /v1/models listed the model, polled every 2 s, so up to 2 s late). Overhead = wall - ready.
 Then one re-run against the running seat (no change), whose wall time is all overhead.
 
