@@ -69,21 +69,46 @@ def test_a_host_outside_the_inventory_is_named(tmp_path):
     assert "host node-z is not in the inventory" in result.stdout
 
 
-def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
+def cache_facts(tmp_path, facts, host="node-a", inventory="inventory/example", stamped=True):
+    """Put facts into the fact cache as a probe run through `inventory` leaves them (the preflight
+    play stamps them with that inventory; an unstamped cache is one written before the stamp)."""
+    if stamped:
+        facts = dict(facts, seatwright_facts_inventory="{{ inventory_dir }}")
     cache_play = tmp_path / "cache.yml"
     cache_play.write_text(
-        "- hosts: node-a\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.set_fact:\n        cacheable: true\n        seatwright_gpus: %s\n"
+        "- hosts: %s\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n        cacheable: true\n%s"
         "      vars:\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        % json.dumps(h200_gpus()))
-    assert run(tmp_path, str(cache_play)).returncode == 0
+        % (host, "".join("        %s: %s\n" % (name, json.dumps(value)) for name, value in facts.items())))
+    assert run(tmp_path, str(cache_play), inventory=inventory).returncode == 0
+
+
+def plan_qwen(tmp_path):
     out = tmp_path / "qwen.json"
     result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=qwen35-122b", "-e", "plan_out=%s" % out)
     assert result.returncode == 0, result.stdout + result.stderr
-    plan = json.loads(Path(out).read_text())
+    return json.loads(Path(out).read_text())
+
+
+def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
+    cache_facts(tmp_path, {"seatwright_gpus": h200_gpus()})
+    plan = plan_qwen(tmp_path)
     assert plan["hosts"][0]["source"] == "facts"
     assert plan["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
     assert plan["rules"] == []
+
+
+@pytest.mark.parametrize("inventory, stamped", [
+    # The lab's node-a is another machine than the example fleet's node-a.
+    ("inventory/lab", True),
+    # Facts cached before the stamp existed say nothing about where they came from.
+    ("inventory/example", False),
+])
+def test_cached_facts_of_another_inventory_are_not_this_hosts(tmp_path, inventory, stamped):
+    cache_facts(tmp_path, {"seatwright_gpus": h200_gpus()}, inventory=inventory, stamped=stamped)
+    plan = plan_qwen(tmp_path)
+    assert plan["hosts"][0]["source"] == "inventory"
+    assert plan["node_vram_bytes"] != {"node-a": 2 * 143771 * 2 ** 20}
 
 
 def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
@@ -136,13 +161,7 @@ def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, pla
 def _cache_image_facts(tmp_path, host="node-a"):
     """The lab image's facts as engine_image_facts cached them on node-a (recorded from the real image)."""
     facts = json.loads((ROOT / "tests" / "fixtures" / "engine_images" / "lab-vllm-cpu-facts.json").read_text())
-    cache_play = tmp_path / "cache.yml"
-    cache_play.write_text(
-        "- hosts: %s\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.set_fact:\n        cacheable: true\n        seatwright_engine_images: %s\n"
-        "      vars:\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        % (host, json.dumps({"lab-vllm-cpu": facts})))
-    assert run(tmp_path, str(cache_play), inventory="inventory/lab").returncode == 0
+    cache_facts(tmp_path, {"seatwright_engine_images": {"lab-vllm-cpu": facts}}, host=host, inventory="inventory/lab")
 
 
 def test_a_flag_the_lab_image_does_not_know_is_refused_by_name(tmp_path):
