@@ -71,9 +71,9 @@ def test_a_host_outside_the_inventory_is_named(tmp_path):
 
 def cache_facts(tmp_path, facts, host="node-a", inventory="inventory/example", stamped=True):
     """Put facts into the fact cache as a probe run through `inventory` leaves them (the preflight
-    play stamps them with that inventory; an unstamped cache is one written before the stamp)."""
+    play stamps them with the node's fabric address; an unstamped cache predates the stamp)."""
     if stamped:
-        facts = dict(facts, seatwright_facts_inventory="{{ inventory_dir }}")
+        facts = dict(facts, seatwright_facts_fabric_ip="{{ seatwright_node_fabric_ip }}")
     cache_play = tmp_path / "cache.yml"
     cache_play.write_text(
         "- hosts: %s\n  connection: local\n  gather_facts: false\n  tasks:\n"
@@ -99,7 +99,7 @@ def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
 
 
 @pytest.mark.parametrize("inventory, stamped", [
-    # The lab's node-a is another machine than the example fleet's node-a.
+    # The lab's node-a (172.30.99.11) is another machine than the example fleet's node-a (10.77.0.11).
     ("inventory/lab", True),
     # Facts cached before the stamp existed say nothing about where they came from.
     ("inventory/example", False),

@@ -30,7 +30,7 @@ def run_preflight(tmp_path, hosts):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FACT_CACHING="memory")
+               ANSIBLE_CACHE_PLUGIN="memory")
     return subprocess.run(
         [PLAYBOOK, "-i", str(inventory), str(ROOT / "playbooks" / "preflight.yml")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
