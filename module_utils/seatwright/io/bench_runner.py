@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
 from ansible.module_utils.seatwright.bench import analysis, counters, records, workload as wl
 from ansible.module_utils.seatwright.errors import BenchError
+from ansible.module_utils.seatwright.io.progress import emit
 
 AIPERF_REQUIREMENTS = "requirements-aiperf.txt"
 
@@ -38,7 +38,7 @@ def aiperf_binary(project_root):
 
 
 def log(msg):
-    print("[seatwright-bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+    emit("[seatwright-bench %s] %s" % (time.strftime("%H:%M:%S"), msg))
 
 
 def server_root(base_url):

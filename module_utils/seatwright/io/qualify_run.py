@@ -3,13 +3,13 @@ progress on stderr, then writes the evidence (qualification.json and qualificati
 the project's redactor. Every decision is made in qualify/; this file sends, times and writes.
 """
 import datetime
-import sys
 import threading
 import time
 
 from ansible.module_utils.seatwright.evidence.redact import Redactor
 from ansible.module_utils.seatwright.io.files import atomic_write_bytes, atomic_write_json
 from ansible.module_utils.seatwright.io.openai_http import call
+from ansible.module_utils.seatwright.io.progress import emit
 from ansible.module_utils.seatwright.qualify import quality as quality_protocol
 from ansible.module_utils.seatwright.qualify import soak as soak_rules
 from ansible.module_utils.seatwright.qualify.gates import GATE_FUNCTIONS, drive, reply_facts, reply_of
@@ -24,14 +24,11 @@ class Progress:
     """One line per event on stderr, stamped with the seconds since the run began."""
 
     def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
+        self.stream = stream
         self.t0 = time.monotonic()
-        self.lock = threading.Lock()
 
     def __call__(self, text):
-        with self.lock:
-            self.stream.write("[qualify %7.1fs] %s\n" % (time.monotonic() - self.t0, text))
-            self.stream.flush()
+        emit("[qualify %7.1fs] %s" % (time.monotonic() - self.t0, text), self.stream)
 
 
 def utc_now():
