@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 
+# Molecule runs this from its own working folder, so the project root comes from this file.
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER = "/usr/bin/docker"
 ENGINE_IMAGE_REPOSITORY = "seatwright/vllm-cpu"
 COTENANT = "lab-omni"
