@@ -401,3 +401,17 @@ def test_probe_without_an_engine_says_so(tmp_path):
     from ansible.module_utils.seatwright.io.image_probe import probe_image
     with pytest.raises(ImageError, match="is dockerd running"):
         probe_image("x:1", "vllm", "python3", str(tmp_path), str(tmp_path / "none.sock"), 5)
+
+
+@pytest.mark.parametrize("role, argv, refused", [
+    # A Ray worker rank runs `ray start`; its flags are Ray's, not the engine's.
+    ("ray-worker", ["ray", "start", "--block", "--address=10.0.0.1:6379", "--node-ip-address=10.0.0.2"], []),
+    # The engine's own argv on the head is still checked, flag by flag.
+    ("ray-head+server", ["vllm", "serve", "/models/m", "--num-scheduler-steps", "8"], ["--num-scheduler-steps"]),
+    ("headless", ["vllm", "serve", "/models/m", "--headless", "--bogus-flag"], ["--bogus-flag"]),
+])
+def test_only_ranks_that_run_the_engine_have_their_flags_checked(role, argv, refused):
+    recipe = {"engine": {"name": "vllm"}}
+    rank = {"rank": 1, "host": "node-b", "role": role, "argv": argv}
+    found = [item["detail"].split(" passes ")[1].split(",")[0] for item in flag_refusals(recipe, [rank], lab_facts())]
+    assert found == refused

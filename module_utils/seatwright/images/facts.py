@@ -9,6 +9,7 @@ import json
 import re
 
 from ansible.module_utils.seatwright.errors import ImageError
+from ansible.module_utils.seatwright.seat.launch import runs_engine
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
 FACTS_FORMAT = "seatwright-image-facts/1"
@@ -142,7 +143,7 @@ def flag_refusals(recipe, ranks, image):
             "remedy": "build or name an image of the seat's engine",
             "reason": "The plan checks the seat against the image it will run."}]
     known = set(image["flags"])
-    for rank in ranks:
+    for rank in filter(runs_engine, ranks):
         unknown = [flag for flag in argv_flags(rank["argv"]) if flag not in known]
         for flag in unknown:
             refusals.append({

@@ -13,6 +13,8 @@ from ansible.module_utils.seatwright.seat.engines import check_extra_args, serve
 
 MODEL_ROOT = "/models"
 RAY_PORT = 6379
+# A Ray worker rank runs `ray start`, not the engine: the engine on the head drives it.
+RAY_WORKER = "ray-worker"
 
 
 def rank_nccl_env(node):
@@ -98,8 +100,13 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
             entry["env"]["RAY_ADDRESS"] = "%s:%d" % (node["fabric_ip"], RAY_PORT)
             entry["argv"] = argv
         else:
-            entry["role"] = "ray-worker"
+            entry["role"] = RAY_WORKER
             entry["argv"] = ["ray", "start", "--block", "--address=%s:%d" % (head_ip, RAY_PORT),
                              "--node-ip-address=%s" % node["fabric_ip"]]
         ranks.append(entry)
     return ranks
+
+
+def runs_engine(rank):
+    """True when the rank's argv is the engine's command line (a Ray worker's is `ray start`)."""
+    return rank.get("role") != RAY_WORKER
