@@ -26,7 +26,7 @@ def test_schema_is_a_valid_json_schema():
 def test_every_seat_the_issue_lists_has_a_recipe():
     assert SEAT_NAMES == sorted([
         "deepseek-v4-flash", "glm53", "glm53-community", "glm53-fp8", "glm53-vendor", "inkling-small", "lab",
-        "lab-tp2", "laguna-s21",
+        "lab-seqs4", "lab-tp2", "laguna-s21",
         "nemotron3-super", "nemotron3-ultra", "qwen35-122b", "qwen38-flash-next"])
 
 
