@@ -33,8 +33,12 @@ LAB_READY = os.environ.get("SEATWRIGHT_LAB_READY") == "1"
 LAB_URL = "http://172.30.99.11:8000"
 
 
+# Molecule's verify step forces colour on; escape codes would break the recap and path matches.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def env():
-    return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                 PATH="%s:/usr/bin:%s" % (ROOT / ".venv" / "bin", os.environ.get("PATH", "")))
 
 
@@ -55,7 +59,7 @@ def playbook(path, *extra, timeout=1200):
     started = time.monotonic()
     done = sh(str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "inventory/lab", path, *extra,
               check=False, timeout=timeout)
-    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+    return done.returncode, ANSI.sub("", done.stdout + done.stderr), time.monotonic() - started
 
 
 def recap(output, host):
