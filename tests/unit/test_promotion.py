@@ -109,6 +109,23 @@ def test_qualification_failure_or_absence_blocks(qualification, text):
     assert any(text in r for r in out["reasons"])
 
 
+@pytest.mark.parametrize("spread, decision", [(0.0, promotion.PROMOTE), (0.2, promotion.DO_NOT_PROMOTE)])
+def test_a_flagged_incumbent_is_shown_but_a_win_over_it_does_not_promote(spread, decision):
+    candidate = record("fast", {c: r * 1.3 for c, r in INCUMBENT_RATES.items()})
+    incumbent = record("qwen38", INCUMBENT_RATES, spread=spread)
+    out = promotion.decide(candidate, {"qwen38": incumbent}, NOW, 14, 0.10)
+    comp = out["comparisons"][0]
+    assert out["decision"] == decision
+    assert comp["comparable"] and [r["concurrency"] for r in comp["rows"]] == [1, 4, 16]
+    assert bool(comp["incumbent_flags"]) is (spread > 0)
+    noted = [r for r in out["reasons"] if "incumbent qwen38: its benchmark is flagged (unstable)" in r]
+    assert len(noted) == (1 if spread else 0)
+    assert out["actions"] == (["re-measure incumbent qwen38 until its benchmark is clean"] if spread else [])
+    text = "\n".join(report.decision_lines(out))
+    assert ("The incumbent's own benchmark is flagged (unstable)" in text) is (spread > 0)
+    assert "| 16 |" in text
+
+
 def test_a_pass_alone_never_promotes():
     candidate = record("passed-only", None)
     out = promotion.decide(candidate, {}, NOW, 14, 0.10)

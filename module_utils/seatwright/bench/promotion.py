@@ -7,7 +7,8 @@ would have evicted seven services. So a candidate is promoted only when:
   (no unstable level, no invalidated figure, no failed request, no loop replay);
 - it was compared, level by level, with every incumbent's latest record measured by the same
   harness version on the same workload, no older than the declared age (otherwise the incumbent
-  is marked for re-measurement and nothing is promoted);
+  is marked for re-measurement and nothing is promoted), and whose own benchmark is clean (a
+  flagged incumbent is still shown side by side, but a win over its noise does not promote);
 - it beats each incumbent on aggregate output throughput; by the declared margin when it costs
   the fleet more (more nodes, or co-tenant services evicted). A multi-node seat that evicts
   co-tenants and does not clear the margin is a lab result, not a seat.
@@ -74,6 +75,12 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
     if not levels_by_concurrency(incumbent):
         problems.append("its record has no benchmark sweep: re-measure the incumbent")
     return problems
+
+
+def incumbent_flags(record):
+    """The flags on an incumbent's benchmark verdict (empty when it is clean)."""
+    verdict = (record.get("benchmark") or {}).get("verdict") or {}
+    return [] if verdict.get("clean") else list(verdict.get("flags") or ["unknown"])
 
 
 def side_by_side(candidate, incumbent):
@@ -158,6 +165,14 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
             continue
         rows = side_by_side(candidate, record)
         entry["rows"] = rows
+        # A win over figures that moved between the incumbent's own passes may be its noise: shown, not decisive.
+        i_flags = incumbent_flags(record)
+        entry["incumbent_flags"] = i_flags
+        if i_flags:
+            beats_all = False
+            actions.append("re-measure incumbent %s until its benchmark is clean" % name)
+            reasons.append("incumbent %s: its benchmark is flagged (%s), so the ratios below carry its noise and "
+                           "cannot carry a promotion" % (name, ", ".join(i_flags)))
         if not rows:
             beats_all = False
             reasons.append("incumbent %s shares no concurrency level with the candidate" % name)

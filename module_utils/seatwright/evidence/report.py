@@ -92,6 +92,9 @@ def decision_lines(promotion):
         lines.append("Against incumbent **%s** (run %s)%s:" % (
             comp["incumbent"], comp.get("run") or "none",
             "" if comp["comparable"] else " — not comparable, marked for re-measurement"))
+        if comp.get("incumbent_flags"):
+            lines.extend(["", "The incumbent's own benchmark is flagged (%s): its figures below carry that noise."
+                          % _cell(", ".join(comp["incumbent_flags"]))])
         cost = comp.get("cost") or {}
         lines.append("")
         lines.append("| | candidate | incumbent |")
