@@ -175,6 +175,33 @@ def test_record_matches_its_schema_and_carries_the_launch():
                               "benchmark_flags": [], "decision": None}
 
 
+@pytest.mark.parametrize("declared, stopped, cost, source", [
+    # The co-tenant was already down: bring-up stopped nothing, the seat still costs it.
+    ([{"host": "node-a", "name": "omni", "kind": "container"}], [], ["omni"], "plan.json"),
+    ([{"host": "node-a", "name": "omni", "kind": "container"}], [{"host": "node-a", "name": "omni"}], ["omni"],
+     "plan.json"),
+    ([], [], [], "plan.json"),
+    # A plan without a fleet cost (older plans): bring-up's list stands in.
+    (None, [{"host": "node-a", "name": "omni"}], ["omni"], "bringup.json"),
+    (None, None, [], None),
+])
+def test_fleet_cost_is_what_the_plan_evicts_not_what_happened_to_run(declared, stopped, cost, source):
+    plan_part = plan(["node-a"])
+    if declared is not None:
+        plan_part["fleet_cost"] = {"cotenants": {"evicted": declared, "stay_resident": []}}
+    bringup = {"ranks": plan_part["ranks"]}
+    if stopped is not None:
+        bringup["evicted"] = stopped
+    out = rec.fleet_cost_of(plan_part, bringup)
+    assert [e["name"] for e in out["evicted"]] == cost
+    assert out["source"] == source and out["evicted_known"] is (source is not None)
+    assert out["stopped_at_bringup"] == stopped
+    text = report.render(rec.assemble("x", "20261130T120000Z", {"plan": plan_part, "bringup": bringup},
+                                      "2026-11-30T12:00:00Z"))
+    named = ", ".join("omni on node-a" for _ in cost) or ("none" if source else "not recorded")
+    assert "- Co-tenant services evicted: %s%s\n" % (named, " (from %s)" % source if source else "") in text
+
+
 @pytest.mark.parametrize("qualification, status, failures", [
     ({"result": {"verdict": "qualified", "reasons": []}}, "passed", []),
     ({"result": {"verdict": "not-qualified", "reasons": ["gate json: fail"]}}, "failed", ["gate json: fail"]),

@@ -84,22 +84,36 @@ def launch_of(plan, bringup):
             "model_revision": revision}
 
 
+def _evicted_in(part, *path):
+    """The evicted list at `path` in a part, or None when the part does not say."""
+    if not isinstance(part, dict):
+        return None
+    value = part
+    for key in path:
+        value = _first(value, key) if isinstance(value, dict) else None
+    return value if isinstance(value, list) else None
+
+
 def fleet_cost_of(plan, bringup):
-    """Nodes the seat occupies and the co-tenant services it evicted (bring-up's record, else the plan's)."""
+    """Nodes the seat occupies and the co-tenant services adopting it evicts.
+
+    The plan's declared evictions are the cost: a co-tenant that happened to be down when the seat
+    came up would otherwise make the seat look free. Bring-up's own list (what it stopped this
+    time) is kept beside it, and stands in only when the plan does not say.
+    """
     nodes = sorted({r.get("host") for r in (_first(bringup, "ranks") or _first(plan, "ranks") or [])
                     if isinstance(r, dict) and r.get("host")})
-    evicted, source = None, None
-    for name, part in (("bringup.json", bringup), ("plan.json", plan)):
-        if not isinstance(part, dict):
-            continue
-        value = _first(part, "evicted")
-        if value is None:
-            value = _first(_first(part, "fleet_cost", "cotenants") or {}, "evicted")
-        if value is not None:
-            evicted, source = value, name
-            break
+    declared = _evicted_in(plan, "fleet_cost", "cotenants", "evicted")
+    stopped = _evicted_in(bringup, "evicted")
+    if declared is not None:
+        evicted, source = declared, "plan.json"
+    elif stopped is not None:
+        evicted, source = stopped, "bringup.json"
+    else:
+        evicted, source = None, None
     return {"nodes": nodes, "evicted": [e for e in (evicted or []) if e], "source": source,
-            "evicted_known": evicted is not None}
+            "evicted_known": evicted is not None,
+            "stopped_at_bringup": None if stopped is None else [e for e in stopped if e]}
 
 
 def assemble(seat, run_id, parts, created_at):

@@ -183,7 +183,11 @@ def render(record, plots=()):
               "- Nodes: %s" % (", ".join(cost.get("nodes") or []) or "unknown"),
               "- Co-tenant services evicted: %s" % (
                   ", ".join(_evicted_name(e) for e in cost.get("evicted") or []) or
-                  ("none" if cost.get("evicted_known") else "not recorded")),
+                  ("none" if cost.get("evicted_known") else "not recorded"))
+              + (" (from %s)" % cost["source"] if cost.get("source") else ""),
+              "- Stopped by this bring-up: %s" % (
+                  "not recorded" if cost.get("stopped_at_bringup") is None else
+                  ", ".join(_evicted_name(e) for e in cost["stopped_at_bringup"]) or "none (nothing was running)"),
               "", "## Decision", ""]
     lines.extend(decision_lines(record.get("promotion")))
     return "\n".join(lines) + "\n"
