@@ -77,8 +77,8 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
     return problems
 
 
-def incumbent_flags(record):
-    """The flags on an incumbent's benchmark verdict (empty when it is clean)."""
+def benchmark_flags(record):
+    """The flags on a record's benchmark verdict (empty when it is clean), for candidate and incumbent alike."""
     verdict = (record.get("benchmark") or {}).get("verdict") or {}
     return [] if verdict.get("clean") else list(verdict.get("flags") or ["unknown"])
 
@@ -136,11 +136,10 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
         blocked = True
         reasons.append("no benchmark record: a qualification pass alone never promotes")
     else:
-        headline = (bench.get("verdict") or {})
-        if not headline.get("clean"):
+        flags = benchmark_flags(candidate)
+        if flags:
             blocked = True
-            reasons.append("the benchmark is flagged (%s): its figures cannot carry a promotion"
-                           % ", ".join(headline.get("flags") or ["unknown"]))
+            reasons.append("the benchmark is flagged (%s): its figures cannot carry a promotion" % ", ".join(flags))
     if seat in incumbents:
         return {"decision": DO_NOT_PROMOTE, "seat": seat, "reasons": [
             "%s is already an incumbent: this record refreshes its figures" % seat] + reasons,
@@ -166,7 +165,7 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
         rows = side_by_side(candidate, record)
         entry["rows"] = rows
         # A win over figures that moved between the incumbent's own passes may be its noise: shown, not decisive.
-        i_flags = incumbent_flags(record)
+        i_flags = benchmark_flags(record)
         entry["incumbent_flags"] = i_flags
         if i_flags:
             beats_all = False
