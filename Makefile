@@ -64,6 +64,8 @@ integration: aiperf
 	$(VENV)/python -m pytest tests/integration -q
 
 lint:
+	$(VENV)/ruff check .
+	$(VENV)/ruff format --check .
 	$(VENV)/yamllint --strict .
 	$(VENV)/ansible-lint
 	$(VENV)/python tools/render_rules_table.py --check

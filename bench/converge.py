@@ -5,6 +5,7 @@ Both are measured in one run against the same containers: recreate the lab, conv
 again. The re-converge must report changed=0 or the run is refused as a measurement.
 Usage: .venv/bin/python bench/converge.py [--out bench/results/converge]
 """
+
 import argparse
 import datetime
 import json
@@ -20,8 +21,12 @@ BIN = ROOT / ".venv" / "bin"
 
 
 def run(cmd, log):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH="%s:/usr/bin:%s" % (BIN, os.environ.get("PATH", "")))
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        PATH="%s:/usr/bin:%s" % (BIN, os.environ.get("PATH", "")),
+    )
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
@@ -57,7 +62,7 @@ def main():
         sys.exit("the re-converge changed something (%s): not a no-op, not recorded" % again)
     result = {
         "command": ".venv/bin/python bench/converge.py --out %s" % args.out,
-        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": "%d cores, %s" % (os.cpu_count(), os.uname().machine),
         "first_converge_s": round(first_s, 2),
         "noop_reconverge_s": round(again_s, 2),
@@ -75,10 +80,10 @@ def main():
         "",
         "| run | wall time (s) | changed per host |",
         "|---|---|---|",
-        "| first converge | %.2f | %s |" % (first_s, ", ".join(
-            "%s=%d" % (h, c["changed"]) for h, c in sorted(result["first_recap"].items()))),
-        "| no-op re-converge | %.2f | %s |" % (again_s, ", ".join(
-            "%s=%d" % (h, c["changed"]) for h, c in sorted(again.items()))),
+        "| first converge | %.2f | %s |"
+        % (first_s, ", ".join("%s=%d" % (h, c["changed"]) for h, c in sorted(result["first_recap"].items()))),
+        "| no-op re-converge | %.2f | %s |"
+        % (again_s, ", ".join("%s=%d" % (h, c["changed"]) for h, c in sorted(again.items()))),
         "",
         "No-op / first = %.3f." % result["ratio_noop_to_first"],
     ]

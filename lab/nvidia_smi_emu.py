@@ -13,6 +13,7 @@ Settable state (power limits, persistence, clock locks): $SEATWRIGHT_EMU_STATE, 
 
 Standard library only, so that it runs on a bare container's python3.
 """
+
 import json
 import os
 import sys
@@ -266,8 +267,9 @@ def topo_matrix(profile):
         cells += [topology["cpu_affinity"], topology["numa_affinity"], "", topology.get("gpu_numa_id", "N/A")]
         lines.append("GPU%d\t" % i + "\t".join(cells))
     for n, nic in enumerate(nics):
-        cells = list(nic["links"]) + [" X " if n == m else nic.get("nic_links", {}).get(str(m), "SYS")
-                                      for m in range(len(nics))]
+        cells = list(nic["links"]) + [
+            " X " if n == m else nic.get("nic_links", {}).get(str(m), "SYS") for m in range(len(nics))
+        ]
         lines.append("NIC%d\t" % n + "\t".join(cells) + "\t\t")
     legend = TOPO_LEGEND
     if nics:
@@ -465,21 +467,29 @@ def reset_clocks(state, gpus):
 
 # option -> (canonical name, takes a value)
 OPTIONS = {
-    "-h": ("help", False), "--help": ("help", False),
+    "-h": ("help", False),
+    "--help": ("help", False),
     "--version": ("version", False),
-    "-L": ("list", False), "--list-gpus": ("list", False),
-    "-q": ("query", False), "--query": ("query", False),
-    "-d": ("display", True), "--display": ("display", True),
+    "-L": ("list", False),
+    "--list-gpus": ("list", False),
+    "-q": ("query", False),
+    "--query": ("query", False),
+    "-d": ("display", True),
+    "--display": ("display", True),
     "--query-gpu": ("query_gpu", True),
     "--format": ("format", True),
-    "-i": ("id", True), "--id": ("id", True),
-    "-pl": ("power_limit", True), "--power-limit": ("power_limit", True),
-    "-pm": ("persistence", True), "--persistence-mode": ("persistence", True),
-    "-lgc": ("lock_clocks", True), "--lock-gpu-clocks": ("lock_clocks", True),
-    "-rgc": ("reset_clocks", False), "--reset-gpu-clocks": ("reset_clocks", False),
+    "-i": ("id", True),
+    "--id": ("id", True),
+    "-pl": ("power_limit", True),
+    "--power-limit": ("power_limit", True),
+    "-pm": ("persistence", True),
+    "--persistence-mode": ("persistence", True),
+    "-lgc": ("lock_clocks", True),
+    "--lock-gpu-clocks": ("lock_clocks", True),
+    "-rgc": ("reset_clocks", False),
+    "--reset-gpu-clocks": ("reset_clocks", False),
 }
-ACTIONS = ("help", "version", "list", "query", "query_gpu", "power_limit", "persistence", "lock_clocks",
-           "reset_clocks")
+ACTIONS = ("help", "version", "list", "query", "query_gpu", "power_limit", "persistence", "lock_clocks", "reset_clocks")
 
 
 def parse(argv):
@@ -527,8 +537,7 @@ def select(profile, ident):
     chosen = []
     for part in ident.split(","):
         part = part.strip()
-        match = [g for g in profile["gpus"]
-                 if part in (str(g["index"]), g["uuid"], g["pci_bus_id"])]
+        match = [g for g in profile["gpus"] if part in (str(g["index"]), g["uuid"], g["pci_bus_id"])]
         if not match:
             raise Usage("No devices were found", RC_NOT_FOUND)
         chosen += match
@@ -546,8 +555,14 @@ def run(argv):
         return (
             "# %s (emulator version %s)\n"
             "NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : %s\nCUDA Version        : %s\n"
-            % (BANNER, EMULATOR_VERSION, profile["driver_version"], profile["driver_version"].rsplit(".", 1)[0],
-               profile["driver_version"], profile["cuda_version"])
+            % (
+                BANNER,
+                EMULATOR_VERSION,
+                profile["driver_version"],
+                profile["driver_version"].rsplit(".", 1)[0],
+                profile["driver_version"],
+                profile["cuda_version"],
+            )
         )
     if profile is None:
         raise Usage(NO_DRIVER, RC_DRIVER_NOT_LOADED)
@@ -592,8 +607,15 @@ def summary_table(profile, state, gpus):
         entry = state[gpu["uuid"]]
         lines.append(
             "GPU %d  %s  Persistence-M %s  Bus-Id %s  %dW / %dW  0MiB / %dMiB"
-            % (gpu["index"], gpu["name"], "On" if entry["persistence_mode"] else "Off", gpu["pci_bus_id"],
-               _draw_w(gpu, entry), enforced_limit_w(gpu, entry), gpu["memory_total_mib"])
+            % (
+                gpu["index"],
+                gpu["name"],
+                "On" if entry["persistence_mode"] else "Off",
+                gpu["pci_bus_id"],
+                _draw_w(gpu, entry),
+                enforced_limit_w(gpu, entry),
+                gpu["memory_total_mib"],
+            )
         )
     return "\n".join(lines) + "\n"
 

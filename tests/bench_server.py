@@ -12,6 +12,7 @@ reads kept up to date by this server. Modes:
 
     python tests/bench_server.py --port 0 --mode steady   (prints "listening on PORT" when ready)
 """
+
 import argparse
 import json
 import re
@@ -25,8 +26,28 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bench"
 METRICS_FIXTURE = FIXTURES / "vllm-0.32.0-cpu-metrics-tiny.txt"
 MODES = ("steady", "prefix-hit", "climbing", "spec-loop")
-WORDS = ("seat", "node", "fabric", "token", "prefill", "decode", "cache", "stream", "power", "clock", "model",
-         "engine", "rank", "draft", "answer", "record", "evidence", "level", "pass", "median")
+WORDS = (
+    "seat",
+    "node",
+    "fabric",
+    "token",
+    "prefill",
+    "decode",
+    "cache",
+    "stream",
+    "power",
+    "clock",
+    "model",
+    "engine",
+    "rank",
+    "draft",
+    "answer",
+    "record",
+    "evidence",
+    "level",
+    "pass",
+    "median",
+)
 COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "prompt_tokens", "generation_tokens")
 SPEC_DRAFT = 4
 
@@ -68,14 +89,23 @@ def metrics_text(state):
     labels = '{engine="0",model_name="%s"}' % state.model
     with state.lock:
         for name in COUNTERS:
-            text = re.sub(r"^vllm:%s_total\{[^}]*\} \S+$" % name,
-                          "vllm:%s_total%s %.1f" % (name, labels, state.counts[name]), text, flags=re.M)
+            text = re.sub(
+                r"^vllm:%s_total\{[^}]*\} \S+$" % name,
+                "vllm:%s_total%s %.1f" % (name, labels, state.counts[name]),
+                text,
+                flags=re.M,
+            )
         text = text.replace('model_name="tiny"', 'model_name="%s"' % state.model)
         if state.mode == "spec-loop":
-            for key, doc in (("drafts", "Number of spec decoding drafts."), ("draft_tokens", "Number of draft tokens."),
-                             ("accepted_tokens", "Number of accepted tokens.")):
-                text += ("# HELP vllm:spec_decode_num_%s_total %s\n# TYPE vllm:spec_decode_num_%s_total counter\n"
-                         "vllm:spec_decode_num_%s_total%s %.1f\n" % (key, doc, key, key, labels, state.spec[key]))
+            for key, doc in (
+                ("drafts", "Number of spec decoding drafts."),
+                ("draft_tokens", "Number of draft tokens."),
+                ("accepted_tokens", "Number of accepted tokens."),
+            ):
+                text += (
+                    "# HELP vllm:spec_decode_num_%s_total %s\n# TYPE vllm:spec_decode_num_%s_total counter\n"
+                    "vllm:spec_decode_num_%s_total%s %.1f\n" % (key, doc, key, key, labels, state.spec[key])
+                )
     return text
 
 
@@ -104,8 +134,17 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/metrics":
             self._send(200, metrics_text(self.state), "text/plain; version=0.0.4; charset=utf-8")
         elif self.path == "/v1/models":
-            self._send(200, json.dumps({"object": "list", "data": [{"id": self.state.model, "object": "model",
-                                                                      "owned_by": "vllm", "max_model_len": 2048}]}))
+            self._send(
+                200,
+                json.dumps(
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": self.state.model, "object": "model", "owned_by": "vllm", "max_model_len": 2048}
+                        ],
+                    }
+                ),
+            )
         elif self.path == "/health":
             self._send(200, "")
         else:
@@ -135,12 +174,29 @@ class Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             time.sleep(delay * count)
             state.account(prompt_tokens, count)
-            self._send(200, json.dumps({
-                "id": cid, "object": "chat.completion", "created": created, "model": state.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": " ".join(words)},
-                             "finish_reason": "length"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": count,
-                          "total_tokens": prompt_tokens + count}}))
+            self._send(
+                200,
+                json.dumps(
+                    {
+                        "id": cid,
+                        "object": "chat.completion",
+                        "created": created,
+                        "model": state.model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": " ".join(words)},
+                                "finish_reason": "length",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": count,
+                            "total_tokens": prompt_tokens + count,
+                        },
+                    }
+                ),
+            )
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -153,19 +209,56 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": state.model}
-        event(json.dumps(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                              "logprobs": None, "finish_reason": None}])))
+        event(
+            json.dumps(
+                dict(
+                    base,
+                    choices=[
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ],
+                )
+            )
+        )
         time.sleep(delay * 2)  # prefill
         for i, word in enumerate(words):
             last = i == len(words) - 1
-            event(json.dumps(dict(base, choices=[{"index": 0, "delta": {"content": (" " if i else "") + word},
-                                                  "logprobs": None, "finish_reason": "length" if last else None}])))
+            event(
+                json.dumps(
+                    dict(
+                        base,
+                        choices=[
+                            {
+                                "index": 0,
+                                "delta": {"content": (" " if i else "") + word},
+                                "logprobs": None,
+                                "finish_reason": "length" if last else None,
+                            }
+                        ],
+                    )
+                )
+            )
             if not last:
                 time.sleep(delay)
         state.account(prompt_tokens, count)
         if (body.get("stream_options") or {}).get("include_usage"):
-            event(json.dumps(dict(base, choices=[], usage={"prompt_tokens": prompt_tokens, "completion_tokens": count,
-                                                          "total_tokens": prompt_tokens + count})))
+            event(
+                json.dumps(
+                    dict(
+                        base,
+                        choices=[],
+                        usage={
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": count,
+                            "total_tokens": prompt_tokens + count,
+                        },
+                    )
+                )
+            )
         event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

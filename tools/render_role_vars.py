@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Render the README's tables of variables: the node and fleet contract, and each role's inputs.
 
-The contract comes from module_utils/seatwright/node/contract.py, the role tables from each role's
+The contract comes from plugins/module_utils/node/contract.py, the role tables from each role's
 meta/argument_specs.yml (internal roles, with no main entry point, are left out). Rewrites README.md
 between `<!-- contract:begin -->`/`<!-- contract:end -->` and `<!-- rolevars:begin -->`/
 `<!-- rolevars:end -->` and nothing else.
   tools/render_role_vars.py           rewrite the table in place
   tools/render_role_vars.py --check   exit 1 when the README's table is stale (for CI)
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -20,11 +21,9 @@ CONTRACT_BEGIN, CONTRACT_END = "<!-- contract:begin -->", "<!-- contract:end -->
 
 
 def _contract():
-    """module_utils/seatwright/node/contract.py, imported the way Ansible resolves it."""
-    import ansible.module_utils
-    if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
-    from ansible.module_utils.seatwright.node import contract
+    """plugins/module_utils/node/contract.py, imported the way Ansible resolves it."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.node import contract
+
     return contract
 
 
@@ -57,9 +56,15 @@ def role_table(roles_dir):
             if default is None or isinstance(default, (bool, dict, list)):
                 # YAML spelling, as the user would write it in group_vars.
                 default = yaml.safe_dump(default, default_flow_style=True).replace("\n...", "").strip()
-            lines.append("| `%s` | %s | %s | %s |" % (
-                name, _cell(option.get("type", "str")),
-                "`%s`" % _cell(default) if default != "" else "", _description(option)))
+            lines.append(
+                "| `%s` | %s | %s | %s |"
+                % (
+                    name,
+                    _cell(option.get("type", "str")),
+                    "`%s`" % _cell(default) if default != "" else "",
+                    _description(option),
+                )
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -74,9 +79,17 @@ def contract_table():
     for variable in _contract().VARIABLES:
         scope = "per host" if variable.scope == "host" else "group `gpu_nodes`"
         default = "" if variable.required or variable.default is None else "`%s`" % _cell(_yaml_text(variable.default))
-        lines.append("| `%s` | %s | %s | %s | %s; expected %s |" % (
-            variable.name, scope, "yes" if variable.required else "no", default,
-            _cell(variable.meaning), _cell(variable.expected)))
+        lines.append(
+            "| `%s` | %s | %s | %s | %s; expected %s |"
+            % (
+                variable.name,
+                scope,
+                "yes" if variable.required else "no",
+                default,
+                _cell(variable.meaning),
+                _cell(variable.expected),
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -84,7 +97,7 @@ def _replace(text, begin, end, body):
     start, stop = text.find(begin), text.find(end)
     if start < 0 or stop < start:
         return None
-    return text[:start + len(begin)] + "\n" + body + text[stop:]
+    return text[: start + len(begin)] + "\n" + body + text[stop:]
 
 
 def main(argv=None):
@@ -96,8 +109,10 @@ def main(argv=None):
     wanted = _replace(current, BEGIN, END, role_table(ROOT / "roles"))
     wanted = wanted and _replace(wanted, CONTRACT_BEGIN, CONTRACT_END, contract_table())
     if wanted is None:
-        sys.stderr.write("render_role_vars: README.md needs the lines %s, %s, %s and %s\n"
-                         % (CONTRACT_BEGIN, CONTRACT_END, BEGIN, END))
+        sys.stderr.write(
+            "render_role_vars: README.md needs the lines %s, %s, %s and %s\n"
+            % (CONTRACT_BEGIN, CONTRACT_END, BEGIN, END)
+        )
         return 2
     if wanted == current:
         return 0

@@ -5,20 +5,16 @@ Rewrites README.md between `<!-- rules:begin -->` and `<!-- rules:end -->` and n
   tools/render_rules_table.py           rewrite the table in place
   tools/render_rules_table.py --check   exit 1 when the README's table is stale (for CI)
 """
+
 import argparse
 import sys
 from pathlib import Path
 
-import ansible.module_utils
-
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
 
-# Our module_utils import each other as ansible.module_utils.seatwright.*, as Ansible ships them.
-if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 
-from ansible.module_utils.seatwright.seat.rules import table_markdown  # noqa: E402
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import table_markdown  # noqa: E402
 
 
 class MarkersMissing(Exception):
@@ -29,9 +25,10 @@ def with_table(readme_text, table):
     """README text with the block between the markers replaced by `table`."""
     start, end = readme_text.find(BEGIN), readme_text.find(END)
     if start < 0 or end < 0 or end < start:
-        raise MarkersMissing("README.md needs the lines %s and %s, in that order, where the rules table goes"
-                             % (BEGIN, END))
-    return readme_text[:start + len(BEGIN)] + "\n" + table + readme_text[end:]
+        raise MarkersMissing(
+            "README.md needs the lines %s and %s, in that order, where the rules table goes" % (BEGIN, END)
+        )
+    return readme_text[: start + len(BEGIN)] + "\n" + table + readme_text[end:]
 
 
 def main(argv=None):
@@ -50,8 +47,9 @@ def main(argv=None):
     if wanted == current:
         return 0
     if args.check:
-        sys.stderr.write("render_rules_table: %s's rules table is stale; run tools/render_rules_table.py\n"
-                         % args.readme)
+        sys.stderr.write(
+            "render_rules_table: %s's rules table is stale; run tools/render_rules_table.py\n" % args.readme
+        )
         return 1
     args.readme.write_text(wanted, encoding="utf-8")
     return 0

@@ -7,8 +7,10 @@
 set -uo pipefail
 : "${OUT:?OUT must name the folder that comes back}"
 RAW=$(mktemp -d)
-export GPU_DEVICE_RAW=$RAW PYTHONPATH=/tmp/site LC_ALL=C.UTF-8 PYTHONUNBUFFERED=1
-export ANSIBLE_LIBRARY=$PWD/library ANSIBLE_MODULE_UTILS=$PWD/module_utils ANSIBLE_NOCOLOR=1
+# The collection seatwright.fleet is this checkout, reached through the link scripts/collection-link makes.
+bash scripts/collection-link
+export GPU_DEVICE_RAW=$RAW PYTHONPATH=/tmp/site:$PWD/.cache/collections LC_ALL=C.UTF-8 PYTHONUNBUFFERED=1
+export ANSIBLE_COLLECTIONS_PATH=$PWD/.cache/collections ANSIBLE_NOCOLOR=1
 # Keep NVLink multicast off on this shared host, as its README asks.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LIMITS="index,power.limit,enforced.power.limit,persistence_mode,clocks.applications.graphics,mig.mode.current"

@@ -9,6 +9,7 @@ the measurements spreads drift over all of them; medians and ranges are reported
 Run from the repository root with ansible-core importable:
   PYTHONPATH=/tmp/site python3 bench/device/gpu_timing.py --reps 11 --out timing.json
 """
+
 import argparse
 import json
 import os
@@ -37,15 +38,16 @@ for i in range(pynvml.nvmlDeviceGetCount()):
 pynvml.nvmlShutdown()
 """
 
-# Runs library/gpu_facts.py as Ansible would after unpacking it: module_utils on the package path.
+# Runs library/gpu_facts.py as Ansible would after unpacking it (the collection on sys.path: PYTHONPATH).
 MODULE_RUNNER = """
-import sys, runpy, ansible.module_utils
-ansible.module_utils.__path__.append(%r)
+import runpy
 runpy.run_path(%r, run_name="__main__")
-""" % (str(ROOT / "module_utils"), str(ROOT / "library" / "gpu_facts.py"))
+""" % str(ROOT / "library" / "gpu_facts.py")
 
-SMI_FIELDS = ("index,name,uuid,pci.bus_id,compute_cap,memory.total,driver_version,power.limit,"
-              "enforced.power.limit,power.min_limit,power.max_limit,power.default_limit,persistence_mode")
+SMI_FIELDS = (
+    "index,name,uuid,pci.bus_id,compute_cap,memory.total,driver_version,power.limit,"
+    "enforced.power.limit,power.min_limit,power.max_limit,power.default_limit,persistence_mode"
+)
 
 
 def timed_subprocess(argv, env=None):
@@ -69,18 +71,37 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    import ansible.module_utils
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
-    from ansible.module_utils.seatwright.io.gpu_probe import read_nvml
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import read_nvml
 
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(ROOT / "library"), ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-               LC_ALL="C.UTF-8")
-    adhoc = [sys.executable, "-m", "ansible.cli.adhoc", "-i", "localhost,", "-c", "local", "-m", "gpu_facts",
-             "-a", "cache_path=", "-e", "ansible_python_interpreter=%s" % sys.executable, "localhost"]
-    samples = {name: [] for name in ("nvml_init_query_in_process", "nvml_init_query_fresh_python",
-                                     "seatwright_read_nvml_in_process", "gpu_facts_module_process_nvml",
-                                     "gpu_facts_module_process_nvidia_smi", "gpu_facts_via_ansible_adhoc",
-                                     "nvidia_smi_query_process")}
+    env = dict(os.environ, ANSIBLE_LIBRARY=str(ROOT / "library"), LC_ALL="C.UTF-8")
+    adhoc = [
+        sys.executable,
+        "-m",
+        "ansible.cli.adhoc",
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-m",
+        "gpu_facts",
+        "-a",
+        "cache_path=",
+        "-e",
+        "ansible_python_interpreter=%s" % sys.executable,
+        "localhost",
+    ]
+    samples = {
+        name: []
+        for name in (
+            "nvml_init_query_in_process",
+            "nvml_init_query_fresh_python",
+            "seatwright_read_nvml_in_process",
+            "gpu_facts_module_process_nvml",
+            "gpu_facts_module_process_nvidia_smi",
+            "gpu_facts_via_ansible_adhoc",
+            "nvidia_smi_query_process",
+        )
+    }
     module_outputs = {}
     with tempfile.TemporaryDirectory() as scratch:
         nvml_args = module_args_file(scratch, "nvml")
@@ -101,20 +122,29 @@ def main():
             samples["gpu_facts_module_process_nvidia_smi"].append(elapsed)
             module_outputs["nvidia-smi"] = out
             samples["gpu_facts_via_ansible_adhoc"].append(timed_subprocess(adhoc, env)[0])
-            samples["nvidia_smi_query_process"].append(timed_subprocess(
-                ["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader"])[0])
+            samples["nvidia_smi_query_process"].append(
+                timed_subprocess(["nvidia-smi", "--query-gpu=" + SMI_FIELDS, "--format=csv,noheader"])[0]
+            )
     summary = {}
     for name, values in samples.items():
-        summary[name] = {"n": len(values), "median_s": statistics.median(values), "min_s": min(values),
-                         "max_s": max(values), "samples_s": values}
-    sources = {backend: json.loads(out.strip().splitlines()[-1])["ansible_facts"]["seatwright_gpu_summary"]["source"]
-               for backend, out in module_outputs.items()}
+        summary[name] = {
+            "n": len(values),
+            "median_s": statistics.median(values),
+            "min_s": min(values),
+            "max_s": max(values),
+            "samples_s": values,
+        }
+    sources = {
+        backend: json.loads(out.strip().splitlines()[-1])["ansible_facts"]["seatwright_gpu_summary"]["source"]
+        for backend, out in module_outputs.items()
+    }
     record = {"reps": args.reps, "python": sys.version.split()[0], "module_sources": sources, "timings": summary}
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print("%-40s %10s %10s %10s" % ("measurement", "median ms", "min ms", "max ms"))
     for name, stats in summary.items():
-        print("%-40s %10.1f %10.1f %10.1f" % (name, stats["median_s"] * 1e3, stats["min_s"] * 1e3,
-                                               stats["max_s"] * 1e3))
+        print(
+            "%-40s %10.1f %10.1f %10.1f" % (name, stats["median_s"] * 1e3, stats["min_s"] * 1e3, stats["max_s"] * 1e3)
+        )
 
 
 if __name__ == "__main__":

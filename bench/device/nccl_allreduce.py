@@ -7,6 +7,7 @@ no network: the wheel travels in .whl/):
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/ansible_core-*.whl
   PYTHONPATH=/tmp/site python3 bench/device/nccl_allreduce.py
 """
+
 import contextlib
 import io
 import json
@@ -24,14 +25,10 @@ OUT = Path(os.environ.get("OUT", "/tmp/nccl-out"))
 REFERENCE_GBPS = 330.0
 TOLERANCE = 0.10
 
-import ansible.module_utils  # noqa: E402
-
-ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 sys.path.insert(0, str(ROOT / "library"))
 
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
-
 import nccl_bandwidth  # noqa: E402
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
 
 ARGS = {
     "method": "torch",
@@ -40,8 +37,7 @@ ARGS = {
     "iters": 20,
     "return_output": True,
     # NVLink multicast stays off on this shared host (device KINDS.md).
-    "env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-            "NVSHMEM_DISABLE_NVLS": "1"},
+    "env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"},
 }
 
 

@@ -24,31 +24,36 @@ and generated tokens per request as the server counted them (the same workload, 
       --model smollm2-135m-instruct --tokenizer /work/models/smollm2-135m-instruct \\
       --server-cpus 0 --harness-cpus 1 --max-load 1.3 --rounds 4 --requests 64
 """
+
 import argparse
 import datetime
 import json
 import os
 import platform
+import resource
 import shlex
+import signal
 import subprocess
 import sys
-import resource
-import signal
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import ansible.module_utils
-
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 
 # pylint: disable=wrong-import-position
-from ansible.module_utils.seatwright.bench import analysis, counters, records, stats, workload as wl  # noqa: E402
-from ansible.module_utils.seatwright.io import bench_runner  # noqa: E402
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
+    analysis,
+    counters,
+    records,
+    stats,
+)  # noqa: E402
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
+    workload as wl,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner as bench_runner  # noqa: E402
 
 TOLERANCE = 0.10
 
@@ -78,9 +83,21 @@ def cpu_text(cpus):
 def server_command(python, model_dir, served_name, base_url, max_model_len):
     """The vLLM server this script starts (the lab's CPU server, as shared/LAB documents it)."""
     host, _, port = bench_runner.server_root(base_url).split("://", 1)[-1].partition(":")
-    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-            "--served-model-name", served_name, "--host", host, "--port", port or "80",
-            "--max-model-len", str(max_model_len)]
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--served-model-name",
+        served_name,
+        "--host",
+        host,
+        "--port",
+        port or "80",
+        "--max-model-len",
+        str(max_model_len),
+    ]
 
 
 def server_env(server_cpus):
@@ -99,9 +116,11 @@ def mean_in_flight_vllm(result):
     latencies = [x for x in result.get("latencies") or [] if x and x > 0]
     if not result.get("start_times"):
         return sum(latencies) / result["duration"] if latencies and result.get("duration") else None
-    spans = [{"start_ns": int(start * 1e9), "end_ns": int((start + latency) * 1e9)}
-             for start, latency in zip(result["start_times"], result.get("latencies") or [])
-             if latency and latency > 0]
+    spans = [
+        {"start_ns": int(start * 1e9), "end_ns": int((start + latency) * 1e9)}
+        for start, latency in zip(result["start_times"], result.get("latencies") or [])
+        if latency and latency > 0
+    ]
     return records.mean_in_flight(spans)
 
 
@@ -181,9 +200,13 @@ def cpu_usage(before, after, wall_s):
     host_s = sum(busy.values()) / CLOCK_TICKS
     server_s = (after["server"] - before["server"]) / CLOCK_TICKS
     harness_s = (after["harness"] - before["harness"]) / CLOCK_TICKS
-    return {"wall_s": wall_s, "server_cpu_s": server_s, "harness_cpu_s": harness_s,
-            "other_cpu_s": max(0.0, host_s - server_s - harness_s),
-            "core_busy": {str(c): (busy[c] / total[c]) if total[c] else None for c in sorted(busy)}}
+    return {
+        "wall_s": wall_s,
+        "server_cpu_s": server_s,
+        "harness_cpu_s": harness_s,
+        "other_cpu_s": max(0.0, host_s - server_s - harness_s),
+        "core_busy": {str(c): (busy[c] / total[c]) if total[c] else None for c in sorted(busy)},
+    }
 
 
 def server_counts(base_url):
@@ -200,14 +223,18 @@ def server_counts(base_url):
 
 def per_request(before, after):
     """What the server saw during one harness run: requests (warm-ups included) and tokens per request."""
-    delta = {k: (after.get(k) - before.get(k)) if after.get(k) is not None and before.get(k) is not None else None
-             for k in ("requests", "prompt_tokens", "generation_tokens")}
+    delta = {
+        k: (after.get(k) - before.get(k)) if after.get(k) is not None and before.get(k) is not None else None
+        for k in ("requests", "prompt_tokens", "generation_tokens")
+    }
     n = delta["requests"]
-    return {"requests": n,
-            "prompt_tokens_per_request": delta["prompt_tokens"] / n if n and delta["prompt_tokens"] is not None
-            else None,
-            "generation_tokens_per_request": delta["generation_tokens"] / n
-            if n and delta["generation_tokens"] is not None else None}
+    return {
+        "requests": n,
+        "prompt_tokens_per_request": delta["prompt_tokens"] / n if n and delta["prompt_tokens"] is not None else None,
+        "generation_tokens_per_request": delta["generation_tokens"] / n
+        if n and delta["generation_tokens"] is not None
+        else None,
+    }
 
 
 class Server:
@@ -221,14 +248,20 @@ class Server:
     def start(self, base_url):
         logfile = open(self.log_path, "wb")  # pylint: disable=consider-using-with
         cpus = set(self.cpus) if self.cpus else None
-        self.proc = subprocess.Popen(self.argv, stdout=logfile, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, **self.env), start_new_session=True,
-                                     preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, **self.env),
+            start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
         started = time.time()
         while time.time() - started < self.ready_timeout_s:
             if self.proc.poll() is not None:
-                raise SystemExit("the vLLM server exited %s before it was ready; see %s"
-                                 % (self.proc.returncode, self.log_path))
+                raise SystemExit(
+                    "the vLLM server exited %s before it was ready; see %s" % (self.proc.returncode, self.log_path)
+                )
             try:
                 with urllib.request.urlopen(bench_runner.server_root(base_url) + "/v1/models", timeout=5):
                     return time.time() - started
@@ -263,16 +296,40 @@ def wait_for_quiet(max_load, timeout_s=900):
 
 def vllm_bench_argv(args, seed):
     """vLLM's benchmark arguments for the same workload seatwright's AIPerf run gets (bench_runner.command)."""
-    return ["--backend", "openai-chat", "--base-url", bench_runner.server_root(args.base_url),
-            "--endpoint", "/v1/chat/completions", "--model", args.model, "--tokenizer", args.tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(args.input_tokens),
-            "--random-output-len", str(args.output_tokens), "--num-prompts", str(args.requests),
-            "--max-concurrency", str(args.concurrency), "--ignore-eos", "--seed", str(seed),
-            # One warm-up request per stream, as seatwright asks AIPerf for (bench_runner.command).
-            "--num-warmups", str(args.concurrency),
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-            # Keeps each request's start time in the result (for the requests in flight); reporting only.
-            "--save-detailed"]
+    return [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        bench_runner.server_root(args.base_url),
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        args.model,
+        "--tokenizer",
+        args.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_tokens),
+        "--random-output-len",
+        str(args.output_tokens),
+        "--num-prompts",
+        str(args.requests),
+        "--max-concurrency",
+        str(args.concurrency),
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        # One warm-up request per stream, as seatwright asks AIPerf for (bench_runner.command).
+        "--num-warmups",
+        str(args.concurrency),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,95,99",
+        # Keeps each request's start time in the result (for the requests in flight); reporting only.
+        "--save-detailed",
+    ]
 
 
 class VllmBench:
@@ -280,9 +337,14 @@ class VllmBench:
 
     def __init__(self, python):
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        self.proc = subprocess.Popen([python, str(ROOT / "bench" / "fidelity" / "vllm_bench_driver.py")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env=env)
+        self.proc = subprocess.Popen(
+            [python, str(ROOT / "bench" / "fidelity" / "vllm_bench_driver.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         self._read_until("VLLM_BENCH_READY")
 
     def _read_until(self, prefix):
@@ -296,10 +358,15 @@ class VllmBench:
         self.proc.stdin.write(json.dumps(argv) + "\n")
         self.proc.stdin.flush()
         result = json.loads(self._read_until("VLLM_BENCH_RESULT ").split(" ", 1)[1])
-        return {"ttft_ms_p50": result.get("median_ttft_ms"), "output_tok_s": result.get("output_throughput"),
-                "completed": result.get("completed"), "failed": result.get("failed", 0),
-                "duration_s": result.get("duration"), "in_flight_mean": mean_in_flight_vllm(result),
-                "argv": argv}
+        return {
+            "ttft_ms_p50": result.get("median_ttft_ms"),
+            "output_tok_s": result.get("output_throughput"),
+            "completed": result.get("completed"),
+            "failed": result.get("failed", 0),
+            "duration_s": result.get("duration"),
+            "in_flight_mean": mean_in_flight_vllm(result),
+            "argv": argv,
+        }
 
     def close(self):
         self.proc.stdin.close()
@@ -308,12 +375,17 @@ class VllmBench:
 
 def seatwright_level(runner, args, label, seed):
     out = runner.run(label, args.concurrency, args.requests, seed)
-    level = analysis.analyse_level(args.concurrency, 1, out["records"], out["before"], out["after"],
-                                   out["duration_s"])
-    return {"ttft_ms_p50": level["figures"]["ttft_ms_p50"], "output_tok_s": level["figures"]["output_tok_s"],
-            "completed": level["succeeded"], "failed": level["failed"], "duration_s": level["duration_s"],
-            "prefix_cache_hit_rate": level["prefix_cache"]["hit_rate"],
-            "in_flight_mean": records.mean_in_flight(out["records"]), "argv": runner.commands[-1][1:]}
+    level = analysis.analyse_level(args.concurrency, 1, out["records"], out["before"], out["after"], out["duration_s"])
+    return {
+        "ttft_ms_p50": level["figures"]["ttft_ms_p50"],
+        "output_tok_s": level["figures"]["output_tok_s"],
+        "completed": level["succeeded"],
+        "failed": level["failed"],
+        "duration_s": level["duration_s"],
+        "prefix_cache_hit_rate": level["prefix_cache"]["hit_rate"],
+        "in_flight_mean": records.mean_in_flight(out["records"]),
+        "argv": runner.commands[-1][1:],
+    }
 
 
 def main():
@@ -321,20 +393,32 @@ def main():
     p.add_argument("--base-url", required=True)
     p.add_argument("--model", required=True, help="the served model name")
     p.add_argument("--tokenizer", required=True)
-    p.add_argument("--serve", metavar="MODEL_DIR", default=None,
-                   help="start the vLLM server on --base-url's port with this model (and stop it at the end); "
-                        "without it, --base-url must already serve --model")
+    p.add_argument(
+        "--serve",
+        metavar="MODEL_DIR",
+        default=None,
+        help="start the vLLM server on --base-url's port with this model (and stop it at the end); "
+        "without it, --base-url must already serve --model",
+    )
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--server-cpus", default=None, help="CPUs for the server this script starts, e.g. 0")
-    p.add_argument("--harness-cpus", default=None, help="CPUs for both harnesses (this script, AIPerf, vLLM's "
-                                                        "benchmark), e.g. 1")
-    p.add_argument("--max-load", type=float, default=None,
-                   help="wait until the host's 1-minute load average is below this before starting")
+    p.add_argument(
+        "--harness-cpus", default=None, help="CPUs for both harnesses (this script, AIPerf, vLLM's benchmark), e.g. 1"
+    )
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="wait until the host's 1-minute load average is below this before starting",
+    )
     p.add_argument("--vllm-python", default="/work/venvs/vllm/bin/python")
     p.add_argument("--aiperf", default=None)
-    p.add_argument("--poll-hz", type=int, default=wl.CLOSED_LOOP_POLL_HZ,
-                   help="seatwright's AIPerf free-stream check rate (tools/seatwright-bench --poll-hz; 0: AIPerf's "
-                        "busy loop)")
+    p.add_argument(
+        "--poll-hz",
+        type=int,
+        default=wl.CLOSED_LOOP_POLL_HZ,
+        help="seatwright's AIPerf free-stream check rate (tools/seatwright-bench --poll-hz; 0: AIPerf's busy loop)",
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--requests", type=int, default=32)
@@ -358,8 +442,10 @@ def main():
     if args.serve:
         argv = server_command(args.vllm_python, args.serve, args.model, args.base_url, args.max_model_len)
         server = Server(argv, server_env(server_cpus), server_cpus, os.path.join(workdir, "server.log"))
-        log("starting the vLLM server%s: %s" % (" on CPU " + cpu_text(server_cpus) if server_cpus else "",
-                                                " ".join(shlex.quote(a) for a in argv)))
+        log(
+            "starting the vLLM server%s: %s"
+            % (" on CPU " + cpu_text(server_cpus) if server_cpus else "", " ".join(shlex.quote(a) for a in argv))
+        )
     # A timeout or a kill ends the run through the finally below: never leave the server running.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit("fidelity: terminated (signal %d)" % signum))
     try:
@@ -371,10 +457,14 @@ def main():
         if server:
             log("stopping the vLLM server")
             server.stop()
-    result.update({
-        "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", "bench/fidelity/fidelity.py"] + sys.argv[1:]),
-    })
+    result.update(
+        {
+            "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": " ".join(
+                shlex.quote(a) for a in [".venv/bin/python", "bench/fidelity/fidelity.py"] + sys.argv[1:]
+            ),
+        }
+    )
     result["host"].update({"load_avg_before": list(load_before)})
     if server:
         result["server"] = {"argv": server.argv, "env": server.env, "cpus": server_cpus, "ready_s": ready_s}
@@ -387,8 +477,15 @@ def main():
 
 def measure(args, load, workdir, server):
     """The alternating rounds against the ready server; the result without when/command."""
-    runner = bench_runner.AIPerfRunner(args.aiperf or bench_runner.aiperf_binary(str(ROOT)), args.base_url,
-                                       args.model, args.tokenizer, workdir, load, poll_hz=args.poll_hz)
+    runner = bench_runner.AIPerfRunner(
+        args.aiperf or bench_runner.aiperf_binary(str(ROOT)),
+        args.base_url,
+        args.model,
+        args.tokenizer,
+        workdir,
+        load,
+        poll_hz=args.poll_hz,
+    )
     log("starting vLLM's benchmark process (imports vLLM once)")
     reference = VllmBench(args.vllm_python)
     pinning = {"harness": affinity_of([os.getpid(), reference.proc.pid])}
@@ -396,8 +493,11 @@ def measure(args, load, workdir, server):
         pinning["server"] = affinity_of(server.ticks()[1])
 
     def snapshot():
-        return {"cores": read_cores(), "server": server.ticks()[0] if server else 0,
-                "harness": own_ticks() + tree_ticks(reference.proc.pid)[0]}
+        return {
+            "cores": read_cores(),
+            "server": server.ticks()[0] if server else 0,
+            "harness": own_ticks() + tree_ticks(reference.proc.pid)[0],
+        }
 
     rounds = []
     for index in range(args.rounds + 1):
@@ -413,12 +513,19 @@ def measure(args, load, workdir, server):
                 entry[name] = seatwright_level(runner, args, "round%d" % index, 2000 + index)
             entry[name]["cpu"] = cpu_usage(cpu_before, snapshot(), time.time() - started)
             entry[name]["server_saw"] = per_request(counts_before, server_counts(args.base_url))
-            log("    TTFT p50 %.1f ms, output %.1f tok/s, %.2f in flight; CPU s: server %.1f, harness %.1f, "
-                "other %.1f of %.1f wall" % (
-                    entry[name]["ttft_ms_p50"] or 0, entry[name]["output_tok_s"] or 0,
-                    entry[name]["in_flight_mean"] or 0, entry[name]["cpu"]["server_cpu_s"],
-                    entry[name]["cpu"]["harness_cpu_s"], entry[name]["cpu"]["other_cpu_s"],
-                    entry[name]["cpu"]["wall_s"]))
+            log(
+                "    TTFT p50 %.1f ms, output %.1f tok/s, %.2f in flight; CPU s: server %.1f, harness %.1f, "
+                "other %.1f of %.1f wall"
+                % (
+                    entry[name]["ttft_ms_p50"] or 0,
+                    entry[name]["output_tok_s"] or 0,
+                    entry[name]["in_flight_mean"] or 0,
+                    entry[name]["cpu"]["server_cpu_s"],
+                    entry[name]["cpu"]["harness_cpu_s"],
+                    entry[name]["cpu"]["other_cpu_s"],
+                    entry[name]["cpu"]["wall_s"],
+                )
+            )
         rounds.append(entry)
     reference.close()
     measured = [r for r in rounds if not r["warmup"]]
@@ -427,19 +534,36 @@ def measure(args, load, workdir, server):
         sw = stats.median([r["seatwright"][key] for r in measured])
         ref = stats.median([r["vllm"][key] for r in measured])
         ratio = sw / ref if sw and ref else None
-        summary[key] = {"seatwright": sw, "vllm": ref, "ratio": ratio,
-                        "within_tolerance": ratio is not None and abs(ratio - 1) <= TOLERANCE,
-                        "seatwright_range": [min(r["seatwright"][key] for r in measured),
-                                             max(r["seatwright"][key] for r in measured)],
-                        "vllm_range": [min(r["vllm"][key] for r in measured), max(r["vllm"][key] for r in measured)],
-                        "round_ratios": [r["seatwright"][key] / r["vllm"][key] for r in measured
-                                         if r["seatwright"][key] and r["vllm"][key]]}
+        summary[key] = {
+            "seatwright": sw,
+            "vllm": ref,
+            "ratio": ratio,
+            "within_tolerance": ratio is not None and abs(ratio - 1) <= TOLERANCE,
+            "seatwright_range": [
+                min(r["seatwright"][key] for r in measured),
+                max(r["seatwright"][key] for r in measured),
+            ],
+            "vllm_range": [min(r["vllm"][key] for r in measured), max(r["vllm"][key] for r in measured)],
+            "round_ratios": [
+                r["seatwright"][key] / r["vllm"][key] for r in measured if r["seatwright"][key] and r["vllm"][key]
+            ],
+        }
     return {
-        "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_end": os.getloadavg(),
-                 "nice": os.nice(0)},
-        "workload": {"concurrency": args.concurrency, "requests": args.requests, "input_tokens": args.input_tokens,
-                     "output_tokens": args.output_tokens, "ignore_eos": True, "endpoint": "chat, streaming",
-                     "warmup_requests": args.concurrency},
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_at_end": os.getloadavg(),
+            "nice": os.nice(0),
+        },
+        "workload": {
+            "concurrency": args.concurrency,
+            "requests": args.requests,
+            "input_tokens": args.input_tokens,
+            "output_tokens": args.output_tokens,
+            "ignore_eos": True,
+            "endpoint": "chat, streaming",
+            "warmup_requests": args.concurrency,
+        },
         "model": {"served_name": args.model, "dir": args.serve or args.tokenizer},
         "pinning": pinning,
         "harness": wl.harness(),
@@ -458,50 +582,104 @@ def render(result):
     host = result["host"]
     before = host.get("load_avg_before")
     server = result.get("server")
-    lines = ["# Harness fidelity: seatwright vs vLLM's own benchmark", "",
-             "Measured %s, one run, rounds alternating (first round of each discarded as warm-up), on %d cores "
-             "(1-minute load average %s before the server started, %.1f at the end; nice %s)."
-             % (result["when"], host["cpus"], _f(before[0], "%.2f") if before else "n/a",
-                host["load_avg_at_end"][0], host.get("nice", "?")),
-             "", "```", result["command"], "```", ""]
+    lines = [
+        "# Harness fidelity: seatwright vs vLLM's own benchmark",
+        "",
+        "Measured %s, one run, rounds alternating (first round of each discarded as warm-up), on %d cores "
+        "(1-minute load average %s before the server started, %.1f at the end; nice %s)."
+        % (
+            result["when"],
+            host["cpus"],
+            _f(before[0], "%.2f") if before else "n/a",
+            host["load_avg_at_end"][0],
+            host.get("nice", "?"),
+        ),
+        "",
+        "```",
+        result["command"],
+        "```",
+        "",
+    ]
     if server:
-        lines += ["Server (started and stopped by the script): `%s` with %s%s, ready after %.0f s." % (
-            " ".join(shlex.quote(a) for a in server["argv"]),
-            ", ".join("%s=%s" % kv for kv in sorted(server["env"].items())),
-            "; pinned to CPU %s" % cpu_text(server["cpus"]) if server.get("cpus") else "", server["ready_s"]), ""]
+        lines += [
+            "Server (started and stopped by the script): `%s` with %s%s, ready after %.0f s."
+            % (
+                " ".join(shlex.quote(a) for a in server["argv"]),
+                ", ".join("%s=%s" % kv for kv in sorted(server["env"].items())),
+                "; pinned to CPU %s" % cpu_text(server["cpus"]) if server.get("cpus") else "",
+                server["ready_s"],
+            ),
+            "",
+        ]
     pinning = result.get("pinning") or {}
     if result.get("harness_cpus") or pinning.get("server"):
-        lines += ["Isolation: harnesses (this script, AIPerf and its processes, vLLM's benchmark) on CPU %s; "
-                  "server processes' allowed CPUs as the kernel reported them: %s." % (
-                      cpu_text(result["harness_cpus"]) if result.get("harness_cpus") else "any",
-                      ", ".join(sorted(set(pinning.get("server", {}).values()))) or "n/a"), ""]
-    lines += ["Workload: %s." % json.dumps(result["workload"], sort_keys=True), "",
-              "| figure | seatwright (range) | vLLM bench (range) | ratio | per-round ratios | within %d %% |"
-              % (100 * result["tolerance"]),
-              "|---|---|---|---|---|---|"]
+        lines += [
+            "Isolation: harnesses (this script, AIPerf and its processes, vLLM's benchmark) on CPU %s; "
+            "server processes' allowed CPUs as the kernel reported them: %s."
+            % (
+                cpu_text(result["harness_cpus"]) if result.get("harness_cpus") else "any",
+                ", ".join(sorted(set(pinning.get("server", {}).values()))) or "n/a",
+            ),
+            "",
+        ]
+    lines += [
+        "Workload: %s." % json.dumps(result["workload"], sort_keys=True),
+        "",
+        "| figure | seatwright (range) | vLLM bench (range) | ratio | per-round ratios | within %d %% |"
+        % (100 * result["tolerance"]),
+        "|---|---|---|---|---|---|",
+    ]
     for key, label in (("ttft_ms_p50", "TTFT p50 ms"), ("output_tok_s", "output tok/s")):
         s = result["summary"][key]
-        lines.append("| %s | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %s | %s | %s |" % (
-            label, s["seatwright"], s["seatwright_range"][0], s["seatwright_range"][1], s["vllm"],
-            s["vllm_range"][0], s["vllm_range"][1], _f(s["ratio"], "%.3f"),
-            ", ".join("%.2f" % r for r in s.get("round_ratios", [])), "yes" if s["within_tolerance"] else "**no**"))
-    lines += ["", "| round | harness | TTFT p50 ms | output tok/s | in flight (of %d) | server saw: requests, "
-              "prompt / generated tokens per request | CPU s: server / harness / other (wall s) | core busy | failed |"
-              % result["workload"]["concurrency"],
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            "| %s | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %s | %s | %s |"
+            % (
+                label,
+                s["seatwright"],
+                s["seatwright_range"][0],
+                s["seatwright_range"][1],
+                s["vllm"],
+                s["vllm_range"][0],
+                s["vllm_range"][1],
+                _f(s["ratio"], "%.3f"),
+                ", ".join("%.2f" % r for r in s.get("round_ratios", [])),
+                "yes" if s["within_tolerance"] else "**no**",
+            )
+        )
+    lines += [
+        "",
+        "| round | harness | TTFT p50 ms | output tok/s | in flight (of %d) | server saw: requests, "
+        "prompt / generated tokens per request | CPU s: server / harness / other (wall s) | core busy | failed |"
+        % result["workload"]["concurrency"],
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rounds"]:
         for name in r["order"]:
             run = r[name]
             cpu, saw = run.get("cpu") or {}, run.get("server_saw") or {}
-            lines.append("| %s | %s | %.1f | %.1f | %s | %s, %s / %s | %s / %s / %s (%s) | %s | %d |" % (
-                "warm-up" if r["warmup"] else r["round"], "seatwright (AIPerf)" if name == "seatwright" else "vLLM bench",
-                run["ttft_ms_p50"], run["output_tok_s"], _f(run.get("in_flight_mean"), "%.2f"),
-                _f(saw.get("requests"), "%d"), _f(saw.get("prompt_tokens_per_request")),
-                _f(saw.get("generation_tokens_per_request")), _f(cpu.get("server_cpu_s")),
-                _f(cpu.get("harness_cpu_s")), _f(cpu.get("other_cpu_s")), _f(cpu.get("wall_s")),
-                " ".join("cpu%s %s" % (c, _f(100 * v if v is not None else None, "%.0f%%"))
-                         for c, v in sorted((cpu.get("core_busy") or {}).items())) or "n/a",
-                run["failed"]))
+            lines.append(
+                "| %s | %s | %.1f | %.1f | %s | %s, %s / %s | %s / %s / %s (%s) | %s | %d |"
+                % (
+                    "warm-up" if r["warmup"] else r["round"],
+                    "seatwright (AIPerf)" if name == "seatwright" else "vLLM bench",
+                    run["ttft_ms_p50"],
+                    run["output_tok_s"],
+                    _f(run.get("in_flight_mean"), "%.2f"),
+                    _f(saw.get("requests"), "%d"),
+                    _f(saw.get("prompt_tokens_per_request")),
+                    _f(saw.get("generation_tokens_per_request")),
+                    _f(cpu.get("server_cpu_s")),
+                    _f(cpu.get("harness_cpu_s")),
+                    _f(cpu.get("other_cpu_s")),
+                    _f(cpu.get("wall_s")),
+                    " ".join(
+                        "cpu%s %s" % (c, _f(100 * v if v is not None else None, "%.0f%%"))
+                        for c, v in sorted((cpu.get("core_busy") or {}).items())
+                    )
+                    or "n/a",
+                    run["failed"],
+                )
+            )
     lines += ["", "Passed: **%s**." % ("yes" if result["passed"] else "no")]
     return "\n".join(lines) + "\n"
 

@@ -6,6 +6,7 @@ benchmark, not the import. Each stdin line is a JSON list of vLLM's own argument
 is printed as one line `VLLM_BENCH_RESULT <json>` (its scalars, and each request's start
 time and latency).
 """
+
 import json
 import sys
 
@@ -13,6 +14,7 @@ import sys
 def main():
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
+
     print("VLLM_BENCH_READY", flush=True)
     for line in sys.stdin:
         if not line.strip():

@@ -19,6 +19,7 @@ Needs python3 only (module_utils is imported through a temporary `ansible.module
   python3 bench/staging/loopback.py --work /tmp/sw-loop --passes 5 --out bench/results/staging-loopback.json
       [--baseline /tmp/sw-main]
 """
+
 import argparse
 import json
 import os
@@ -29,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,9 @@ def main(argv=None):
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--shard-mib", type=int, default=1024)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--baseline", help="an older checkout (module_utils/ and bench/staging/) to time beside this one")
+    parser.add_argument(
+        "--baseline", help="an older checkout (module_utils/ and bench/staging/) to time beside this one"
+    )
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -75,16 +77,29 @@ def main(argv=None):
         trees["@baseline"] = (baseline, shim(work / "shim-baseline", baseline))
         methods += ["plain-direct@baseline", "verified-direct@baseline"]
     sys.path.insert(0, str(trees[""][1]))
-    from ansible.module_utils.seatwright.io import staging_source
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
 
-    made = json.loads(subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(work / "src"),
-         "--shards", str(args.shards), "--shard-mib", str(args.shard_mib)],
-        check=True, capture_output=True, text=True).stdout)
+    made = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "staging" / "make_checkpoint.py"),
+                "--out",
+                str(work / "src"),
+                "--shards",
+                str(args.shards),
+                "--shard-mib",
+                str(args.shard_mib),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     secret = secrets.token_hex(20)
     (work / "token").write_text(secret)
     listing, served, _ = staging_source.source_listing(made["path"], made["revision"], "loop", str(work / "state"))
-    server = staging_source.bind_server("127.0.0.1", 0, secret, listing, served, 10 ** 6, str(work / "pid"))
+    server = staging_source.bind_server("127.0.0.1", 0, secret, listing, served, 10**6, str(work / "pid"))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = "http://127.0.0.1:%d" % server.server_address[1]
     records = []
@@ -98,21 +113,53 @@ def main(argv=None):
             load = os.getloadavg()[0]
             tree, shim_dir = trees["@baseline" if method.endswith("@baseline") else ""]
             if method.startswith("plain-direct"):
-                command = [sys.executable, str(tree / "bench" / "staging" / "plain_pull.py"), "--url", url,
-                           "--token-file", str(work / "token"), "--dest", str(dest), "--streams", "4", "--direct"]
+                command = [
+                    sys.executable,
+                    str(tree / "bench" / "staging" / "plain_pull.py"),
+                    "--url",
+                    url,
+                    "--token-file",
+                    str(work / "token"),
+                    "--dest",
+                    str(dest),
+                    "--streams",
+                    "4",
+                    "--direct",
+                ]
             else:
-                command = [sys.executable, str(tree / "bench" / "staging" / "stage_direct.py"), "--shim",
-                           str(shim_dir), "--url", url, "--token-file", str(work / "token"), "--dest",
-                           str(dest / "models--seatwright--synthetic"), "--revision", made["revision"]]
+                command = [
+                    sys.executable,
+                    str(tree / "bench" / "staging" / "stage_direct.py"),
+                    "--shim",
+                    str(shim_dir),
+                    "--url",
+                    url,
+                    "--token-file",
+                    str(work / "token"),
+                    "--dest",
+                    str(dest / "models--seatwright--synthetic"),
+                    "--revision",
+                    made["revision"],
+                ]
                 if method == "verified-nosig":
                     command.append("--no-signature-check")
             inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
-            records.append({"pass": index, "method": method, "seconds": inner["seconds"],
-                            "mb_per_s": round(made["bytes"] / inner["seconds"] / 1e6, 1),
-                            "auth_seconds": inner.get("auth_seconds"), "loadavg_1m_before": round(load, 2),
-                            "caches_dropped": dropped})
-            print("pass %d %-24s %7.2f s %8.1f MB/s  load %.2f" % (index, method, inner["seconds"],
-                                                                  records[-1]["mb_per_s"], load), flush=True)
+            records.append(
+                {
+                    "pass": index,
+                    "method": method,
+                    "seconds": inner["seconds"],
+                    "mb_per_s": round(made["bytes"] / inner["seconds"] / 1e6, 1),
+                    "auth_seconds": inner.get("auth_seconds"),
+                    "loadavg_1m_before": round(load, 2),
+                    "caches_dropped": dropped,
+                }
+            )
+            print(
+                "pass %d %-24s %7.2f s %8.1f MB/s  load %.2f"
+                % (index, method, inner["seconds"], records[-1]["mb_per_s"], load),
+                flush=True,
+            )
     server.shutdown()
     med = {m: statistics.median(r["seconds"] for r in records if r["method"] == m) for m in methods}
     per_pass = {}
@@ -120,26 +167,38 @@ def main(argv=None):
         per_pass.setdefault(r["pass"], {})[r["method"]] = r["seconds"]
     doc = {
         "command": "python3 bench/staging/loopback.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": {"cores": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
-                    "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                                 if line.startswith("model name")), "?")},
-        "checkpoint": {"bytes": made["bytes"], "files": len(made["files"]), "shards": args.shards,
-                       "shard_mib": args.shard_mib},
+        "machine": {
+            "cores": os.cpu_count(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "cpu": next(
+                (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
+            ),
+        },
+        "checkpoint": {
+            "bytes": made["bytes"],
+            "files": len(made["files"]),
+            "shards": args.shards,
+            "shard_mib": args.shard_mib,
+        },
         "median_mb_per_s": {m: round(made["bytes"] / med[m] / 1e6, 1) for m in methods},
         "verified_vs_plain_direct": round(med["plain-direct"] / med["verified-direct"], 3),
-        "verified_vs_plain_direct_per_pass": [round(p["plain-direct"] / p["verified-direct"], 3)
-                                              for p in per_pass.values()],
+        "verified_vs_plain_direct_per_pass": [
+            round(p["plain-direct"] / p["verified-direct"], 3) for p in per_pass.values()
+        ],
         "authenticated_vs_unchecked": round(med["verified-nosig"] / med["verified-direct"], 3),
         "auth_seconds_per_run_median": statistics.median(
-            r["auth_seconds"] for r in records if r["method"] == "verified-direct"),
+            r["auth_seconds"] for r in records if r["method"] == "verified-direct"
+        ),
         "records": records,
     }
     if args.baseline:
         doc["baseline"] = {
             "tree": str(args.baseline),
             "verified_vs_plain_direct": round(med["plain-direct@baseline"] / med["verified-direct@baseline"], 3),
-            "verified_vs_plain_direct_per_pass": [round(p["plain-direct@baseline"] / p["verified-direct@baseline"], 3)
-                                                  for p in per_pass.values()],
+            "verified_vs_plain_direct_per_pass": [
+                round(p["plain-direct@baseline"] / p["verified-direct@baseline"], 3) for p in per_pass.values()
+            ],
             "verified_now_vs_baseline": round(med["verified-direct@baseline"] / med["verified-direct"], 3),
             "plain_now_vs_baseline": round(med["plain-direct@baseline"] / med["plain-direct"], 3),
         }

@@ -8,6 +8,7 @@ deterministic for a seed: no transport or filesystem can compress or deduplicate
 
   make_checkpoint.py --out /srv/hf --layout hf-cache --shards 4 --shard-mib 1024
 """
+
 import argparse
 import hashlib
 import json
@@ -20,7 +21,7 @@ LAYERS_PER_SHARD = 4
 BLOCK = 16 * 1024 * 1024
 
 
-class Filler(object):
+class Filler:
     """Pseudo-random bytes: one random block, rotated differently for every chunk written."""
 
     def __init__(self, seed):
@@ -99,8 +100,11 @@ def build(out, layout, shards, shard_mib, repo, seed):
     layer_bytes = shard_mib * 1024 * 1024 // LAYERS_PER_SHARD
     for shard in range(shards):
         name = "model-%05d-of-%05d.safetensors" % (shard + 1, shards)
-        tensors = [t for layer in range(shard * LAYERS_PER_SHARD, (shard + 1) * LAYERS_PER_SHARD)
-                   for t in layer_tensors(layer, layer_bytes)]
+        tensors = [
+            t
+            for layer in range(shard * LAYERS_PER_SHARD, (shard + 1) * LAYERS_PER_SHARD)
+            for t in layer_tensors(layer, layer_bytes)
+        ]
         temporary = os.path.join(staging_dir, ".%s.writing" % name)
         size, sha = write_shard(temporary, tensors, filler)
         _, data_len = shard_header(tensors)
@@ -108,8 +112,12 @@ def build(out, layout, shards, shard_mib, repo, seed):
         weight_map.update({tensor: name for tensor, _, _ in tensors})
         written[name] = (temporary, size, sha, "sha256")
     small = {
-        "config.json": {"architectures": ["SyntheticForCausalLM"], "hidden_size": HIDDEN,
-                        "num_hidden_layers": shards * LAYERS_PER_SHARD, "torch_dtype": "bfloat16"},
+        "config.json": {
+            "architectures": ["SyntheticForCausalLM"],
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": shards * LAYERS_PER_SHARD,
+            "torch_dtype": "bfloat16",
+        },
         "generation_config.json": {"do_sample": False},
         "model.safetensors.index.json": {"metadata": {"total_size": total}, "weight_map": weight_map},
     }
@@ -133,9 +141,14 @@ def build(out, layout, shards, shard_mib, repo, seed):
         os.makedirs(os.path.join(root, "refs"), exist_ok=True)
         with open(os.path.join(root, "refs", "main"), "w") as handle:
             handle.write(revision)
-    return {"path": root, "layout": layout, "revision": revision, "tensor_bytes": total,
-            "bytes": sum(size for _, size, _, _ in written.values()),
-            "files": {name: {"size": size, kind: digest} for name, (_, size, digest, kind) in written.items()}}
+    return {
+        "path": root,
+        "layout": layout,
+        "revision": revision,
+        "tensor_bytes": total,
+        "bytes": sum(size for _, size, _, _ in written.values()),
+        "files": {name: {"size": size, kind: digest} for name, (_, size, digest, kind) in written.items()},
+    }
 
 
 def main(argv=None):

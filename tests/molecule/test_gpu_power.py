@@ -3,6 +3,7 @@
 Expected values come from each host's own inventory (gpu_power_limit_w, overrides, clock lock), so the
 same checks hold for node-a (250 W Max-Q) and node-b (325 W workstation).
 """
+
 import json
 import re
 
@@ -71,8 +72,13 @@ def test_boot_settings_file(host, declared):
 
 def test_boot_unit_is_a_oneshot_after_persistenced_and_enabled(host):
     unit = host.file(UNIT_FILE).content_string
-    for line in ("Type=oneshot", "RemainAfterExit=yes", "After=nvidia-persistenced.service",
-                 "ExecStart=/usr/bin/python3 %s %s" % (BOOT_BUNDLE, SETTINGS_FILE), "WantedBy=multi-user.target"):
+    for line in (
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "After=nvidia-persistenced.service",
+        "ExecStart=/usr/bin/python3 %s %s" % (BOOT_BUNDLE, SETTINGS_FILE),
+        "WantedBy=multi-user.target",
+    ):
         assert line in unit.splitlines()
     assert host.file(BOOT_BUNDLE).mode == 0o644
     wants = host.file("/etc/systemd/system/multi-user.target.wants/" + UNIT)

@@ -1,4 +1,5 @@
 """Lab verify: node_base left the folders and the node's declaration on every node."""
+
 import json
 
 import pytest

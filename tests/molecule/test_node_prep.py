@@ -4,6 +4,7 @@ The lab's nodes are containers with no RDMA device and no reach to NVIDIA's repo
 driver role must have set up and verified the repositories and pin without installing, the
 fabric must be sockets only, and the pair must have been measured over TCP once, on both ends.
 """
+
 import json
 
 import pytest
@@ -25,7 +26,10 @@ def test_nccl_conf_is_sockets_only_on_the_fabric_port(host):
 
 def test_engine_env_file_adds_gloo(host):
     assert lines(host, "/etc/seatwright/nccl.env") == [
-        "NCCL_SOCKET_IFNAME==%s" % FABRIC_IFACE, "GLOO_SOCKET_IFNAME=%s" % FABRIC_IFACE, "NCCL_IB_DISABLE=1"]
+        "NCCL_SOCKET_IFNAME==%s" % FABRIC_IFACE,
+        "GLOO_SOCKET_IFNAME=%s" % FABRIC_IFACE,
+        "NCCL_IB_DISABLE=1",
+    ]
 
 
 def test_nccl_reads_the_rendered_file(host):
@@ -33,13 +37,19 @@ def test_nccl_reads_the_rendered_file(host):
     assert "NCCL_P2P_DISABLE" not in host.file("/etc/nccl.conf").content_string
 
 
-@pytest.mark.parametrize("name,url", [
-    ("nvidia-cuda", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
-    ("nvidia-container-toolkit", "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
-])
+@pytest.mark.parametrize(
+    "name,url",
+    [
+        ("nvidia-cuda", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+        ("nvidia-container-toolkit", "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
+    ],
+)
 def test_repository_is_signed_and_disabled_in_the_lab(host, name, url):
-    fields = dict(line.split(": ", 1) for line in
-                  host.file("/etc/apt/sources.list.d/%s.sources" % name).content_string.splitlines() if ": " in line)
+    fields = dict(
+        line.split(": ", 1)
+        for line in host.file("/etc/apt/sources.list.d/%s.sources" % name).content_string.splitlines()
+        if ": " in line
+    )
     assert fields["URIs"] == url
     assert fields["Suites"] == "/"
     assert fields["Signed-By"] == "/etc/apt/keyrings/%s.asc" % name

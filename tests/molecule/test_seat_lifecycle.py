@@ -11,6 +11,7 @@ head and worker come up and go down. Run it under the lab lock:
 
   flock /tmp/seatwright-lab.lock make lab-seat-test
 """
+
 import json
 import os
 import re
@@ -20,7 +21,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 
 # Molecule runs this from its own working folder, so the project root comes from this file.
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,15 +38,21 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def env():
-    return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                PATH="%s:/usr/bin:%s" % (ROOT / ".venv" / "bin", os.environ.get("PATH", "")))
+    return dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH="%s:/usr/bin:%s" % (ROOT / ".venv" / "bin", os.environ.get("PATH", "")),
+    )
 
 
 def sh(*argv, check=True, timeout=1800):
     done = subprocess.run(list(argv), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout)
     if check and done.returncode != 0:
-        pytest.fail("%s failed (rc %d):\n%s\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:],
-                                                   done.stderr[-2000:]))
+        pytest.fail(
+            "%s failed (rc %d):\n%s\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:], done.stderr[-2000:])
+        )
     return done
 
 
@@ -57,8 +63,15 @@ def node(name, *argv, check=True):
 def playbook(path, *extra, timeout=1200):
     """(rc, stdout, seconds) of one ansible-playbook run against the lab inventory."""
     started = time.monotonic()
-    done = sh(str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "inventory/lab", path, *extra,
-              check=False, timeout=timeout)
+    done = sh(
+        str(ROOT / ".venv" / "bin" / "ansible-playbook"),
+        "-i",
+        "inventory/lab",
+        path,
+        *extra,
+        check=False,
+        timeout=timeout,
+    )
     return done.returncode, ANSI.sub("", done.stdout + done.stderr), time.monotonic() - started
 
 
@@ -88,18 +101,35 @@ def cotenant_running():
 
 
 def chat(url, model):
-    request = urllib.request.Request(url + "/v1/chat/completions", method="POST", data=json.dumps({
-        "model": model, "max_tokens": 16, "temperature": 0,
-        "messages": [{"role": "user", "content": "What is the capital of France?"}]}).encode(),
-        headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        method="POST",
+        data=json.dumps(
+            {
+                "model": model,
+                "max_tokens": 16,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            }
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
 
 
 def recipe_args(name):
     """Plan and bring up a test recipe (seat.yml), without qualifying or benchmarking it."""
-    return ["-e", "seat=%s" % name, "-e", "seat_recipe=%s" % (RECIPES / ("%s.yml" % name)), "-e", "seat_measure=false",
-            "-e", "plan_out=%s" % (ROOT / ".cache" / "plans" / ("%s.json" % name))]
+    return [
+        "-e",
+        "seat=%s" % name,
+        "-e",
+        "seat_recipe=%s" % (RECIPES / ("%s.yml" % name)),
+        "-e",
+        "seat_measure=false",
+        "-e",
+        "plan_out=%s" % (ROOT / ".cache" / "plans" / ("%s.json" % name)),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +151,10 @@ def lab():
             assert rc == 0, out[-3000:]
         # A co-tenant service on node-a that the exclusive lab seats evict (declared in inventory/lab).
         node("node-a", "docker", "rm", "-f", COTENANT, check=False)
-        image = node("node-a", "docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                     ENGINE_IMAGE_REPOSITORY).stdout.split()[0]
-        node("node-a", "docker", "run", "-d", "--init", "--name", COTENANT, "--entrypoint", "sleep", image,
-             "infinity")
+        image = node(
+            "node-a", "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", ENGINE_IMAGE_REPOSITORY
+        ).stdout.split()[0]
+        node("node-a", "docker", "run", "-d", "--init", "--name", COTENANT, "--entrypoint", "sleep", image, "infinity")
         yield
     finally:
         for seat in ("lab", "lab-tp2", "lab-exits", "lab-hang", "lab-ray"):

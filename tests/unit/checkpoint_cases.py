@@ -3,6 +3,7 @@
 The shards come from tests/fixtures/checkpoint/reference-2shard (written by the reference
 safetensors library) or are packed here in the same format for larger sizes.
 """
+
 import hashlib
 import json
 import os
@@ -41,7 +42,8 @@ def big_shards(count=3, mib=2):
         weight_map.update({t[0]: name for t in tensors})
         total += mib * 1024 * 1024 + 256
     files["model.safetensors.index.json"] = json.dumps(
-        {"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
+        {"metadata": {"total_size": total}, "weight_map": weight_map}
+    ).encode()
     files["config.json"] = b'{"hidden_size": 1024}\n'
     return files
 

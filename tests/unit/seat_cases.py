@@ -1,4 +1,5 @@
 """Inputs shared by the seat tests: the real recipes, schema, example inventory and H200 recording."""
+
 import copy
 import csv
 import json
@@ -39,17 +40,28 @@ def h200_gpus():
     gpus = []
     for row in rows[1:]:
         values = dict(zip(header, row))
-        gpus.append({"index": int(values["index"]), "name": values["name"],
-                     "compute_capability": values["compute_cap"],
-                     "memory_total_mib": int(values["memory.total"].split()[0])})
+        gpus.append(
+            {
+                "index": int(values["index"]),
+                "name": values["name"],
+                "compute_capability": values["compute_cap"],
+                "memory_total_mib": int(values["memory.total"].split()[0]),
+            }
+        )
     return gpus
 
 
 def h200_node(host="gpu-h200"):
-    node = {"host": host, "in_inventory": True, "seatwright_node_gpu_profile": "h200",
-            "seatwright_node_gpu_count": 2, "seatwright_node_fabric_ip": "10.88.0.21",
-            "seatwright_node_fabric_iface": "eth1", "seatwright_node_rdma_devices": [],
-            "seatwright_gpus": h200_gpus()}
+    node = {
+        "host": host,
+        "in_inventory": True,
+        "seatwright_node_gpu_profile": "h200",
+        "seatwright_node_gpu_count": 2,
+        "seatwright_node_fabric_ip": "10.88.0.21",
+        "seatwright_node_fabric_iface": "eth1",
+        "seatwright_node_rdma_devices": [],
+        "seatwright_gpus": h200_gpus(),
+    }
     return node
 
 

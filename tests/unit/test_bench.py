@@ -5,6 +5,7 @@ keeps vLLM's recorded /metrics shape): a prefix-cache hit invalidates the prefil
 throughput that climbs across passes is unstable, and spec acceptance 1.0 on a repeat loop is
 flagged. tests/integration/test_bench_aiperf.py drives the same seat with AIPerf end to end.
 """
+
 import copy
 import json
 import os
@@ -12,10 +13,17 @@ import subprocess
 import sys
 
 import pytest
-
-from ansible.module_utils.seatwright.bench import analysis, counters, records, stats, telemetry, workload as wl
-from ansible.module_utils.seatwright.errors import MetricsFormatError
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
+    analysis,
+    counters,
+    records,
+    stats,
+    telemetry,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
+    workload as wl,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MetricsFormatError
 from conftest import FIXTURES, ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -59,7 +67,9 @@ def test_recorded_vllm_metrics_give_the_counters():
 
 
 def test_other_models_series_are_left_out():
-    text = 'vllm:prompt_tokens_total{engine="0",model_name="other"} 5.0\nvllm:prompt_tokens_total{model_name="tiny"} 7\n'
+    text = (
+        'vllm:prompt_tokens_total{engine="0",model_name="other"} 5.0\nvllm:prompt_tokens_total{model_name="tiny"} 7\n'
+    )
     assert counters.engine_counters(counters.parse_exposition(text), "tiny")["prompt_tokens"] == 7.0
 
 
@@ -69,11 +79,14 @@ def test_malformed_exposition_names_the_line(text):
         counters.parse_exposition(text)
 
 
-@pytest.mark.parametrize("before, after, hits, reset", [
-    ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 25.0}, 15.0, []),
-    ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 2.0}, None, ["prefix_cache_hits"]),
-    ({}, {"prefix_cache_hits": 2.0}, None, []),
-])
+@pytest.mark.parametrize(
+    "before, after, hits, reset",
+    [
+        ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 25.0}, 15.0, []),
+        ({"prefix_cache_hits": 10.0}, {"prefix_cache_hits": 2.0}, None, ["prefix_cache_hits"]),
+        ({}, {"prefix_cache_hits": 2.0}, None, []),
+    ],
+)
 def test_counter_delta(before, after, hits, reset):
     delta = counters.counter_delta(before, after)
     assert delta["prefix_cache_hits"] == hits
@@ -110,8 +123,14 @@ def test_failed_requests_are_kept_with_their_error():
     entry = json.loads(AIPERF_C4.read_text().splitlines()[0])
     entry["error"] = {"code": 500, "type": "InternalServerError", "message": "engine died"}
     recs = real_records()[:3] + [records.request_from_aiperf(entry)]
-    level = analysis.analyse_level(4, 1, recs, {"prefix_cache_queries": 0, "prefix_cache_hits": 0},
-                                   {"prefix_cache_queries": 400, "prefix_cache_hits": 0}, 1.0)
+    level = analysis.analyse_level(
+        4,
+        1,
+        recs,
+        {"prefix_cache_queries": 0, "prefix_cache_hits": 0},
+        {"prefix_cache_queries": 400, "prefix_cache_hits": 0},
+        1.0,
+    )
     assert level["failed"] == 1 and level["succeeded"] == 3
     assert level["failures"][0]["error"] == "InternalServerError 500: engine died"
     assert "failed-requests" in [f["id"] for f in level["flags"]]
@@ -124,8 +143,14 @@ def test_raw_export_text_for_the_loop_check():
 
 
 def test_reasoning_stays_out_of_the_visible_rate():
-    rec = {"ok": True, "latency_ms": 1100.0, "ttfo_ms": 100.0, "output_tokens": 10, "reasoning_tokens": 91,
-           "input_tokens": 100}
+    rec = {
+        "ok": True,
+        "latency_ms": 1100.0,
+        "ttfo_ms": 100.0,
+        "output_tokens": 10,
+        "reasoning_tokens": 91,
+        "input_tokens": 100,
+    }
     out = analysis.request_figures(rec)
     assert out["decode_tok_s"] == pytest.approx(100.0)
     assert out["visible_tok_s"] == pytest.approx(10.0)
@@ -160,8 +185,10 @@ def test_throughput_climbing_across_passes_is_unstable():
     # The field's trap: 79.4 -> 91.5 -> 104.0 tok/s over three passes after a "ready" warm-up.
     recs = real_records()
     visible = sum(r["output_tokens"] for r in recs)
-    levels = [dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
-              for i, rate in enumerate((79.4, 91.5, 104.0), start=1)]
+    levels = [
+        dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
+        for i, rate in enumerate((79.4, 91.5, 104.0), start=1)
+    ]
     summary = analysis.summarise_sweep(levels)
     assert summary[0]["stable"] is False
     assert summary[0]["figures"]["output_tok_s"]["median"] == pytest.approx(91.5)
@@ -172,14 +199,18 @@ def test_throughput_climbing_across_passes_is_unstable():
 def test_passes_within_one_percent_are_stable():
     recs = real_records()
     visible = sum(r["output_tokens"] for r in recs)
-    levels = [dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
-              for i, rate in enumerate((896.9, 900.0, 905.0), start=1)]
+    levels = [
+        dict(level_through_seat("steady", recs, duration_s=visible / rate), **{"pass": i})
+        for i, rate in enumerate((896.9, 900.0, 905.0), start=1)
+    ]
     summary = analysis.summarise_sweep(levels)
     assert [f["id"] for f in summary[0]["flags"] if f["id"] in ("unstable", "single-pass")] == []
 
 
-@pytest.mark.parametrize("warm, settled", [
-    ([79.4, 91.5, 104.0], False), ([79.4, 101.0, 104.0], True), ([104.0], False), ([50.0, 50.5], True)])
+@pytest.mark.parametrize(
+    "warm, settled",
+    [([79.4, 91.5, 104.0], False), ([79.4, 101.0, 104.0], True), ([104.0], False), ([50.0, 50.5], True)],
+)
 def test_warmup_settles_when_two_passes_agree(warm, settled):
     assert analysis.warmup_settled(warm) is settled
 
@@ -195,8 +226,9 @@ def test_spec_acceptance_of_one_on_a_repeat_loop_is_flagged():
 
 def test_spec_acceptance_of_one_on_varied_text_is_not_a_loop():
     text = " ".join(bench_server.answer_words("steady", 3, 64))
-    level = level_through_seat("spec-loop", real_records(), text=" ".join("%s%d" % (w, i)
-                                                                          for i, w in enumerate(text.split())))
+    level = level_through_seat(
+        "spec-loop", real_records(), text=" ".join("%s%d" % (w, i) for i, w in enumerate(text.split()))
+    )
     assert "loop-replay" not in [f["id"] for f in level["flags"]]
     assert level["figures"]["output_tok_s"] is not None
 
@@ -209,8 +241,10 @@ def test_spec_acceptance_of_one_without_text_is_suspect():
 # ------------------------------------------------------------------------------------ stats and workload
 
 
-@pytest.mark.parametrize("values, q, expected", [
-    ([1, 2, 3, 4], 50, 2.5), ([1, 2, 3, 4], 99, 3.97), ([5], 95, 5.0), ([], 50, None), ([None, 2.0], 50, 2.0)])
+@pytest.mark.parametrize(
+    "values, q, expected",
+    [([1, 2, 3, 4], 50, 2.5), ([1, 2, 3, 4], 99, 3.97), ([5], 95, 5.0), ([], 50, None), ([None, 2.0], 50, 2.0)],
+)
 def test_percentile_interpolates_like_numpy(values, q, expected):
     got = stats.percentile(values, q)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -241,11 +275,24 @@ def test_workload_refuses_unknown_settings():
 
 
 def emulator_csv(tmp_path):
-    env = dict(os.environ, SEATWRIGHT_EMU_PROFILE=str(ROOT / "lab" / "gpu_profiles" / "rtx-pro-6000-maxq-x2.json"),
-               SEATWRIGHT_EMU_STATE=str(tmp_path / "state.json"))
+    env = dict(
+        os.environ,
+        SEATWRIGHT_EMU_PROFILE=str(ROOT / "lab" / "gpu_profiles" / "rtx-pro-6000-maxq-x2.json"),
+        SEATWRIGHT_EMU_STATE=str(tmp_path / "state.json"),
+    )
     emu = str(ROOT / "lab" / "nvidia_smi_emu.py")
-    query = subprocess.run([sys.executable, emu, "--query-gpu=" + ",".join(telemetry.SMI_TELEMETRY_FIELDS),
-                            "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True, check=True)
+    query = subprocess.run(
+        [
+            sys.executable,
+            emu,
+            "--query-gpu=" + ",".join(telemetry.SMI_TELEMETRY_FIELDS),
+            "--format=csv,noheader,nounits",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     version = subprocess.run([sys.executable, emu, "--version"], env=env, capture_output=True, text=True, check=True)
     return query.stdout, version.stdout
 
@@ -256,8 +303,14 @@ def test_emulator_telemetry_is_labelled_and_never_judged(tmp_path):
     assert [g["index"] for g in gpus] == [0, 1]
     assert all(g["power_limit_w"] and g["power_w"] is not None for g in gpus)
     assert telemetry.is_emulated(version)
-    hosts = {"node-a": {"source": "nvidia-smi", "emulated": True, "interval_s": 1.0,
-                        "samples": [{"t": 10.0 + i, "gpus": gpus} for i in range(5)]}}
+    hosts = {
+        "node-a": {
+            "source": "nvidia-smi",
+            "emulated": True,
+            "interval_s": 1.0,
+            "samples": [{"t": 10.0 + i, "gpus": gpus} for i in range(5)],
+        }
+    }
     bench = {"levels": [{"concurrency": 16, "window": [10.0, 14.0]}]}
     out = telemetry.summarise({"hosts": hosts}, bench)
     assert out["emulated"] is True and "not a measurement" in out["label"]
@@ -266,11 +319,24 @@ def test_emulator_telemetry_is_labelled_and_never_judged(tmp_path):
 
 @pytest.mark.parametrize("power, verdict", [(87.0, "software-bound"), (289.0, "gpu-bound")])
 def test_draw_far_below_cap_at_full_load_is_software_bound(power, verdict):
-    gpu = {"index": 0, "power_w": power, "power_limit_w": 325.0, "sm_clock_mhz": 2300, "sm_clock_max_mhz": 3090,
-           "util_pct": 99, "temp_c": 80}
-    hosts = {"node-b": {"source": "nvml", "emulated": False, "interval_s": 1.0,
-                        "samples": [{"t": 100.0 + i, "gpus": [gpu]} for i in range(3)]
-                        + [{"t": 50.0, "gpus": [dict(gpu, power_w=20.0)]}]}}
+    gpu = {
+        "index": 0,
+        "power_w": power,
+        "power_limit_w": 325.0,
+        "sm_clock_mhz": 2300,
+        "sm_clock_max_mhz": 3090,
+        "util_pct": 99,
+        "temp_c": 80,
+    }
+    hosts = {
+        "node-b": {
+            "source": "nvml",
+            "emulated": False,
+            "interval_s": 1.0,
+            "samples": [{"t": 100.0 + i, "gpus": [gpu]} for i in range(3)]
+            + [{"t": 50.0, "gpus": [dict(gpu, power_w=20.0)]}],
+        }
+    }
     bench = {"levels": [{"concurrency": 1, "window": [40.0, 60.0]}, {"concurrency": 16, "window": [99.0, 103.0]}]}
     out = telemetry.summarise({"hosts": hosts}, bench)
     assert out["full_load"]["node-b"]["0"]["power_w"] == power
@@ -292,9 +358,17 @@ def test_verdict_collects_every_reason():
 
 
 def test_aiperf_command_keeps_the_key_off_the_command_line_and_the_generator_light(tmp_path):
-    from ansible.module_utils.seatwright.io.bench_runner import AIPerfRunner, server_root
-    runner = AIPerfRunner("/opt/aiperf/bin/aiperf", "http://10.0.0.11:8000/v1", "tiny", "/models/tiny",
-                          str(tmp_path), wl.workload(), api_key_env="SEAT_KEY")
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import AIPerfRunner, server_root
+
+    runner = AIPerfRunner(
+        "/opt/aiperf/bin/aiperf",
+        "http://10.0.0.11:8000/v1",
+        "tiny",
+        "/models/tiny",
+        str(tmp_path),
+        wl.workload(),
+        api_key_env="SEAT_KEY",
+    )
     argv = runner.command(16, 64, 7, str(tmp_path / "out"))
     assert server_root("http://10.0.0.11:8000/v1/") == "http://10.0.0.11:8000"
     assert argv[argv.index("--url") + 1] == "http://10.0.0.11:8000"
@@ -305,23 +379,28 @@ def test_aiperf_command_keeps_the_key_off_the_command_line_and_the_generator_lig
     assert argv[argv.index("--extra-inputs") + 1] == "ignore_eos:true"
 
 
-@pytest.mark.parametrize("poll_hz, expected", [
-    (None, ["--request-rate", "1000", "--arrival-pattern", "constant"]),   # the default: a 1 ms timer
-    (250, ["--request-rate", "250", "--arrival-pattern", "constant"]),
-    (0, None),                                                             # AIPerf's own busy loop
-])
+@pytest.mark.parametrize(
+    "poll_hz, expected",
+    [
+        (None, ["--request-rate", "1000", "--arrival-pattern", "constant"]),  # the default: a 1 ms timer
+        (250, ["--request-rate", "250", "--arrival-pattern", "constant"]),
+        (0, None),  # AIPerf's own busy loop
+    ],
+)
 def test_aiperf_closed_loop_checks_for_a_free_stream_on_a_timer(tmp_path, poll_hz, expected):
-    from ansible.module_utils.seatwright.io.bench_runner import AIPerfRunner
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import AIPerfRunner
+
     extra = {} if poll_hz is None else {"poll_hz": poll_hz}
-    runner = AIPerfRunner("aiperf", "http://10.0.0.11:8000/v1", "tiny", "/models/tiny", str(tmp_path), wl.workload(),
-                          **extra)
+    runner = AIPerfRunner(
+        "aiperf", "http://10.0.0.11:8000/v1", "tiny", "/models/tiny", str(tmp_path), wl.workload(), **extra
+    )
     argv = runner.command(4, 16, 7, str(tmp_path / "out"))
-    assert argv[argv.index("--concurrency") + 1] == "4"   # still a closed loop of 4 streams
+    assert argv[argv.index("--concurrency") + 1] == "4"  # still a closed loop of 4 streams
     if expected is None:
         assert "--request-rate" not in argv and "--arrival-pattern" not in argv
     else:
         at = argv.index("--request-rate")
-        assert argv[at:at + 4] == expected
+        assert argv[at : at + 4] == expected
 
 
 def test_verdict_of_a_warmup_with_no_throughput_names_it():
@@ -331,9 +410,24 @@ def test_verdict_of_a_warmup_with_no_throughput_names_it():
 
 def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
     (tmp_path / "tok").mkdir()
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "seatwright-bench"), "--evidence-dir",
-                           str(tmp_path / "evidence" / "lab" / "20261130T000000Z"), "--base-url",
-                           "http://127.0.0.1:9/v1", "--model", "m", "--tokenizer", str(tmp_path / "tok"),
-                           "--poll-hz", "-1"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "seatwright-bench"),
+            "--evidence-dir",
+            str(tmp_path / "evidence" / "lab" / "20261130T000000Z"),
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--tokenizer",
+            str(tmp_path / "tok"),
+            "--poll-hz",
+            "-1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "--poll-hz must be 0 (AIPerf's own busy loop) or a rate per second, got -1" in proc.stderr

@@ -1,10 +1,10 @@
 """The checkpoint_facts module through patch_module_args: facts, the seat's offline check, bad input."""
+
 import json
 
+import checkpoint_facts
 import pytest
 from ansible.module_utils.testing import patch_module_args
-
-import checkpoint_facts
 from checkpoint_cases import REVISION, blob_path, reference_files, truncate, write_hf_entry
 
 SHARD1 = "model-00001-of-00002.safetensors"
@@ -46,13 +46,16 @@ def test_require_complete_names_the_truncated_file(capsys, entry):
     assert result["ansible_facts"]["seatwright_checkpoint"]["truncated"] == [SHARD1]
 
 
-@pytest.mark.parametrize("args, words", [
-    ({"revision": "main"}, "not a pinned 40-hex commit id"),
-    ({"revision": None}, "give the pinned 40-hex revision"),
-    ({"revision": REVISION, "hash_workers": 0}, "hash_workers is 0"),
-    ({"revision": REVISION, "path": "/nonexistent/seatwright"}, "is not a directory on this host"),
-    ({"revision": REVISION, "mode": "deep"}, "value of mode must be one of"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ({"revision": "main"}, "not a pinned 40-hex commit id"),
+        ({"revision": None}, "give the pinned 40-hex revision"),
+        ({"revision": REVISION, "hash_workers": 0}, "hash_workers is 0"),
+        ({"revision": REVISION, "path": "/nonexistent/seatwright"}, "is not a directory on this host"),
+        ({"revision": REVISION, "mode": "deep"}, "value of mode must be one of"),
+    ],
+)
 def test_bad_input_gets_a_sentence(capsys, entry, args, words):
     result = run(capsys, dict({"path": entry}, **args))
     assert result["failed"]

@@ -1,11 +1,12 @@
 """The project's docs stand alone: every citation of a docs/ page and anchor resolves, and every field
 report a recipe or rule cites is described in docs/field.md."""
+
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.seatwright.seat.rules import RULES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -96,14 +97,15 @@ def cited_report_keys():
 
 @pytest.mark.parametrize("key", cited_report_keys())
 def test_cited_field_report_is_described(key):
-    assert "report-%s" % key in anchors(DOCS / "field.md"), \
+    assert "report-%s" % key in anchors(DOCS / "field.md"), (
         "field report [%s] is cited but docs/field.md#sources does not describe it" % key
+    )
 
 
 def layout_block(path, heading):
     """The first fenced block after `heading` in a markdown file."""
     text = path.read_text()
-    after = text[text.index(heading):]
+    after = text[text.index(heading) :]
     return after.split("```")[1]
 
 
@@ -125,28 +127,38 @@ def picture_tree(block):
 
 
 def existing_folders():
-    folders = [("", "%s/" % p.name) for p in ROOT.iterdir()
-               if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS]
-    folders += [("module_utils/seatwright/", "%s/" % p.name) for p in (ROOT / "module_utils" / "seatwright").iterdir()
-                if p.is_dir() and p.name != "__pycache__"]
+    folders = [
+        ("", "%s/" % p.name)
+        for p in ROOT.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS
+    ]
+    folders += [
+        ("plugins/module_utils/", "%s/" % p.name)
+        for p in (ROOT / "plugins" / "module_utils").iterdir()
+        if p.is_dir() and p.name != "__pycache__"
+    ]
     folders += [("roles/", "%s/" % p.name) for p in (ROOT / "roles").iterdir() if p.is_dir()]
-    folders += [("lab/", "%s/" % p.name) for p in (ROOT / "lab").iterdir()
-                if p.is_dir() and not p.name.startswith(".") and p.name != "__pycache__"]
+    folders += [
+        ("lab/", "%s/" % p.name)
+        for p in (ROOT / "lab").iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name != "__pycache__"
+    ]
     return [pytest.param(parent, name, id=parent + name) for parent, name in sorted(set(folders))]
 
 
 def test_picture_tree_tells_top_level_from_nested():
-    tree = picture_tree("roles/   x\n  seat/   y\nimages/  z\nmodule_utils/seatwright/\n  images/  w\n")
-    assert tree[""] == {"roles/", "images/", "module_utils/seatwright/"}
-    assert tree["roles/"] == {"seat/"} and tree["module_utils/seatwright/"] == {"images/"}
+    tree = picture_tree("roles/   x\n  seat/   y\nimages/  z\nplugins/module_utils/\n  images/  w\n")
+    assert tree[""] == {"roles/", "images/", "plugins/module_utils/"}
+    assert tree["roles/"] == {"seat/"} and tree["plugins/module_utils/"] == {"images/"}
 
 
 @pytest.mark.parametrize(("parent", "folder"), existing_folders())
 def test_architecture_layout_shows_every_folder(parent, folder):
     tree = picture_tree(layout_block(DOCS / "architecture.md", "## Layout"))
     shown = tree.get(parent, set())
-    assert any(entry == folder or (not parent and entry.startswith(folder)) for entry in shown), \
+    assert any(entry == folder or (not parent and entry.startswith(folder)) for entry in shown), (
         "docs/architecture.md#layout does not show %s%s; add it to the picture" % (parent, folder)
+    )
 
 
 BACKGROUND = ["FIELD" + ".md", "DESIGN" + ".md", "LAB" + ".md", "../" + "shared"]

@@ -1,12 +1,15 @@
-"""NVIDIA driver plan (module_utils/seatwright/node/driver.py) and library/nvidia_driver_plan.py."""
+"""NVIDIA driver plan (plugins/module_utils/node/driver.py) and library/nvidia_driver_plan.py."""
+
 import json
 import os
 import shutil
 import subprocess
 
+import nvidia_driver_plan
 import pytest
-from ansible.module_utils.seatwright.errors import DriverError
-from ansible.module_utils.seatwright.node.driver import (
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import (
     CUDA_KEY_FINGERPRINT,
     driver_action,
     driver_packages,
@@ -16,9 +19,6 @@ from ansible.module_utils.seatwright.node.driver import (
     pin_preferences,
     repository,
 )
-from ansible.module_utils.testing import patch_module_args
-
-import nvidia_driver_plan
 
 # `gpg --show-keys --with-colons` of the lab's test repository key (a key with one subkey would
 # list a sub/fpr pair after it, which must not count).
@@ -30,12 +30,15 @@ fpr:::::::::AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:
 """
 
 
-@pytest.mark.parametrize("distribution,version,arch,url", [
-    ("Debian", "12", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
-    ("Debian", "12.8", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
-    ("Ubuntu", "22.04", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"),
-    ("Ubuntu", "24.04", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
-])
+@pytest.mark.parametrize(
+    "distribution,version,arch,url",
+    [
+        ("Debian", "12", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+        ("Debian", "12.8", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+        ("Ubuntu", "22.04", "x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"),
+        ("Ubuntu", "24.04", "aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
+    ],
+)
 def test_repository_per_distribution(distribution, version, arch, url):
     repo = repository(distribution, version, arch)
     assert repo["url"] == url
@@ -44,34 +47,43 @@ def test_repository_per_distribution(distribution, version, arch, url):
     assert repo["key_fingerprint"] == CUDA_KEY_FINGERPRINT
 
 
-@pytest.mark.parametrize("distribution,version,arch,message", [
-    ("Rocky", "9", "x86_64", "Rocky 9 is not a distribution seatwright installs"),
-    ("Ubuntu", "20.04", "x86_64", "supported: debian 12, debian 13, ubuntu 22.04, ubuntu 24.04"),
-    ("Debian", "12", "ppc64le", "architecture 'ppc64le' has no NVIDIA CUDA repository"),
-])
+@pytest.mark.parametrize(
+    "distribution,version,arch,message",
+    [
+        ("Rocky", "9", "x86_64", "Rocky 9 is not a distribution seatwright installs"),
+        ("Ubuntu", "20.04", "x86_64", "supported: debian 12, debian 13, ubuntu 22.04, ubuntu 24.04"),
+        ("Debian", "12", "ppc64le", "architecture 'ppc64le' has no NVIDIA CUDA repository"),
+    ],
+)
 def test_unsupported_nodes_are_told_what_to_do(distribution, version, arch, message):
     with pytest.raises(DriverError, match=message):
         repository(distribution, version, arch)
 
 
-@pytest.mark.parametrize("branch,open_modules,expected", [
-    ("580", True, ["nvidia-driver-pinning-580", "nvidia-open"]),
-    ("590", True, ["nvidia-driver-pinning-590", "nvidia-open"]),
-    ("580", False, ["nvidia-driver-pinning-580", "cuda-drivers"]),
-    ("575", True, ["nvidia-open-575"]),
-    ("570", False, ["cuda-drivers-570"]),
-])
+@pytest.mark.parametrize(
+    "branch,open_modules,expected",
+    [
+        ("580", True, ["nvidia-driver-pinning-580", "nvidia-open"]),
+        ("590", True, ["nvidia-driver-pinning-590", "nvidia-open"]),
+        ("580", False, ["nvidia-driver-pinning-580", "cuda-drivers"]),
+        ("575", True, ["nvidia-open-575"]),
+        ("570", False, ["cuda-drivers-570"]),
+    ],
+)
 def test_packages_per_branch(branch, open_modules, expected):
     assert driver_packages(branch, open_modules, ["9.0"]) == expected
 
 
-@pytest.mark.parametrize("branch,open_modules,caps,message", [
-    ("580", False, ["12.0", "12.0"], "only the open kernel modules drive"),
-    ("565", True, ["12.0"], "predates Blackwell"),
-    ("550", True, ["9.0"], "older than 560"),
-    ("58", True, [], "expected a three-digit driver branch"),
-    ("latest", True, [], "expected a three-digit driver branch"),
-])
+@pytest.mark.parametrize(
+    "branch,open_modules,caps,message",
+    [
+        ("580", False, ["12.0", "12.0"], "only the open kernel modules drive"),
+        ("565", True, ["12.0"], "predates Blackwell"),
+        ("550", True, ["9.0"], "older than 560"),
+        ("58", True, [], "expected a three-digit driver branch"),
+        ("latest", True, [], "expected a three-digit driver branch"),
+    ],
+)
 def test_package_refusals(branch, open_modules, caps, message):
     with pytest.raises(DriverError, match=message):
         driver_packages(branch, open_modules, caps)
@@ -85,17 +97,25 @@ def test_pin_holds_the_branch():
     assert lines[2:] == ["Pin: version 580.*", "Pin-Priority: 1000"]
 
 
-@pytest.mark.parametrize("current,action", [
-    (None, "install"), ("", "install"), ("580.159.04", "none"), ("580.95.05", "none"),
-    ("575.64.05", "change"), ("610.88", "change"),
-])
+@pytest.mark.parametrize(
+    "current,action",
+    [
+        (None, "install"),
+        ("", "install"),
+        ("580.159.04", "none"),
+        ("580.95.05", "none"),
+        ("575.64.05", "change"),
+        ("610.88", "change"),
+    ],
+)
 def test_action_from_running_driver(current, action):
     assert driver_action(current, "580")[0] == action
 
 
 def test_plan_for_the_lab_node():
-    plan = driver_plan("Debian", "12", "x86_64", "580", compute_capabilities=["12.0", "12.0"],
-                       current_version="580.159.04")
+    plan = driver_plan(
+        "Debian", "12", "x86_64", "580", compute_capabilities=["12.0", "12.0"], current_version="580.159.04"
+    )
     assert plan["action"] == "none"
     assert plan["driver_packages"] == ["nvidia-driver-pinning-580", "nvidia-open"]
     assert plan["toolkit_packages"] == ["nvidia-container-toolkit"]
@@ -105,8 +125,14 @@ def test_plan_for_the_lab_node():
 def test_debian_13_needs_a_declared_key():
     with pytest.raises(DriverError, match="set nvidia_driver_cuda_key_url and nvidia_driver_cuda_key_fingerprint"):
         driver_plan("Debian", "13", "x86_64", "580")
-    plan = driver_plan("Debian", "13", "x86_64", "580", cuda_key_url="https://example.invalid/key.pub",
-                       cuda_key_fingerprint="08ac 9c81 e9b5 8d9c c15a ab66 8fb6 37b1 bcda 7f30")
+    plan = driver_plan(
+        "Debian",
+        "13",
+        "x86_64",
+        "580",
+        cuda_key_url="https://example.invalid/key.pub",
+        cuda_key_fingerprint="08ac 9c81 e9b5 8d9c c15a ab66 8fb6 37b1 bcda 7f30",
+    )
     assert plan["cuda_repository"]["key_fingerprint"] == "08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30"
     with pytest.raises(DriverError, match="not a 40-hex-digit"):
         driver_plan("Debian", "13", "x86_64", "580", cuda_key_url="u", cuda_key_fingerprint="1234")
@@ -133,10 +159,13 @@ def test_module_plans_without_changing_anything(capsys):
     assert "Pin: version 580.*" in result["plan"]["pin_preferences"]
 
 
-@pytest.mark.parametrize("args", [
-    {"compute_capabilities": ["12.0"]},
-    {"gpu_profile": "rtx-pro-6000-maxq"},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"compute_capabilities": ["12.0"]},
+        {"gpu_profile": "rtx-pro-6000-maxq"},
+    ],
+)
 def test_module_refusal_is_a_message(capsys, args):
     result = run(capsys, open_kernel_modules=False, **args)
     assert result["failed"] is True
@@ -145,7 +174,9 @@ def test_module_refusal_is_a_message(capsys, args):
 
 def test_module_takes_the_declared_profile_before_facts_exist(capsys):
     assert run(capsys, open_kernel_modules=False, gpu_profile="h200")["plan"]["driver_packages"] == [
-        "nvidia-driver-pinning-580", "cuda-drivers"]
+        "nvidia-driver-pinning-580",
+        "cuda-drivers",
+    ]
     result = run(capsys, gpu_profile="rtx-6000")
     assert result["failed"] is True
     assert "gpu_profile 'rtx-6000' is not one of" in result["msg"]
@@ -163,6 +194,7 @@ def gpg_homes(tmp_path):
         home.mkdir(mode=0o700)
         made.append(home)
         return dict(os.environ, GNUPGHOME=str(home))
+
     yield make
     for home in made:
         subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
@@ -172,8 +204,22 @@ def gpg_homes(tmp_path):
 def test_key(tmp_path, gpg_homes):
     """A throwaway OpenPGP key made with the machine's gpg, exported to an armored file."""
     env = gpg_homes("gnupg")
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "seatwright unit test <t@invalid>",
-                    "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "seatwright unit test <t@invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
     colons = subprocess.run(["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True).stdout
     path = tmp_path / "key.asc"
@@ -187,16 +233,21 @@ def test_module_verifies_keyrings(capsys, test_key):
     assert good["keyrings"] == [{"path": path, "fingerprints": [fingerprint]}]
     bad = run(capsys, verify_keyrings=[{"path": path, "fingerprint": CUDA_KEY_FINGERPRINT}])
     assert bad["failed"] is True
-    assert bad["msg"].startswith("keyring %s does not hold the expected key %s (found: %s"
-                                 % (path, CUDA_KEY_FINGERPRINT, fingerprint))
+    assert bad["msg"].startswith(
+        "keyring %s does not hold the expected key %s (found: %s" % (path, CUDA_KEY_FINGERPRINT, fingerprint)
+    )
 
 
 def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key, tmp_path, gpg_homes):
     """Finding 10: signed-by trusts every key in the file, so an extra key must fail the check."""
     path, fingerprint = test_key
     env = gpg_homes("gnupg2")
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "intruder <i@invalid>", "ed25519",
-                    "sign", "never"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "intruder <i@invalid>", "ed25519", "sign", "never"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     intruder = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
     both = tmp_path / "both.asc"
     with open(path, "rb") as handle:
@@ -207,22 +258,34 @@ def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key,
     assert "signed-by would trust all of them" in result["msg"]
 
 
-@pytest.mark.parametrize("found, problem", [
-    (["A" * 40], None),
-    (["A" * 40, "B" * 40], "and also " + "B" * 40),
-    (["B" * 40], "does not hold the expected key"),
-    ([], "found: none"),
-])
+@pytest.mark.parametrize(
+    "found, problem",
+    [
+        (["A" * 40], None),
+        (["A" * 40, "B" * 40], "and also " + "B" * 40),
+        (["B" * 40], "does not hold the expected key"),
+        ([], "found: none"),
+    ],
+)
 def test_keyring_must_hold_exactly_the_expected_primary_key(found, problem):
     message = keyring_problem("/etc/apt/keyrings/k.asc", found, "a" * 40)
     assert (message is None) if problem is None else (problem in message)
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({"base_url": "http://mirror.example/cuda"}, "nvidia_driver_repo_base_url is http://mirror.example/cuda, a plain http URL"),
-    ({"cuda_key_url": "http://mirror.example/key.pub"}, "nvidia_driver_cuda_key_url is http://mirror.example/key.pub"),
-    ({"base_url": "ftp://mirror.example/cuda"}, "expected an https:// URL"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        (
+            {"base_url": "http://mirror.example/cuda"},
+            "nvidia_driver_repo_base_url is http://mirror.example/cuda, a plain http URL",
+        ),
+        (
+            {"cuda_key_url": "http://mirror.example/key.pub"},
+            "nvidia_driver_cuda_key_url is http://mirror.example/key.pub",
+        ),
+        ({"base_url": "ftp://mirror.example/cuda"}, "expected an https:// URL"),
+    ],
+)
 def test_plain_http_repository_or_key_is_refused_unless_allowed(changes, words):
     with pytest.raises(DriverError, match=words):
         driver_plan("Debian", "12", "x86_64", "580", **changes)

@@ -1,13 +1,21 @@
-"""The engine tables (module_utils/seatwright/seat/engines.py): argv, flags and texts come from them."""
+"""The engine tables (plugins/module_utils/seat/engines.py): argv, flags and texts come from them."""
+
 import copy
 
 import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.seat.engines import (
-    ENGINES, argv_flags, default_memory_utilization, default_port, engine, flag_text, kv_dtype_name,
-    rendered_flags, server_argv)
-from ansible.module_utils.seatwright.seat.rules import RULES, launch_text, table_markdown
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import (
+    ENGINES,
+    argv_flags,
+    default_memory_utilization,
+    default_port,
+    engine,
+    flag_text,
+    kv_dtype_name,
+    rendered_flags,
+    server_argv,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULES, launch_text, table_markdown
 from seat_cases import SCHEMA
 
 # Serving fields that are not engine flags: they shape the launch around the flags.
@@ -19,11 +27,25 @@ def _settings(name, **serving):
         "engine": {"name": name, "device": "cuda", "python": "python3"},
         "model": {"served_name": "m"},
         "topology": {"nodes": 1, "tensor_parallel": 2, "expert_parallel": 1, "executor": None},
-        "serving": {"port": 8000, "max_model_len": None, "kv_cache_dtype": None, "gpu_memory_utilization": None,
-                    "max_num_seqs": None, "block_size": None, "enforce_eager": False,
-                    "max_cudagraph_capture_size": None, "custom_all_reduce": None, "allreduce_fusion": None,
-                    "distributed_timeout_s": None, "moe_backend": None, "attention_backend": None,
-                    "speculation": None, "reasoning_parser": None, "tool_call_parser": None, "extra_args": []},
+        "serving": {
+            "port": 8000,
+            "max_model_len": None,
+            "kv_cache_dtype": None,
+            "gpu_memory_utilization": None,
+            "max_num_seqs": None,
+            "block_size": None,
+            "enforce_eager": False,
+            "max_cudagraph_capture_size": None,
+            "custom_all_reduce": None,
+            "allreduce_fusion": None,
+            "distributed_timeout_s": None,
+            "moe_backend": None,
+            "attention_backend": None,
+            "speculation": None,
+            "reasoning_parser": None,
+            "tool_call_parser": None,
+            "extra_args": [],
+        },
     }
     base["serving"].update(serving)
     return base
@@ -42,8 +64,10 @@ def test_every_kv_cache_type_of_the_schema_has_an_engine_name(name):
     assert sorted(engine(name)["kv_dtypes"]) == sorted(allowed)
 
 
-@pytest.mark.parametrize("name,kv,expected", [("vllm", "bf16", "bfloat16"), ("sglang", "bf16", "bf16"),
-                                              ("vllm", "fp8", "fp8"), ("sglang", "fp8", "fp8_e4m3")])
+@pytest.mark.parametrize(
+    "name,kv,expected",
+    [("vllm", "bf16", "bfloat16"), ("sglang", "bf16", "bf16"), ("vllm", "fp8", "fp8"), ("sglang", "fp8", "fp8_e4m3")],
+)
 def test_kv_names_differ_by_engine(name, kv, expected):
     assert kv_dtype_name(name, kv) == expected
 
@@ -54,32 +78,77 @@ def test_defaults_carry_their_source(name, port):
     assert default_memory_utilization(name)["value"] == 0.9 and default_memory_utilization(name)["source"]
 
 
-@pytest.mark.parametrize("name,serving,expected", [
-    ("vllm", {}, ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m",
-                  "--served-model-name", "m", "--host", "0.0.0.0", "--port", "8000",
-                  "--tensor-parallel-size", "2"]),
-    ("vllm", {"custom_all_reduce": False, "allreduce_fusion": False, "tool_call_parser": "hermes"},
-     ["--disable-custom-all-reduce", "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":false}}',
-      "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]),
-    ("sglang", {"custom_all_reduce": False, "allreduce_fusion": False,
-                "speculation": {"method": "mtp", "num_speculative_tokens": 3}},
-     ["--disable-custom-all-reduce", "--speculative-algorithm", "NEXTN", "--speculative-num-draft-tokens", "3"]),
-    ("sglang", {"custom_all_reduce": True, "enforce_eager": True, "gpu_memory_utilization": 0.75},
-     ["--mem-fraction-static", "0.75", "--disable-cuda-graph"]),
-])
+@pytest.mark.parametrize(
+    "name,serving,expected",
+    [
+        (
+            "vllm",
+            {},
+            [
+                "python3",
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                "/models/m",
+                "--served-model-name",
+                "m",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "8000",
+                "--tensor-parallel-size",
+                "2",
+            ],
+        ),
+        (
+            "vllm",
+            {"custom_all_reduce": False, "allreduce_fusion": False, "tool_call_parser": "hermes"},
+            [
+                "--disable-custom-all-reduce",
+                "--compilation-config",
+                '{"pass_config":{"fuse_allreduce_rms":false}}',
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "hermes",
+            ],
+        ),
+        (
+            "sglang",
+            {
+                "custom_all_reduce": False,
+                "allreduce_fusion": False,
+                "speculation": {"method": "mtp", "num_speculative_tokens": 3},
+            },
+            ["--disable-custom-all-reduce", "--speculative-algorithm", "NEXTN", "--speculative-num-draft-tokens", "3"],
+        ),
+        (
+            "sglang",
+            {"custom_all_reduce": True, "enforce_eager": True, "gpu_memory_utilization": 0.75},
+            ["--mem-fraction-static", "0.75", "--disable-cuda-graph"],
+        ),
+    ],
+)
 def test_argv_is_generated_from_the_rows(name, serving, expected):
     argv = server_argv(_settings(name, **serving), "/models/m")
     if expected[0] == "python3":
         assert argv == expected
     else:
-        tail = argv[argv.index("--tensor-parallel-size" if name == "vllm" else "--tp") + 2:]
+        tail = argv[argv.index("--tensor-parallel-size" if name == "vllm" else "--tp") + 2 :]
         assert tail == expected
 
 
 def test_a_new_row_is_all_it_takes_to_render_a_field(monkeypatch):
     table = copy.deepcopy(ENGINES["vllm"])
-    table["rows"] = table["rows"] + ({"field": "serving.moe_backend", "flag": "--all-to-all-backend",
-                                      "transform": "text", "scope": "any", "also": (), "note": None},)
+    table["rows"] = table["rows"] + (
+        {
+            "field": "serving.moe_backend",
+            "flag": "--all-to-all-backend",
+            "transform": "text",
+            "scope": "any",
+            "also": (),
+            "note": None,
+        },
+    )
     monkeypatch.setitem(ENGINES, "vllm", table)
     argv = server_argv(_settings("vllm", moe_backend="marlin"), "/models/m")
     assert argv[-2:] == ["--all-to-all-backend", "marlin"]
@@ -87,19 +156,48 @@ def test_a_new_row_is_all_it_takes_to_render_a_field(monkeypatch):
 
 
 def test_argv_flags_lists_each_flag_once_in_order():
-    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m", "--port", "8000",
-            "--compilation-config", '{"pass_config":{}}', "--block-size=2304", "--port", "9", "-x", "--"]
+    argv = [
+        "python3",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/m",
+        "--port",
+        "8000",
+        "--compilation-config",
+        '{"pass_config":{}}',
+        "--block-size=2304",
+        "--port",
+        "9",
+        "-x",
+        "--",
+    ]
     assert argv_flags(argv) == ["--model", "--port", "--compilation-config", "--block-size"]
 
 
 @pytest.mark.parametrize("name", sorted(ENGINES))
 def test_every_flag_a_full_argv_uses_is_in_the_table(name):
-    argv = server_argv(_settings(name, max_model_len=4096, kv_cache_dtype="fp8", gpu_memory_utilization=0.8,
-                                 max_num_seqs=4, block_size=256, enforce_eager=True, max_cudagraph_capture_size=8,
-                                 custom_all_reduce=False, allreduce_fusion=True, distributed_timeout_s=60,
-                                 moe_backend="marlin", attention_backend="triton", reasoning_parser="r",
-                                 tool_call_parser="t", speculation={"method": "eagle", "num_speculative_tokens": 2}),
-                       "/models/m")
+    argv = server_argv(
+        _settings(
+            name,
+            max_model_len=4096,
+            kv_cache_dtype="fp8",
+            gpu_memory_utilization=0.8,
+            max_num_seqs=4,
+            block_size=256,
+            enforce_eager=True,
+            max_cudagraph_capture_size=8,
+            custom_all_reduce=False,
+            allreduce_fusion=True,
+            distributed_timeout_s=60,
+            moe_backend="marlin",
+            attention_backend="triton",
+            reasoning_parser="r",
+            tool_call_parser="t",
+            speculation={"method": "eagle", "num_speculative_tokens": 2},
+        ),
+        "/models/m",
+    )
     assert set(argv_flags(argv)) <= set(rendered_flags(name))
 
 
@@ -108,16 +206,37 @@ def test_unknown_engine_has_no_table():
         engine("tgi")
 
 
-@pytest.mark.parametrize("field,value,limit,expected", [
-    ("serving.custom_all_reduce", False, None,
-     "vLLM --disable-custom-all-reduce; SGLang --disable-custom-all-reduce"),
-    ("serving.distributed_timeout_s", 3600, None, "vLLM --distributed-timeout-seconds 3600; SGLang --dist-timeout 3600"),
-    ("serving.allreduce_fusion", False, None, 'vLLM --compilation-config {"pass_config":{"fuse_allreduce_rms":false}}; '
-                                              "SGLang --enable-flashinfer-allreduce-fusion is not passed"),
-    ("serving.block_size", 256, "multiple_of", "vLLM --block-size (a multiple of 256); SGLang --page-size "
-                                               "(a multiple of 256)"),
-    ("engine.patches", "x", None, None),
-])
+@pytest.mark.parametrize(
+    "field,value,limit,expected",
+    [
+        (
+            "serving.custom_all_reduce",
+            False,
+            None,
+            "vLLM --disable-custom-all-reduce; SGLang --disable-custom-all-reduce",
+        ),
+        (
+            "serving.distributed_timeout_s",
+            3600,
+            None,
+            "vLLM --distributed-timeout-seconds 3600; SGLang --dist-timeout 3600",
+        ),
+        (
+            "serving.allreduce_fusion",
+            False,
+            None,
+            'vLLM --compilation-config {"pass_config":{"fuse_allreduce_rms":false}}; '
+            "SGLang --enable-flashinfer-allreduce-fusion is not passed",
+        ),
+        (
+            "serving.block_size",
+            256,
+            "multiple_of",
+            "vLLM --block-size (a multiple of 256); SGLang --page-size (a multiple of 256)",
+        ),
+        ("engine.patches", "x", None, None),
+    ],
+)
 def test_flag_text(field, value, limit, expected):
     assert flag_text(field, value, limit) == expected
 

@@ -1,15 +1,19 @@
-"""Every exception the project raises is declared in module_utils/seatwright/errors.py."""
+"""Every exception the project raises is declared in plugins/module_utils/errors.py."""
+
 import ast
 import inspect
 import pathlib
 
 import pytest
-
-from ansible.module_utils.seatwright import errors
+from ansible_collections.seatwright.fleet.plugins.module_utils import errors
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCES = sorted(p for folder in ("module_utils", "library") for p in (ROOT / folder).rglob("*.py")
-                 if p.name != "errors.py")
+SOURCES = sorted(
+    p
+    for folder in ("plugins/module_utils", "plugins/modules")
+    for p in (ROOT / folder).rglob("*.py")
+    if p.name != "errors.py"
+)
 
 
 def _exception_classes(path):
@@ -26,7 +30,13 @@ def test_no_exception_class_outside_errors(path):
     assert list(_exception_classes(path)) == []
 
 
-@pytest.mark.parametrize("name, cls", [(n, c) for n, c in inspect.getmembers(errors, inspect.isclass)
-                                       if c.__module__ == errors.__name__ and c is not errors.SeatwrightError])
+@pytest.mark.parametrize(
+    "name, cls",
+    [
+        (n, c)
+        for n, c in inspect.getmembers(errors, inspect.isclass)
+        if c.__module__ == errors.__name__ and c is not errors.SeatwrightError
+    ],
+)
 def test_every_error_is_a_seatwright_error(name, cls):
     assert issubclass(cls, errors.SeatwrightError), name

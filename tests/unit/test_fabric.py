@@ -1,10 +1,10 @@
-"""Pure fabric decisions (module_utils/seatwright/fabric/links.py) against recorded tool outputs."""
+"""Pure fabric decisions (plugins/module_utils/fabric/links.py) against recorded tool outputs."""
+
 import json
 
 import pytest
-from ansible.module_utils.seatwright.errors import FabricError
-from ansible.module_utils.seatwright.node.platform import acs_control, is_bridge, redirects
-from ansible.module_utils.seatwright.fabric.links import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import FabricError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.links import (
     bandwidth_inputs,
     farthest_path,
     gid_to_ipv4,
@@ -20,31 +20,37 @@ from ansible.module_utils.seatwright.fabric.links import (
     probe_plan,
     roce_v2_gid,
 )
-from ansible.module_utils.seatwright.io.files import fingerprint
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import fingerprint
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import acs_control, is_bridge, redirects
 from conftest import FIXTURES
 
 IB = FIXTURES / "ib_write_bw"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("200 Gb/sec (4X HDR)", 200.0),
-    ("100 Gb/sec (4X EDR)", 100.0),
-    ("25 Gb/sec (1X EDR)", 25.0),
-    ("2.5 Gb/sec (1X SDR)", 2.5),
-    ("", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("200 Gb/sec (4X HDR)", 200.0),
+        ("100 Gb/sec (4X EDR)", 100.0),
+        ("25 Gb/sec (1X EDR)", 25.0),
+        ("2.5 Gb/sec (1X SDR)", 2.5),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_port_rate(text, expected):
     assert parse_rate_gbps(text) == expected
 
 
-@pytest.mark.parametrize("gid,expected", [
-    ("0000:0000:0000:0000:0000:ffff:0a4d:000b", "10.77.0.11"),
-    ("0000:0000:0000:0000:0000:ffff:c000:0274", "192.0.2.116"),
-    ("fe80:0000:0000:0000:0ac0:ebff:fe4a:1f2e", None),
-    ("0000:0000:0000:0000:0000:0000:0000:0000", None),
-])
+@pytest.mark.parametrize(
+    "gid,expected",
+    [
+        ("0000:0000:0000:0000:0000:ffff:0a4d:000b", "10.77.0.11"),
+        ("0000:0000:0000:0000:0000:ffff:c000:0274", "192.0.2.116"),
+        ("fe80:0000:0000:0000:0ac0:ebff:fe4a:1f2e", None),
+        ("0000:0000:0000:0000:0000:0000:0000:0000", None),
+    ],
+)
 def test_gid_to_ipv4(gid, expected):
     assert gid_to_ipv4(gid) == expected
 
@@ -52,10 +58,12 @@ def test_gid_to_ipv4(gid, expected):
 def test_roce_v2_gid_prefers_the_fabric_address():
     port = {
         "gid_types": {"1": "RoCE v2", "3": "RoCE v2", "5": "RoCE v2", "2": "IB/RoCE v1"},
-        "gids": {"1": "fe80:0000:0000:0000:0ac0:ebff:fe4a:1f2e",
-                 "3": "0000:0000:0000:0000:0000:ffff:c0a8:0101",
-                 "5": "0000:0000:0000:0000:0000:ffff:0a4d:000b",
-                 "2": "0000:0000:0000:0000:0000:ffff:0a4d:000b"},
+        "gids": {
+            "1": "fe80:0000:0000:0000:0ac0:ebff:fe4a:1f2e",
+            "3": "0000:0000:0000:0000:0000:ffff:c0a8:0101",
+            "5": "0000:0000:0000:0000:0000:ffff:0a4d:000b",
+            "2": "0000:0000:0000:0000:0000:ffff:0a4d:000b",
+        },
         "gid_ndevs": {"1": "enp65s0f0np0", "3": "docker0", "5": "enp65s0f0np0", "2": "enp65s0f0np0"},
     }
     assert roce_v2_gid(port, "enp65s0f0np0", "10.77.0.11") == (5, "10.77.0.11", "enp65s0f0np0")
@@ -63,12 +71,15 @@ def test_roce_v2_gid_prefers_the_fabric_address():
     assert roce_v2_gid({"gid_types": {}}) == (None, None, None)
 
 
-@pytest.mark.parametrize("control,expected", [
-    (0x0000, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": False}),
-    (0x0004, {"src_valid": False, "req_redir": True, "cmplt_redir": False, "egress_ctrl": False}),
-    (0x001D, {"src_valid": True, "req_redir": True, "cmplt_redir": True, "egress_ctrl": False}),
-    (0x0020, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": True}),
-])
+@pytest.mark.parametrize(
+    "control,expected",
+    [
+        (0x0000, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": False}),
+        (0x0004, {"src_valid": False, "req_redir": True, "cmplt_redir": False, "egress_ctrl": False}),
+        (0x001D, {"src_valid": True, "req_redir": True, "cmplt_redir": True, "egress_ctrl": False}),
+        (0x0020, {"src_valid": False, "req_redir": False, "cmplt_redir": False, "egress_ctrl": True}),
+    ],
+)
 def test_acs_bits(control, expected):
     config = bytearray(4096)
     config[0x100:0x104] = (0x000D | 1 << 16).to_bytes(4, "little")
@@ -83,21 +94,54 @@ def test_acs_unreadable_and_absent():
     assert acs_control(bytes(4096)) == {}
 
 
-@pytest.mark.parametrize("pci_class,bridge", [("0x060400", True), ("0x060401", True), ("0x030000", False),
-                                              ("", False), (None, False)])
+@pytest.mark.parametrize(
+    "pci_class,bridge", [("0x060400", True), ("0x060401", True), ("0x030000", False), ("", False), (None, False)]
+)
 def test_bridge_class_is_decided_once(pci_class, bridge):
     assert is_bridge(pci_class) is bridge
 
 
-@pytest.mark.parametrize("a,numa_a,b,numa_b,expected", [
-    (["pci0000:00", "0000:00:01.1", "0000:01:00.0"], "0", ["pci0000:00", "0000:00:01.1", "0000:01:00.1"], "0", "PIX"),
-    (["pci0000:00", "0000:00:01.1", "0000:02:00.0", "0000:03:00.0"], "0",
-     ["pci0000:00", "0000:00:01.1", "0000:02:01.0", "0000:04:00.0"], "0", "PXB"),
-    (["pci0000:00", "0000:00:01.1", "0000:01:00.0"], "0", ["pci0000:00", "0000:00:03.1", "0000:41:00.0"], "0", "PHB"),
-    (["pci0000:00", "0000:00:01.1", "0000:01:00.0"], "0", ["pci0000:40", "0000:40:01.1", "0000:41:00.0"], "0", "PHB"),
-    (["pci0000:00", "0000:00:01.1", "0000:01:00.0"], "0", ["pci0000:80", "0000:80:01.1", "0000:81:00.0"], "1", "SYS"),
-    ([], "0", ["pci0000:80"], "1", None),
-])
+@pytest.mark.parametrize(
+    "a,numa_a,b,numa_b,expected",
+    [
+        (
+            ["pci0000:00", "0000:00:01.1", "0000:01:00.0"],
+            "0",
+            ["pci0000:00", "0000:00:01.1", "0000:01:00.1"],
+            "0",
+            "PIX",
+        ),
+        (
+            ["pci0000:00", "0000:00:01.1", "0000:02:00.0", "0000:03:00.0"],
+            "0",
+            ["pci0000:00", "0000:00:01.1", "0000:02:01.0", "0000:04:00.0"],
+            "0",
+            "PXB",
+        ),
+        (
+            ["pci0000:00", "0000:00:01.1", "0000:01:00.0"],
+            "0",
+            ["pci0000:00", "0000:00:03.1", "0000:41:00.0"],
+            "0",
+            "PHB",
+        ),
+        (
+            ["pci0000:00", "0000:00:01.1", "0000:01:00.0"],
+            "0",
+            ["pci0000:40", "0000:40:01.1", "0000:41:00.0"],
+            "0",
+            "PHB",
+        ),
+        (
+            ["pci0000:00", "0000:00:01.1", "0000:01:00.0"],
+            "0",
+            ["pci0000:80", "0000:80:01.1", "0000:81:00.0"],
+            "1",
+            "SYS",
+        ),
+        ([], "0", ["pci0000:80"], "1", None),
+    ],
+)
 def test_pci_path_type(a, numa_a, b, numa_b, expected):
     assert pci_path_type(a, numa_a, b, numa_b) == expected
 
@@ -107,10 +151,13 @@ def test_farthest_path():
     assert farthest_path([None]) is None
 
 
-@pytest.mark.parametrize("fixture,average,unit", [
-    ("roce-100g-bidirectional.txt", 98.02, "Gb/sec"),
-    ("ib-compliance-example.txt", 51.04, "Gb/sec"),
-])
+@pytest.mark.parametrize(
+    "fixture,average,unit",
+    [
+        ("roce-100g-bidirectional.txt", 98.02, "Gb/sec"),
+        ("ib-compliance-example.txt", 51.04, "Gb/sec"),
+    ],
+)
 def test_ib_write_bw_table(fixture, average, unit):
     parsed = parse_ib_write_bw((IB / fixture).read_text())
     assert parsed["average_gbps"] == pytest.approx(average)
@@ -119,9 +166,11 @@ def test_ib_write_bw_table(fixture, average, unit):
 
 
 def test_ib_write_bw_table_in_mib_is_converted():
-    text = (" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n"
-            " 65536      5000             5293.52            2229.27              0.035668\n")
-    assert parse_ib_write_bw(text)["average_gbps"] == pytest.approx(2229.27 * 8 * 2 ** 20 / 1e9)
+    text = (
+        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n"
+        " 65536      5000             5293.52            2229.27              0.035668\n"
+    )
+    assert parse_ib_write_bw(text)["average_gbps"] == pytest.approx(2229.27 * 8 * 2**20 / 1e9)
 
 
 def test_ib_write_bw_json_carries_no_unit():
@@ -144,11 +193,14 @@ def test_iperf3_json_recorded_in_the_lab():
     assert rate == pytest.approx(13.522, abs=0.001)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("iperf3: error - unable to connect", "did not print JSON"),
-    (json.dumps({"error": "unable to connect to server: Connection refused"}), "Connection refused"),
-    (json.dumps({"end": {}}), "no end.sum_received"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("iperf3: error - unable to connect", "did not print JSON"),
+        (json.dumps({"error": "unable to connect to server: Connection refused"}), "Connection refused"),
+        (json.dumps({"end": {}}), "no end.sum_received"),
+    ],
+)
 def test_iperf3_errors(text, message):
     with pytest.raises(FabricError, match=message):
         parse_iperf3_json(text)
@@ -157,11 +209,26 @@ def test_iperf3_errors(text, message):
 def fabric(rdma=True, rate="200 Gb/sec (4X HDR)", speed=None, mtu=9000, fw="28.39.1002"):
     devices = []
     if rdma:
-        devices = [{"name": "mlx5_0", "fw_ver": fw, "ports": [{
-            "port": 1, "active": True, "rate_gbps": 200.0 if rate else None, "link_layer": "Ethernet",
-            "roce_v2_gid_index": 3}]}]
-    return {"rdma_devices": devices, "fabric_iface": {"mtu": mtu, "speed_mbps": speed},
-            "nvidia_driver_version": "580.95.05"}
+        devices = [
+            {
+                "name": "mlx5_0",
+                "fw_ver": fw,
+                "ports": [
+                    {
+                        "port": 1,
+                        "active": True,
+                        "rate_gbps": 200.0 if rate else None,
+                        "link_layer": "Ethernet",
+                        "roce_v2_gid_index": 3,
+                    }
+                ],
+            }
+        ]
+    return {
+        "rdma_devices": devices,
+        "fabric_iface": {"mtu": mtu, "speed_mbps": speed},
+        "nvidia_driver_version": "580.95.05",
+    }
 
 
 def test_plan_takes_rdma_when_both_ends_have_it():
@@ -183,11 +250,14 @@ def test_plan_uses_declared_line_rate_when_sysfs_has_none():
     assert (plan["line_rate_gbps"], plan["line_rate_source"]) == (200.0, "declared line_rate_gbps")
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({}, "no line rate is known"),
-    ({"method": "rdma"}, "node-a has no active RDMA port"),
-    ({"use_cuda": 0, "line_rate_gbps": 10}, "use_cuda needs an RDMA path"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({}, "no line rate is known"),
+        ({"method": "rdma"}, "node-a has no active RDMA port"),
+        ({"use_cuda": 0, "line_rate_gbps": 10}, "use_cuda needs an RDMA path"),
+    ],
+)
 def test_plan_errors_name_the_pair(kwargs, message):
     with pytest.raises(FabricError, match=message) as error:
         probe_plan("node-a", fabric(rdma=False), "node-b", fabric(rdma=False), **kwargs)
@@ -211,8 +281,13 @@ def test_pair_label_is_ordered():
 
 @pytest.mark.parametrize("rate,passed", [(195.87, True), (180.0, True), (150.0, False)])
 def test_judge_names_the_pair_and_numbers(rate, passed):
-    record = {"pair": "node-a<->node-b", "rate_gbps": rate, "method": "rdma",
-              "line_rate_gbps": 200.0, "fraction": rate / 200.0}
+    record = {
+        "pair": "node-a<->node-b",
+        "rate_gbps": rate,
+        "method": "rdma",
+        "line_rate_gbps": 200.0,
+        "fraction": rate / 200.0,
+    }
     ok, message = judge(record, 0.9)
     assert ok is passed
     assert "node-a<->node-b: %.2f Gb/s over rdma" % rate in message

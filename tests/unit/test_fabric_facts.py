@@ -4,13 +4,13 @@
 a device's `device` link points at its PCI function, bridges carry a binary `config` with the
 extended capability list, and unpopulated GID attributes refuse to be read.
 """
+
 import json
 import os
 
+import fabric_facts
 import pytest
 from ansible.module_utils.testing import patch_module_args
-
-import fabric_facts
 
 ACS_CAP_ID = 0x000D
 AER_CAP_ID = 0x0001
@@ -54,8 +54,17 @@ def pci_function(root, chain, vendor, pci_class, numa="0", config=None):
     return path
 
 
-def rdma_device(root, pci_path, name, netdev, gids, rate="200 Gb/sec (4X HDR)", state="4: ACTIVE",
-                link_layer="Ethernet", fw="28.39.1002"):
+def rdma_device(
+    root,
+    pci_path,
+    name,
+    netdev,
+    gids,
+    rate="200 Gb/sec (4X HDR)",
+    state="4: ACTIVE",
+    link_layer="Ethernet",
+    fw="28.39.1002",
+):
     base = os.path.join(pci_path, "infiniband", name)
     write(os.path.join(base, "fw_ver"), fw + "\n")
     write(os.path.join(base, "board_id"), "MT_0000000970\n")
@@ -84,20 +93,19 @@ ROCE_GIDS = [
 ]
 
 
-def workstation(root, nic_behind_gpu_switch=False, acs_control=0, config_size=4096, peermem=False,
-                open_modules=True):
+def workstation(root, nic_behind_gpu_switch=False, acs_control=0, config_size=4096, peermem=False, open_modules=True):
     """A two-GPU workstation with a 200 GbE ConnectX on its own root port (or under the GPU's switch)."""
     for bdf in ("0000:00:01.1", "0000:00:03.1"):
-        pci_function(root, ["pci0000:00", bdf], "0x1022", "0x060400",
-                     config=bridge_config(acs_control, config_size))
+        pci_function(root, ["pci0000:00", bdf], "0x1022", "0x060400", config=bridge_config(acs_control, config_size))
     for gpu_port, gpu in (("0000:00:01.1", "0000:01:00.0"), ("0000:00:03.1", "0000:21:00.0")):
         pci_function(root, ["pci0000:00", gpu_port, gpu], "0x10de", "0x030000")
     if nic_behind_gpu_switch:
         pci_function(root, ["pci0000:00", "0000:00:01.1", "0000:01:00.1"], "0x15b3", "0x020000")
         nic = os.path.join(root, "sys", "devices", "pci0000:00", "0000:00:01.1", "0000:01:00.1")
     else:
-        pci_function(root, ["pci0000:40", "0000:40:01.1"], "0x1022", "0x060400",
-                     config=bridge_config(acs_control, config_size))
+        pci_function(
+            root, ["pci0000:40", "0000:40:01.1"], "0x1022", "0x060400", config=bridge_config(acs_control, config_size)
+        )
         nic = pci_function(root, ["pci0000:40", "0000:40:01.1", "0000:41:00.0"], "0x15b3", "0x020000")
     rdma_device(root, nic, "mlx5_0", "enp65s0f0np0", ROCE_GIDS)
     write(os.path.join(root, "sys", "class", "net", "enp65s0f0np0", "mtu"), "9000\n")
@@ -106,8 +114,10 @@ def workstation(root, nic_behind_gpu_switch=False, acs_control=0, config_size=40
     if peermem:
         os.makedirs(os.path.join(root, "sys", "module", "nvidia_peermem"))
     flavour = "Open Kernel Module" if open_modules else "Kernel Module"
-    write(os.path.join(root, "proc", "driver", "nvidia", "version"),
-          "NVRM version: NVIDIA UNIX %s for x86_64  580.95.05  Release Build\n" % flavour)
+    write(
+        os.path.join(root, "proc", "driver", "nvidia", "version"),
+        "NVRM version: NVIDIA UNIX %s for x86_64  580.95.05  Release Build\n" % flavour,
+    )
     write(os.path.join(root, "proc", "sys", "kernel", "osrelease"), "6.8.0-49-generic\n")
     for group in range(4):
         os.makedirs(os.path.join(root, "sys", "kernel", "iommu_groups", str(group)))
@@ -146,7 +156,9 @@ def test_lab_container_has_no_rdma(tmp_path, capsys):
 
 
 def test_roce_workstation_port_gid_and_netdev(tmp_path, capsys):
-    facts = run_facts(capsys, workstation(str(tmp_path)), "enp65s0f0np0", "10.77.0.11")["ansible_facts"]["seatwright_fabric"]
+    facts = run_facts(capsys, workstation(str(tmp_path)), "enp65s0f0np0", "10.77.0.11")["ansible_facts"][
+        "seatwright_fabric"
+    ]
     (device,) = facts["rdma_devices"]
     assert device["name"] == "mlx5_0"
     assert device["fw_ver"] == "28.39.1002"
@@ -165,12 +177,15 @@ def test_roce_workstation_port_gid_and_netdev(tmp_path, capsys):
     assert facts["nvidia_driver_version"] == "580.95.05"
 
 
-@pytest.mark.parametrize("peermem,open_modules,available,via", [
-    (False, True, True, "dmabuf"),
-    (True, True, True, "peermem"),
-    (True, False, True, "peermem"),
-    (False, False, False, None),
-])
+@pytest.mark.parametrize(
+    "peermem,open_modules,available,via",
+    [
+        (False, True, True, "dmabuf"),
+        (True, True, True, "peermem"),
+        (True, False, True, "peermem"),
+        (False, False, False, None),
+    ],
+)
 def test_gpudirect_paths(tmp_path, capsys, peermem, open_modules, available, via):
     root = workstation(str(tmp_path), peermem=peermem, open_modules=open_modules)
     gpudirect = run_facts(capsys, root, "enp65s0f0np0")["ansible_facts"]["seatwright_fabric"]["gpudirect"]
@@ -189,12 +204,15 @@ def test_gpu_nic_path(tmp_path, capsys, behind_switch, expected):
     assert facts["gpu_nic_path"] == "PHB"
 
 
-@pytest.mark.parametrize("acs_control,config_size,state", [
-    (0x0000, 4096, "disabled"),
-    (0x001D, 4096, "enabled"),
-    (None, 4096, "not_present"),
-    (0x001D, 64, "unknown"),
-])
+@pytest.mark.parametrize(
+    "acs_control,config_size,state",
+    [
+        (0x0000, 4096, "disabled"),
+        (0x001D, 4096, "enabled"),
+        (None, 4096, "not_present"),
+        (0x001D, 64, "unknown"),
+    ],
+)
 def test_acs_state_from_bridge_config(tmp_path, capsys, acs_control, config_size, state):
     root = workstation(str(tmp_path), acs_control=acs_control, config_size=config_size)
     acs = run_facts(capsys, root, "enp65s0f0np0")["ansible_facts"]["seatwright_fabric"]["acs"]

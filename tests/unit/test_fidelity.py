@@ -5,14 +5,14 @@ tests load it as a module and check what it decides without a server: the CPU li
 server it would start, that both harnesses get the same workload (warm-ups included), the
 requests-in-flight figure on a recorded AIPerf export, and the CPU arithmetic.
 """
+
 import argparse
 import importlib.util
 
 import pytest
-
-from ansible.module_utils.seatwright.bench import records, workload as wl
-from ansible.module_utils.seatwright.io import bench_runner
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import records
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner as bench_runner
 from conftest import FIXTURES, ROOT
 
 SPEC = importlib.util.spec_from_file_location("fidelity", ROOT / "bench" / "fidelity" / "fidelity.py")
@@ -51,8 +51,15 @@ def test_server_env_binds_vllm_openmp_threads_to_the_server_cpus(cpus, bind):
 
 
 def _args(**over):
-    base = dict(base_url="http://127.0.0.1:8392/v1", model="smol", tokenizer="/m/smol", input_tokens=128,
-                output_tokens=32, requests=64, concurrency=4)
+    base = dict(
+        base_url="http://127.0.0.1:8392/v1",
+        model="smol",
+        tokenizer="/m/smol",
+        input_tokens=128,
+        output_tokens=32,
+        requests=64,
+        concurrency=4,
+    )
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -77,12 +84,15 @@ def test_both_harnesses_get_the_same_workload(concurrency):
     assert "--streaming" in ours and value(ref, "--backend") == "openai-chat"
 
 
-@pytest.mark.parametrize("spans, expected", [
-    ([(0, 10), (0, 10), (0, 10), (0, 10)], 4.0),            # four streams busy all the time
-    ([(0, 10), (0, 5), (5, 10), (0, 10)], 3.0),              # one stream idle half the time
-    ([(0, 4), (6, 10)], 0.8),                                # one stream with a gap
-    ([], None),
-])
+@pytest.mark.parametrize(
+    "spans, expected",
+    [
+        ([(0, 10), (0, 10), (0, 10), (0, 10)], 4.0),  # four streams busy all the time
+        ([(0, 10), (0, 5), (5, 10), (0, 10)], 3.0),  # one stream idle half the time
+        ([(0, 4), (6, 10)], 0.8),  # one stream with a gap
+        ([], None),
+    ],
+)
 def test_mean_in_flight(spans, expected):
     recs = [{"start_ns": s + 1, "end_ns": e + 1} for s, e in spans]
     got = records.mean_in_flight(recs)
@@ -117,40 +127,92 @@ def test_cpu_usage_splits_server_harness_and_the_rest():
 
 
 def test_per_request_server_counts():
-    got = fidelity.per_request({"requests": 10, "prompt_tokens": 1000, "generation_tokens": 320},
-                               {"requests": 78, "prompt_tokens": 1000 + 68 * 150, "generation_tokens": 320 + 68 * 32})
+    got = fidelity.per_request(
+        {"requests": 10, "prompt_tokens": 1000, "generation_tokens": 320},
+        {"requests": 78, "prompt_tokens": 1000 + 68 * 150, "generation_tokens": 320 + 68 * 32},
+    )
     assert got == {"requests": 68, "prompt_tokens_per_request": 150, "generation_tokens_per_request": 32}
     assert fidelity.per_request({}, {"requests": 3})["prompt_tokens_per_request"] is None
 
 
 def _run(ttft, tok):
-    return {"ttft_ms_p50": ttft, "output_tok_s": tok, "failed": 0, "in_flight_mean": 3.9,
-            "cpu": {"wall_s": 10.0, "server_cpu_s": 9.0, "harness_cpu_s": 3.0, "other_cpu_s": 0.2,
-                    "core_busy": {"0": 0.95, "1": 0.4}},
-            "server_saw": {"requests": 68, "prompt_tokens_per_request": 150.0, "generation_tokens_per_request": 32.0}}
+    return {
+        "ttft_ms_p50": ttft,
+        "output_tok_s": tok,
+        "failed": 0,
+        "in_flight_mean": 3.9,
+        "cpu": {
+            "wall_s": 10.0,
+            "server_cpu_s": 9.0,
+            "harness_cpu_s": 3.0,
+            "other_cpu_s": 0.2,
+            "core_busy": {"0": 0.95, "1": 0.4},
+        },
+        "server_saw": {"requests": 68, "prompt_tokens_per_request": 150.0, "generation_tokens_per_request": 32.0},
+    }
 
 
 def test_render_states_the_isolation_and_each_run():
-    result = {"when": "2026-11-30T18:00:00Z", "command": ".venv/bin/python bench/fidelity/fidelity.py --rounds 1",
-              "host": {"cpus": 2, "load_avg_at_end": [2.0, 1.5, 1.2], "load_avg_before": [0.9, 1.0, 1.1], "nice": 0},
-              "server": {"argv": ["python", "-m", "vllm.entrypoints.openai.api_server"],
-                         "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}, "cpus": [0], "ready_s": 95.0},
-              "pinning": {"server": {"11": "0", "12": "0"}}, "harness_cpus": [1],
-              "workload": {"concurrency": 4}, "tolerance": 0.1, "passed": False,
-              "summary": {"ttft_ms_p50": {"seatwright": 50.0, "vllm": 40.0, "ratio": 1.25, "within_tolerance": False,
-                                          "seatwright_range": [50, 50], "vllm_range": [40, 40], "round_ratios": [1.25]},
-                          "output_tok_s": {"seatwright": 100.0, "vllm": 100.0, "ratio": 1.0, "within_tolerance": True,
-                                           "seatwright_range": [100, 100], "vllm_range": [100, 100],
-                                           "round_ratios": [1.0]}},
-              "rounds": [{"round": 0, "warmup": True, "order": ["seatwright", "vllm"],
-                          "seatwright": _run(60, 90), "vllm": _run(45, 95)},
-                         {"round": 1, "warmup": False, "order": ["vllm", "seatwright"],
-                          "seatwright": _run(50, 100), "vllm": _run(40, 100)}]}
+    result = {
+        "when": "2026-11-30T18:00:00Z",
+        "command": ".venv/bin/python bench/fidelity/fidelity.py --rounds 1",
+        "host": {"cpus": 2, "load_avg_at_end": [2.0, 1.5, 1.2], "load_avg_before": [0.9, 1.0, 1.1], "nice": 0},
+        "server": {
+            "argv": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+            "env": {"VLLM_CPU_OMP_THREADS_BIND": "0"},
+            "cpus": [0],
+            "ready_s": 95.0,
+        },
+        "pinning": {"server": {"11": "0", "12": "0"}},
+        "harness_cpus": [1],
+        "workload": {"concurrency": 4},
+        "tolerance": 0.1,
+        "passed": False,
+        "summary": {
+            "ttft_ms_p50": {
+                "seatwright": 50.0,
+                "vllm": 40.0,
+                "ratio": 1.25,
+                "within_tolerance": False,
+                "seatwright_range": [50, 50],
+                "vllm_range": [40, 40],
+                "round_ratios": [1.25],
+            },
+            "output_tok_s": {
+                "seatwright": 100.0,
+                "vllm": 100.0,
+                "ratio": 1.0,
+                "within_tolerance": True,
+                "seatwright_range": [100, 100],
+                "vllm_range": [100, 100],
+                "round_ratios": [1.0],
+            },
+        },
+        "rounds": [
+            {
+                "round": 0,
+                "warmup": True,
+                "order": ["seatwright", "vllm"],
+                "seatwright": _run(60, 90),
+                "vllm": _run(45, 95),
+            },
+            {
+                "round": 1,
+                "warmup": False,
+                "order": ["vllm", "seatwright"],
+                "seatwright": _run(50, 100),
+                "vllm": _run(40, 100),
+            },
+        ],
+    }
     text = fidelity.render(result)
     assert "harnesses (this script, AIPerf and its processes, vLLM's benchmark) on CPU 1" in text
     assert "allowed CPUs as the kernel reported them: 0." in text
     assert "VLLM_CPU_OMP_THREADS_BIND=0" in text
     assert "| TTFT p50 ms | 50.0 (50.0–50.0) | 40.0 (40.0–40.0) | 1.250 | 1.25 | **no** |" in text
-    assert "| 1 | seatwright (AIPerf) | 50.0 | 100.0 | 3.90 | 68, 150.0 / 32.0 | 9.0 / 3.0 / 0.2 (10.0) | cpu0 95% cpu1 40% | 0 |" in text
+    assert (
+        "| 1 | seatwright (AIPerf) | 50.0 | 100.0 | 3.90 | 68, 150.0 / 32.0 | 9.0 / 3.0 / 0.2 (10.0) | cpu0 95% cpu1 40% | 0 |"
+        in text
+    )
     assert text.count("\n| warm-up |") == 2
     assert "Passed: **no**." in text

@@ -2,26 +2,42 @@
 
 Each case cites the field report (docs/field.md) or upstream item it comes from.
 """
+
 import copy
 
 import pytest
 import yaml
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.fit import GIB, fit_seat
-from ansible.module_utils.seatwright.seat.kv import kv_bytes_per_token, model_context
-from ansible.module_utils.seatwright.seat.plan import make_plan, plan_lines
-from ansible.module_utils.seatwright.seat.recipe import validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, RULES, evaluate
-
-from seat_cases import FIXTURE_SEATS, SCHEMA, SEAT_NAMES, SEATS, example_node, example_nodes, h200_gpus, mutated, \
-    seat_data
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import GIB, fit_seat
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import kv_bytes_per_token, model_context
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, RULES, evaluate
+from seat_cases import (
+    FIXTURE_SEATS,
+    SCHEMA,
+    SEAT_NAMES,
+    SEATS,
+    example_node,
+    example_nodes,
+    h200_gpus,
+    mutated,
+    seat_data,
+)
 
 
 def gpus(profile="rtx-pro-6000-maxq", count=2):
     spec = GPU_PROFILES[profile]
-    return [{"index": i, "name": spec["name"], "compute_capability": spec["compute_capability"],
-             "memory_total_mib": spec["memory_mib"]} for i in range(count)]
+    return [
+        {
+            "index": i,
+            "name": spec["name"],
+            "compute_capability": spec["compute_capability"],
+            "memory_total_mib": spec["memory_mib"],
+        }
+        for i in range(count)
+    ]
 
 
 SM120_X2, SM120_X4 = gpus(), gpus() + gpus()
@@ -51,6 +67,7 @@ def warned(result):
 
 # ------------------------------------------------------------------ rules carry their evidence
 
+
 def test_every_rule_says_where_it_was_seen_with_sources():
     for rule in RULES:
         assert rule["seen"], rule["id"]
@@ -58,17 +75,23 @@ def test_every_rule_says_where_it_was_seen_with_sources():
             assert scope["text"] and scope["sources"], rule["id"]
 
 
-PINNED_B12X = [(("engine", "image", "digest"), "sha256:" + "c" * 64), (("engine", "image", "status"), "pinned"),
-               (("engine", "patches"), [])]
+PINNED_B12X = [
+    (("engine", "image", "digest"), "sha256:" + "c" * 64),
+    (("engine", "image", "status"), "pinned"),
+    (("engine", "patches"), []),
+]
 
 
-@pytest.mark.parametrize("own_kernels,refused", [
-    # [000] section 6: the community SM120 image carried its own kernels and served GLM-5.3-Flash cross-node
-    # without the NoPE gate patch: a warning, not a refusal.
-    (True, False),
-    # [000] section 4: the stock image needed the patch; a pinned stock image without it is refused.
-    (False, True),
-])
+@pytest.mark.parametrize(
+    "own_kernels,refused",
+    [
+        # [000] section 6: the community SM120 image carried its own kernels and served GLM-5.3-Flash cross-node
+        # without the NoPE gate patch: a warning, not a refusal.
+        (True, False),
+        # [000] section 4: the stock image needed the patch; a pinned stock image without it is refused.
+        (False, True),
+    ],
+)
 def test_nope_gate_patch_belongs_to_the_stock_image_family(own_kernels, refused):
     data = recipe("glm53", PINNED_B12X + [(("engine", "image", "sm120_kernels"), own_kernels)])
     if refused:
@@ -95,14 +118,17 @@ def test_multi_node_vllm_must_choose_its_executor():
         recipe("glm53-vendor", [(("topology", "executor"), None)])
 
 
-@pytest.mark.parametrize("engine,changes,outcome,sources", [
-    # vLLM, one SM12x node: required on an upstream source (vLLM PR #47751), not the field.
-    ("qwen35-122b", (), "applied", ["vLLM PR #47751"]),
-    # SGLang on one SM12x node: outside every scope it was seen in [003] ran SGLang single-node: a warning.
-    ("deepseek-v4-flash", (), "warning", None),
-    # Across nodes on SM12x, any engine: the field's deadlock [000].
-    ("deepseek-v4-flash", [(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "applied", ["000"]),
-])
+@pytest.mark.parametrize(
+    "engine,changes,outcome,sources",
+    [
+        # vLLM, one SM12x node: required on an upstream source (vLLM PR #47751), not the field.
+        ("qwen35-122b", (), "applied", ["vLLM PR #47751"]),
+        # SGLang on one SM12x node: outside every scope it was seen in [003] ran SGLang single-node: a warning.
+        ("deepseek-v4-flash", (), "warning", None),
+        # Across nodes on SM12x, any engine: the field's deadlock [000].
+        ("deepseek-v4-flash", [(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "applied", ["000"]),
+    ],
+)
 def test_custom_allreduce_off_is_labelled_with_its_source(engine, changes, outcome, sources):
     gpus_ = SM120_X4 if changes else SM120_X2
     result = evaluate(recipe(engine, changes), gpus_, engine)
@@ -117,8 +143,13 @@ def test_custom_allreduce_off_is_labelled_with_its_source(engine, changes, outco
 def test_a_single_node_recipe_may_keep_custom_allreduce_on_with_a_reason():
     # The field's single-node image used its PCIe all-reduce [000]; the rule there rests on vLLM PR #47751.
     reason = "single node, image built after vLLM PR #47751 was fixed [test]"
-    data = recipe("qwen35-122b", [(("serving", "custom_all_reduce"), True),
-                                  (("overrides",), [{"rule": "custom-allreduce-off", "reason": reason}])])
+    data = recipe(
+        "qwen35-122b",
+        [
+            (("serving", "custom_all_reduce"), True),
+            (("overrides",), [{"rule": "custom-allreduce-off", "reason": reason}]),
+        ],
+    )
     result = evaluate(data, SM120_X2, "qwen35")
     entry = next(e for e in result["applied"] if e["id"] == "custom-allreduce-off")
     assert entry["overridden"] == reason and result["settings"]["serving"]["custom_all_reduce"] is True
@@ -131,12 +162,15 @@ def test_allreduce_fusion_reason_leads_with_the_3740_baseline():
     assert "[001]" in rule["reason"]
 
 
-@pytest.mark.parametrize("engine_changes,rule_id", [
-    # The one-hour timeout was seen on vLLM across nodes [000]; SGLang across nodes gets a warning.
-    ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "distributed-timeout"),
-    # The capture cap was seen with the community SM120 image [000] section 6.
-    ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "cudagraph-capture-cap"),
-])
+@pytest.mark.parametrize(
+    "engine_changes,rule_id",
+    [
+        # The one-hour timeout was seen on vLLM across nodes [000]; SGLang across nodes gets a warning.
+        ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "distributed-timeout"),
+        # The capture cap was seen with the community SM120 image [000] section 6.
+        ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "cudagraph-capture-cap"),
+    ],
+)
 def test_rules_outside_their_conditions_warn_and_change_nothing(engine_changes, rule_id):
     result = evaluate(recipe("deepseek-v4-flash", engine_changes), SM120_X4, "deepseek")
     assert rule_id in warned(result) and rule_id not in applied(result)
@@ -145,7 +179,8 @@ def test_rules_outside_their_conditions_warn_and_change_nothing(engine_changes, 
 
 
 def test_plan_shows_warnings_and_the_readme_table_shows_conditions_and_sources():
-    from ansible.module_utils.seatwright.seat.rules import table_markdown
+    from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import table_markdown
+
     table = table_markdown()
     assert "[[000]](docs/field.md#report-000)" in table
     assert "[vLLM PR #47751](https://github.com/vllm-project/vllm/pull/47751)" in table
@@ -154,6 +189,7 @@ def test_plan_shows_warnings_and_the_readme_table_shows_conditions_and_sources()
 
 
 # ------------------------------------------------------------------ numbers say where they come from
+
 
 @pytest.mark.parametrize("name", SEAT_NAMES)
 def test_every_recipe_labels_its_startup_timeout(name):
@@ -173,6 +209,7 @@ def test_plan_lists_the_numbers_that_are_not_field_measurements():
 
 # ------------------------------------------------------------------ a fit that holds for the served context
 
+
 def _glm(changes):
     return recipe("glm53", changes)
 
@@ -182,19 +219,22 @@ def _settings(name, changes=(), hardware=SM120_X4):
 
 
 NODES = [{"host": "node-a", "gpus": gpus()}, {"host": "node-b", "gpus": gpus()}]
-CARD = 97887 * 2 ** 20
+CARD = 97887 * 2**20
 
 
-@pytest.mark.parametrize("utilization_for_headroom,verdict", [
-    # Headroom exactly zero: no KV cache at all is not a fit (issue 11, the field's GLM FP8 example [000]).
-    (0, "does-not-fit"),
-    # Negative headroom.
-    (-10 ** 9, "does-not-fit"),
-    # Positive but smaller than one 261,900-token sequence at 12,580 B per token (3.29 GB) [000].
-    (10 ** 9, "does-not-fit"),
-    # Room for one sequence and more.
-    (20 * 10 ** 9, "fits"),
-])
+@pytest.mark.parametrize(
+    "utilization_for_headroom,verdict",
+    [
+        # Headroom exactly zero: no KV cache at all is not a fit (issue 11, the field's GLM FP8 example [000]).
+        (0, "does-not-fit"),
+        # Negative headroom.
+        (-(10**9), "does-not-fit"),
+        # Positive but smaller than one 261,900-token sequence at 12,580 B per token (3.29 GB) [000].
+        (10**9, "does-not-fit"),
+        # Room for one sequence and more.
+        (20 * 10**9, "fits"),
+    ],
+)
 def test_headroom_must_hold_one_served_sequence(utilization_for_headroom, verdict):
     settings = _settings("glm53")
     per_rank = fit_seat(settings, NODES)["per_rank_bytes"]
@@ -204,12 +244,15 @@ def test_headroom_must_hold_one_served_sequence(utilization_for_headroom, verdic
     assert result["verdict"] == verdict, result["reasons"]
 
 
-@pytest.mark.parametrize("changes,unknown_word", [
-    # No max_model_len, no field context, no config.json: the served context is unknown.
-    ([(("fit", "context_tokens"), None)], "the served context"),
-    # No declared KV size and no config.json to compute it from.
-    ([(("fit", "kv_bytes_per_token"), None)], "KV bytes per token"),
-])
+@pytest.mark.parametrize(
+    "changes,unknown_word",
+    [
+        # No max_model_len, no field context, no config.json: the served context is unknown.
+        ([(("fit", "context_tokens"), None)], "the served context"),
+        # No declared KV size and no config.json to compute it from.
+        ([(("fit", "kv_bytes_per_token"), None)], "KV bytes per token"),
+    ],
+)
 def test_unknown_context_or_kv_is_unknown_not_fits(changes, unknown_word):
     result = fit_seat(_settings("glm53", changes), NODES)
     assert result["verdict"] == "unknown" and result["fits"] is False
@@ -217,31 +260,53 @@ def test_unknown_context_or_kv_is_unknown_not_fits(changes, unknown_word):
 
 
 # config.json values: a DeepSeek-V3-style MLA model and a grouped-query Llama.
-MLA_CONFIG = {"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_attention_heads": 128,
-              "num_key_value_heads": 128, "torch_dtype": "bfloat16", "max_position_embeddings": 163840}
+MLA_CONFIG = {
+    "num_hidden_layers": 61,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 163840,
+}
 NOPE_CONFIG = dict(MLA_CONFIG, qk_rope_head_dim=0)
-GQA_CONFIG = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-              "torch_dtype": "bfloat16", "max_position_embeddings": 131072}
-HYBRID = {"num_hidden_layers": 88, "hybrid_override_pattern": "M-M*" * 22, "num_attention_heads": 64,
-          "num_key_value_heads": 2, "head_dim": 128, "torch_dtype": "bfloat16"}
+GQA_CONFIG = {
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
+HYBRID = {
+    "num_hidden_layers": 88,
+    "hybrid_override_pattern": "M-M*" * 22,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "torch_dtype": "bfloat16",
+}
 
 
-@pytest.mark.parametrize("config,kv,tp,expected", [
-    # MLA keeps the compressed latent (512) plus the rotary key (64) whole on every rank.
-    (MLA_CONFIG, "fp8", 4, (512 + 64) * 1 * 61),
-    (MLA_CONFIG, "bf16", 8, (512 + 64) * 2 * 61),
-    # NoPE MLA (rotary dimension 0, as GLM-5.3-Flash [000]): the latent alone.
-    (NOPE_CONFIG, None, 4, 512 * 2 * 61),
-    # GQA: 8 KV heads split over TP4 -> 2 per rank, head_dim 4096/32 = 128.
-    (GQA_CONFIG, "bf16", 4, 2 * 2 * 128 * 2 * 32),
-    # More ranks than KV heads: each rank keeps one head.
-    (GQA_CONFIG, "fp8", 16, 2 * 1 * 128 * 1 * 32),
-    # Hybrid Mamba: only the attention layers ('*') hold KV.
-    (HYBRID, "fp8", 4, 2 * 1 * 128 * 1 * 22),
-    # Nothing to compute from.
-    ({}, "fp8", 4, None),
-    ({"num_hidden_layers": 2}, None, 1, None),
-])
+@pytest.mark.parametrize(
+    "config,kv,tp,expected",
+    [
+        # MLA keeps the compressed latent (512) plus the rotary key (64) whole on every rank.
+        (MLA_CONFIG, "fp8", 4, (512 + 64) * 1 * 61),
+        (MLA_CONFIG, "bf16", 8, (512 + 64) * 2 * 61),
+        # NoPE MLA (rotary dimension 0, as GLM-5.3-Flash [000]): the latent alone.
+        (NOPE_CONFIG, None, 4, 512 * 2 * 61),
+        # GQA: 8 KV heads split over TP4 -> 2 per rank, head_dim 4096/32 = 128.
+        (GQA_CONFIG, "bf16", 4, 2 * 2 * 128 * 2 * 32),
+        # More ranks than KV heads: each rank keeps one head.
+        (GQA_CONFIG, "fp8", 16, 2 * 1 * 128 * 1 * 32),
+        # Hybrid Mamba: only the attention layers ('*') hold KV.
+        (HYBRID, "fp8", 4, 2 * 1 * 128 * 1 * 22),
+        # Nothing to compute from.
+        ({}, "fp8", 4, None),
+        ({"num_hidden_layers": 2}, None, 1, None),
+    ],
+)
 def test_kv_bytes_per_token_from_config(config, kv, tp, expected):
     assert kv_bytes_per_token(config, kv, tp)["bytes"] == expected
 
@@ -250,7 +315,9 @@ def test_unset_max_model_len_takes_the_models_own_context_from_config():
     settings = _settings("glm53", [(("fit", "context_tokens"), None), (("fit", "kv_bytes_per_token"), None)])
     result = fit_seat(settings, NODES, config=NOPE_CONFIG)
     assert result["inputs"]["context_tokens"] == {
-        "value": 163840, "source": "the model's own context (config.json max_position_embeddings)"}
+        "value": 163840,
+        "source": "the model's own context (config.json max_position_embeddings)",
+    }
     assert result["inputs"]["kv_bytes_per_token"]["value"] == 512 * 2 * 61
     assert model_context({"max_position_embeddings": 4096}) == 4096
 
@@ -269,8 +336,9 @@ def test_inkling_reserve_comes_from_its_own_record_not_the_glm_figure():
     assert result["verdict"] != "does-not-fit"
     assert result["fit_inputs"]["runtime_reserve"]["kind"] == "recipe"
     assert "[003]" in result["fit_inputs"]["runtime_reserve"]["source"]
-    as_vllm = _settings("inkling-small", [(("engine", "name"), "vllm"), (("fit", "runtime_reserve_bytes"), None)],
-                        SM120_X2)
+    as_vllm = _settings(
+        "inkling-small", [(("engine", "name"), "vllm"), (("fit", "runtime_reserve_bytes"), None)], SM120_X2
+    )
     assert fit_seat(as_vllm, NODES[:1])["verdict"] == "does-not-fit"
 
 
@@ -280,6 +348,7 @@ def test_reserve_of_an_unknown_family_is_a_labelled_stand_in():
 
 
 # ------------------------------------------------------------------ one kind of GPU per seat
+
 
 def _h200_node_b():
     node = example_node("node-b")
@@ -304,9 +373,10 @@ def test_sm12x_rules_come_from_every_rank_not_the_first_host():
 
 # ------------------------------------------------------------------ fleet cost [002]
 
-COTENANTS = {"node-a": [{"name": "agent-model", "kind": "container", "gpus": "all"}],
-             "node-b": [{"name": "embedder", "kind": "systemd", "gpus": [1]},
-                        {"name": "ocr", "kind": "container", "gpus": [0]}]}
+COTENANTS = {
+    "node-a": [{"name": "agent-model", "kind": "container", "gpus": "all"}],
+    "node-b": [{"name": "embedder", "kind": "systemd", "gpus": [1]}, {"name": "ocr", "kind": "container", "gpus": [0]}],
+}
 
 
 @pytest.mark.parametrize("exclusive,evicted,stay", [(True, 3, 0), (False, 0, 3)])
@@ -325,21 +395,28 @@ def test_fleet_cost_names_the_cotenants_a_seat_evicts(exclusive, evicted, stay):
 
 # ------------------------------------------------------------------ recipes say what the field said
 
+
 def test_vendor_glm_recipe_is_exclusive_as_its_note_says():
     # [002]: a seat on both nodes evicts every other GPU service (seven services).
     assert seat_data("glm53-vendor")["topology"]["exclusive"] is True
 
 
 def _anchors(name, metric, concurrency=1):
-    return [a["value"] for a in seat_data(name)["qualification"]["anchors"]
-            if a["metric"] == metric and a.get("concurrency") == concurrency]
+    return [
+        a["value"]
+        for a in seat_data(name)["qualification"]["anchors"]
+        if a["metric"] == metric and a.get("concurrency") == concurrency
+    ]
 
 
-@pytest.mark.parametrize("name,ttfo,ttft", [
-    # [003] capacity-v4-reasoning: first output (reasoning included) and first visible token differ.
-    ("deepseek-v4-flash", 2705, 29106),
-    ("inkling-small", 2789, 4630),
-])
+@pytest.mark.parametrize(
+    "name,ttfo,ttft",
+    [
+        # [003] capacity-v4-reasoning: first output (reasoning included) and first visible token differ.
+        ("deepseek-v4-flash", 2705, 29106),
+        ("inkling-small", 2789, 4630),
+    ],
+)
 def test_first_output_and_first_visible_token_are_kept_apart(name, ttfo, ttft):
     assert _anchors(name, "ttfo_ms") == [ttfo] and _anchors(name, "ttft_ms") == [ttft]
 
@@ -359,17 +436,31 @@ def test_refusal_fixture_still_plans_as_refused():
     data["engine"]["image"]["sm120_kernels"] = True
     result = make_plan(data, SCHEMA, "glm53-b12x-mtp", example_nodes(), "x")
     assert [item["id"] for item in result["refusals"]] == ["no-cross-node-speculation"]
-    assert GIB == 2 ** 30
+    assert GIB == 2**30
 
 
 def test_checkpoint_facts_read_the_planning_values_of_config_json(tmp_path):
     import json
-    from ansible.module_utils.seatwright.io.checkpoint_scan import read_model_config
+
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import read_model_config
+
     assert read_model_config(str(tmp_path)) is None
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["Glm4MoeForCausalLM"], "vocab_size": 151552, "max_position_embeddings": 131072,
-        "text_config": {"num_hidden_layers": 46, "kv_lora_rank": 512, "qk_rope_head_dim": 0}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Glm4MoeForCausalLM"],
+                "vocab_size": 151552,
+                "max_position_embeddings": 131072,
+                "text_config": {"num_hidden_layers": 46, "kv_lora_rank": 512, "qk_rope_head_dim": 0},
+            }
+        )
+    )
     config = read_model_config(str(tmp_path))
-    assert config == {"architectures": ["Glm4MoeForCausalLM"], "max_position_embeddings": 131072,
-                      "num_hidden_layers": 46, "kv_lora_rank": 512, "qk_rope_head_dim": 0}
+    assert config == {
+        "architectures": ["Glm4MoeForCausalLM"],
+        "max_position_embeddings": 131072,
+        "num_hidden_layers": 46,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 0,
+    }
     assert kv_bytes_per_token(config, "fp8", 4)["bytes"] == 512 * 46

@@ -1,11 +1,17 @@
-"""Fit (module_utils/seatwright/seat/fit.py): checkpoint bytes against VRAM, per-rank weights, KV headroom."""
-import pytest
-from ansible.module_utils.seatwright.seat.fit import (FIELD_RUNTIME_RESERVE_BYTES, GIB, fit_seat, one_node, size_text,
-                                                 weight_estimate)
-from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.recipe import validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
+"""Fit (plugins/module_utils/seat/fit.py): checkpoint bytes against VRAM, per-rank weights, KV headroom."""
 
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
+    FIELD_RUNTIME_RESERVE_BYTES,
+    GIB,
+    fit_seat,
+    one_node,
+    size_text,
+    weight_estimate,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from seat_cases import SCHEMA, h200_gpus, mutated, seat_data
 
 
@@ -19,18 +25,31 @@ def settings(name, changes=(), gpus=None):
 
 def node(host, profile, count=2):
     spec = GPU_PROFILES[profile]
-    return {"host": host, "gpus": [{"index": i, "name": spec["name"], "compute_capability": spec["compute_capability"],
-                                    "memory_total_mib": spec["memory_mib"]} for i in range(count)]}
+    return {
+        "host": host,
+        "gpus": [
+            {
+                "index": i,
+                "name": spec["name"],
+                "compute_capability": spec["compute_capability"],
+                "memory_total_mib": spec["memory_mib"],
+            }
+            for i in range(count)
+        ],
+    }
 
 
 EXAMPLE = [node("node-a", "rtx-pro-6000-maxq"), node("node-b", "rtx-pro-6000-ws")]
 
 
-@pytest.mark.parametrize("count,text", [
-    (204500000000, "204.5 GB (190.46 GiB)"),
-    (2 * 97887 * 2 ** 20, "205.3 GB (191.19 GiB)"),
-    (0, "0.0 GB (0.00 GiB)"),
-])
+@pytest.mark.parametrize(
+    "count,text",
+    [
+        (204500000000, "204.5 GB (190.46 GiB)"),
+        (2 * 97887 * 2**20, "205.3 GB (191.19 GiB)"),
+        (0, "0.0 GB (0.00 GiB)"),
+    ],
+)
 def test_size_text_gives_gb_and_gib(count, text):
     assert size_text(count) == text
 
@@ -38,7 +57,7 @@ def test_size_text_gives_gb_and_gib(count, text):
 def test_vendor_glm_cannot_live_on_one_node_with_the_byte_comparison():
     verdict = one_node(settings("glm53-vendor"), EXAMPLE[0])
     assert verdict["fits"] is False
-    assert verdict["raw_vram_bytes"] == 2 * 97887 * 2 ** 20
+    assert verdict["raw_vram_bytes"] == 2 * 97887 * 2**20
     reason = verdict["reasons"][0]
     assert "checkpoint 204.5 GB (190.46 GiB) against 205.3 GB (191.19 GiB) raw VRAM" in reason
     assert "below the 10.2 GB non-weight runtime" in reason
@@ -50,19 +69,22 @@ def test_vendor_glm_fits_both_nodes_with_per_rank_numbers():
     assert verdict["per_rank_bytes"] == 51125000000
     assert [rank["host"] for rank in verdict["per_rank"]] == ["node-a", "node-a", "node-b", "node-b"]
     first = verdict["per_rank"][0]
-    assert first["budget_bytes"] == int(97887 * 2 ** 20 * 0.75)
+    assert first["budget_bytes"] == int(97887 * 2**20 * 0.75)
     assert first["kv_headroom_bytes"] == first["budget_bytes"] - 51125000000 - FIELD_RUNTIME_RESERVE_BYTES
     assert "loads 204.5 GB (190.46 GiB) against 410.6 GB (382.37 GiB) raw VRAM" in verdict["reasons"][0]
     assert "within 0.75 x 102.6 GB" in verdict["reasons"][2]
     assert "runtime reserve 10.20 GB per GPU: field figure for vLLM with GLM-5.3-Flash" in verdict["reasons"][1]
 
 
-@pytest.mark.parametrize("name,observed_gib,tolerance", [
-    # Field: 79.74 GiB per rank at TP4 with the 20.9 GiB MTP block skipped [000].
-    ("nemotron3-ultra", 79.74, 0.05),
-    # Field: 44.69 GiB per rank at TP4 (attempt 3) [000].
-    ("glm53", 44.69, 0.05),
-])
+@pytest.mark.parametrize(
+    "name,observed_gib,tolerance",
+    [
+        # Field: 79.74 GiB per rank at TP4 with the 20.9 GiB MTP block skipped [000].
+        ("nemotron3-ultra", 79.74, 0.05),
+        # Field: 44.69 GiB per rank at TP4 (attempt 3) [000].
+        ("glm53", 44.69, 0.05),
+    ],
+)
 def test_per_rank_estimate_is_within_5_percent_of_what_the_field_loaded(name, observed_gib, tolerance):
     estimate = weight_estimate(settings(name))
     per_rank_gib = estimate["per_rank_bytes"] / GIB
@@ -79,8 +101,14 @@ def test_nemotron_mtp_block_is_left_out_and_said_so():
 
 def test_mtp_speculation_loads_the_mtp_block():
     speculation = {"method": "mtp", "num_speculative_tokens": 1}
-    with_mtp = settings("nemotron3-ultra", [(("serving", "speculation"), speculation),
-                                            (("serving", "max_num_seqs"), 1), (("qualification", "concurrency"), [1])])
+    with_mtp = settings(
+        "nemotron3-ultra",
+        [
+            (("serving", "speculation"), speculation),
+            (("serving", "max_num_seqs"), 1),
+            (("qualification", "concurrency"), [1]),
+        ],
+    )
     estimate = weight_estimate(with_mtp)
     assert estimate["loaded_bytes"] == int(round(328.1 * GIB))
     assert any("is loaded because speculation uses it" in note for note in estimate["notes"])
@@ -106,8 +134,7 @@ def test_unset_utilization_above_the_engine_default_is_does_not_fit_with_the_lea
 def test_too_little_utilization_is_does_not_fit_naming_the_field():
     verdict = fit_seat(settings("glm53-vendor", [(("serving", "gpu_memory_utilization"), 0.5)]), EXAMPLE)
     assert verdict["fits"] is False
-    assert "no KV cache room: zero or negative headroom is not a fit; it needs at least 0.61" \
-        in verdict["reasons"][-1]
+    assert "no KV cache room: zero or negative headroom is not a fit; it needs at least 0.61" in verdict["reasons"][-1]
 
 
 def test_kv_tokens_checked_against_the_served_context():
@@ -119,7 +146,7 @@ def test_kv_tokens_checked_against_the_served_context():
 
 
 def test_a_context_larger_than_the_kv_headroom_does_not_fit():
-    glm = settings("glm53", [(("serving", "max_model_len"), 10 ** 7)])
+    glm = settings("glm53", [(("serving", "max_model_len"), 10**7)])
     verdict = fit_seat(glm, EXAMPLE)
     assert verdict["verdict"] == "does-not-fit"
     assert "less than one 10,000,000-token sequence of the served context" in verdict["reasons"][-1]

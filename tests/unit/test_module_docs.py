@@ -3,6 +3,7 @@
 DOCUMENTATION's options match argument_spec (names, types, defaults, choices, required), EXAMPLES
 and RETURN parse, and `attributes:` says how check mode and diff are supported.
 """
+
 import ast
 from pathlib import Path
 

@@ -1,10 +1,14 @@
-"""NCCL decisions (module_utils/seatwright/fabric/nccl.py) and the two NCCL modules."""
+"""NCCL decisions (plugins/module_utils/fabric/nccl.py) and the two NCCL modules."""
+
 import json
 import sys
 
+import nccl_bandwidth
+import nccl_env_render
 import pytest
-from ansible.module_utils.seatwright.errors import NcclError
-from ansible.module_utils.seatwright.fabric.nccl import (
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
     bus_bandwidth,
     env_decisions,
     judge_sweep,
@@ -19,10 +23,6 @@ from ansible.module_utils.seatwright.fabric.nccl import (
     summarise_transports,
     transport_class,
 )
-from ansible.module_utils.testing import patch_module_args
-
-import nccl_bandwidth
-import nccl_env_render
 from conftest import FIXTURES
 
 NCCL = FIXTURES / "nccl"
@@ -33,8 +33,12 @@ def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="disabled", second_gid=No
     ports = [{"port": 1, "active": active, "link_layer": "Ethernet", "roce_v2_gid_index": gid}]
     devices = [{"name": "mlx5_0", "ports": ports}]
     if second_gid is not None:
-        devices.append({"name": "mlx5_1", "ports": [{"port": 1, "active": True, "link_layer": "Ethernet",
-                                                     "roce_v2_gid_index": second_gid}]})
+        devices.append(
+            {
+                "name": "mlx5_1",
+                "ports": [{"port": 1, "active": True, "link_layer": "Ethernet", "roce_v2_gid_index": second_gid}],
+            }
+        )
     return {
         "rdma_devices": devices,
         "roce_devices": [d["name"] for d in devices],
@@ -45,9 +49,14 @@ def roce_fabric(gid=3, path="PHB", gpudirect=True, acs="disabled", second_gid=No
     }
 
 
-LAB_FABRIC = {"rdma_devices": [], "roce_devices": [], "fabric_iface": {"name": "eth0", "present": True},
-              "gpudirect": {"available": False}, "gpu_nic_path": None,
-              "acs": {"state": "unknown", "reason": "no PCI bridge above a GPU or RDMA device was found"}}
+LAB_FABRIC = {
+    "rdma_devices": [],
+    "roce_devices": [],
+    "fabric_iface": {"name": "eth0", "present": True},
+    "gpudirect": {"available": False},
+    "gpu_nic_path": None,
+    "acs": {"state": "unknown", "reason": "no PCI bridge above a GPU or RDMA device was found"},
+}
 
 
 def as_dict(entries):
@@ -59,21 +68,28 @@ def test_lab_node_gets_sockets_only():
     assert env == {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}
 
 
-@pytest.mark.parametrize("fabric,options,expected", [
-    (roce_fabric(), {}, {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_NET_GDR_LEVEL": "PHB"}),
-    (roce_fabric(path="SYS"), {}, {"NCCL_NET_GDR_LEVEL": "SYS"}),
-    (roce_fabric(path="PIX"), {}, {"NCCL_NET_GDR_LEVEL": None}),
-    (roce_fabric(gpudirect=False), {}, {"NCCL_NET_GDR_LEVEL": None}),
-    (roce_fabric(), {"gdr_level": "PXB"}, {"NCCL_NET_GDR_LEVEL": "PXB"}),
-    (roce_fabric(), {"ib_dscp": 26}, {"NCCL_IB_TC": "104"}),
-    (roce_fabric(acs="enabled"), {}, {"NCCL_P2P_DISABLE": "1"}),
-    (roce_fabric(acs="enabled"), {"p2p_disable": False}, {"NCCL_P2P_DISABLE": None}),
-    (roce_fabric(acs="unknown"), {"p2p_disable": True}, {"NCCL_P2P_DISABLE": "1"}),
-    (roce_fabric(second_gid=3), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": "3"}),
-    (roce_fabric(second_gid=5), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": None}),
-    (roce_fabric(second_gid=5), {"declared_devices": ["mlx5_1"]}, {"NCCL_IB_HCA": "=mlx5_1:1", "NCCL_IB_GID_INDEX": "5"}),
-    (roce_fabric(active=False), {}, {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": None}),
-])
+@pytest.mark.parametrize(
+    "fabric,options,expected",
+    [
+        (roce_fabric(), {}, {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_NET_GDR_LEVEL": "PHB"}),
+        (roce_fabric(path="SYS"), {}, {"NCCL_NET_GDR_LEVEL": "SYS"}),
+        (roce_fabric(path="PIX"), {}, {"NCCL_NET_GDR_LEVEL": None}),
+        (roce_fabric(gpudirect=False), {}, {"NCCL_NET_GDR_LEVEL": None}),
+        (roce_fabric(), {"gdr_level": "PXB"}, {"NCCL_NET_GDR_LEVEL": "PXB"}),
+        (roce_fabric(), {"ib_dscp": 26}, {"NCCL_IB_TC": "104"}),
+        (roce_fabric(acs="enabled"), {}, {"NCCL_P2P_DISABLE": "1"}),
+        (roce_fabric(acs="enabled"), {"p2p_disable": False}, {"NCCL_P2P_DISABLE": None}),
+        (roce_fabric(acs="unknown"), {"p2p_disable": True}, {"NCCL_P2P_DISABLE": "1"}),
+        (roce_fabric(second_gid=3), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": "3"}),
+        (roce_fabric(second_gid=5), {}, {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": None}),
+        (
+            roce_fabric(second_gid=5),
+            {"declared_devices": ["mlx5_1"]},
+            {"NCCL_IB_HCA": "=mlx5_1:1", "NCCL_IB_GID_INDEX": "5"},
+        ),
+        (roce_fabric(active=False), {}, {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": None}),
+    ],
+)
 def test_roce_decisions(fabric, options, expected):
     env = as_dict(render_env("node-a", fabric, "enp65s0f0np0", **options))
     assert env["NCCL_SOCKET_IFNAME"] == "=enp65s0f0np0"
@@ -81,13 +97,20 @@ def test_roce_decisions(fabric, options, expected):
         assert env.get(name) == value, name
 
 
-@pytest.mark.parametrize("fabric,options,message", [
-    (roce_fabric(), {"declared_devices": ["mlx5_2"]}, "declared RDMA device(s) mlx5_2 not found on the node (found: mlx5_0)"),
-    (roce_fabric(gid=None), {}, "have no RoCE v2 IPv4 GID"),
-    (roce_fabric(), {"ib_dscp": 64}, "expected a DSCP value from 0 to 63"),
-    (roce_fabric(), {"gdr_level": "NODE"}, "expected auto or one of"),
-    (dict(LAB_FABRIC, fabric_iface={"name": "eth0", "present": False}), {}, "fabric interface eth0 does not exist"),
-])
+@pytest.mark.parametrize(
+    "fabric,options,message",
+    [
+        (
+            roce_fabric(),
+            {"declared_devices": ["mlx5_2"]},
+            "declared RDMA device(s) mlx5_2 not found on the node (found: mlx5_0)",
+        ),
+        (roce_fabric(gid=None), {}, "have no RoCE v2 IPv4 GID"),
+        (roce_fabric(), {"ib_dscp": 64}, "expected a DSCP value from 0 to 63"),
+        (roce_fabric(), {"gdr_level": "NODE"}, "expected auto or one of"),
+        (dict(LAB_FABRIC, fabric_iface={"name": "eth0", "present": False}), {}, "fabric interface eth0 does not exist"),
+    ],
+)
 def test_refusals_name_host_and_fix(fabric, options, message):
     with pytest.raises(NcclError) as error:
         render_env("node-b", fabric, fabric["fabric_iface"]["name"], **options)
@@ -142,20 +165,31 @@ def test_roce_channels_prove_gdrdma():
     assert summary["counts"]["NET/IB/0/GDRDMA"] == 2
     receive = [c for c in channels if c["direction"] == "receive"]
     assert [(c["src_rank"], c["dst_rank"], c["via"]) for c in receive] == [
-        (4, 12, "NET/IB/4/GDRDMA"), (6, 14, "NET/IB/6/GDRDMA")]
+        (4, 12, "NET/IB/4/GDRDMA"),
+        (6, 14, "NET/IB/6/GDRDMA"),
+    ]
 
 
-@pytest.mark.parametrize("via,expected", [
-    ("P2P/CUMEM/read", "P2P"), ("P2P/IPC", "P2P"), ("SHM/direct/direct", "SHM"),
-    ("NET/Socket/0", "NET/Socket"), ("NET/IB/2(3)/GDRDMA", "NET/IB"), ("NVLS", "NVLS"),
-])
+@pytest.mark.parametrize(
+    "via,expected",
+    [
+        ("P2P/CUMEM/read", "P2P"),
+        ("P2P/IPC", "P2P"),
+        ("SHM/direct/direct", "SHM"),
+        ("NET/Socket/0", "NET/Socket"),
+        ("NET/IB/2(3)/GDRDMA", "NET/IB"),
+        ("NVLS", "NVLS"),
+    ],
+)
 def test_transport_class(via, expected):
     assert transport_class(via) == expected
 
 
 def test_older_ring_lines_are_read():
-    channels = parse_channels("NCCL INFO Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA\n"
-                              "NCCL INFO Channel 00 : 0[3000] -> 1[44000] via SHM/direct/direct\n")
+    channels = parse_channels(
+        "NCCL INFO Ring 00 : 3 -> 10 [send] via NET/IB/0/GDRDMA\n"
+        "NCCL INFO Channel 00 : 0[3000] -> 1[44000] via SHM/direct/direct\n"
+    )
     assert [(c["transport"], c["gdrdma"]) for c in channels] == [("NET/IB", True), ("SHM", False)]
 
 
@@ -172,7 +206,10 @@ def test_all_reduce_perf_table_with_mpirun_prefixes():
 
 def test_all_reduce_perf_json_matches_its_table():
     rows = parse_all_reduce_perf_json((NCCL / "all_reduce_perf-handmade.json").read_text())
-    table = {r["size_bytes"]: r["busbw_gbps"] for r in parse_all_reduce_perf((NCCL / "rtx5090-socket-all_reduce_perf.txt").read_text())}
+    table = {
+        r["size_bytes"]: r["busbw_gbps"]
+        for r in parse_all_reduce_perf((NCCL / "rtx5090-socket-all_reduce_perf.txt").read_text())
+    }
     assert [r["size_bytes"] for r in rows] == [1048576, 8388608, 67108864, 134217728]
     for row in rows:
         assert row["busbw_gbps"] == table[row["size_bytes"]]
@@ -203,9 +240,18 @@ def run_module(module, capsys, args):
 
 
 def test_env_module_returns_files_and_reasons(capsys):
-    result = run_module(nccl_env_render, capsys, {
-        "host": "node-a", "fabric": roce_fabric(), "socket_ifname": "enp65s0f0np0",
-        "rdma_devices": ["mlx5_0"], "ib_dscp": 26, "p2p_disable": "auto"})
+    result = run_module(
+        nccl_env_render,
+        capsys,
+        {
+            "host": "node-a",
+            "fabric": roce_fabric(),
+            "socket_ifname": "enp65s0f0np0",
+            "rdma_devices": ["mlx5_0"],
+            "ib_dscp": 26,
+            "p2p_disable": "auto",
+        },
+    )
     assert result["changed"] is False
     assert result["variables"]["NCCL_IB_TC"] == "104"
     assert "NCCL_IB_GID_INDEX=3" in result["nccl_conf"].splitlines()
@@ -213,18 +259,24 @@ def test_env_module_returns_files_and_reasons(capsys):
 
 
 def test_env_module_fails_with_the_reason(capsys):
-    result = run_module(nccl_env_render, capsys, {
-        "host": "node-b", "fabric": roce_fabric(), "socket_ifname": "enp65s0f0np0", "rdma_devices": ["mlx5_9"]})
+    result = run_module(
+        nccl_env_render,
+        capsys,
+        {"host": "node-b", "fabric": roce_fabric(), "socket_ifname": "enp65s0f0np0", "rdma_devices": ["mlx5_9"]},
+    )
     assert result["failed"] is True
     assert result["msg"].startswith("host node-b: declared RDMA device(s) mlx5_9 not found")
 
 
-@pytest.mark.parametrize("args,message", [
-    ({"sizes": [1000, 6]}, "positive multiples of 4"),
-    ({"iters": 0}, "iters >= 1"),
-    ({"method": "torch", "python": sys.executable}, "cannot import torch"),
-    ({"method": "nccl-tests", "all_reduce_perf": None}, "all_reduce_perf was not found"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"sizes": [1000, 6]}, "positive multiples of 4"),
+        ({"iters": 0}, "iters >= 1"),
+        ({"method": "torch", "python": sys.executable}, "cannot import torch"),
+        ({"method": "nccl-tests", "all_reduce_perf": None}, "all_reduce_perf was not found"),
+    ],
+)
 def test_sweep_module_refusals(capsys, args, message):
     result = run_module(nccl_bandwidth, capsys, args)
     assert result["failed"] is True

@@ -1,11 +1,11 @@
 """node_files: a role's folders and files made to match in one call (library/node_files.py)."""
+
 import json
 import os
 
+import node_files
 import pytest
 from ansible.module_utils.testing import patch_module_args
-
-import node_files
 
 
 def run(capsys, args):
@@ -16,9 +16,13 @@ def run(capsys, args):
 
 
 def args_for(tmp_path, text="A=1\n"):
-    return {"folders": [{"path": str(tmp_path / "etc")}],
-            "files": [{"path": str(tmp_path / "etc" / "a.env"), "content": text},
-                      {"path": str(tmp_path / "lib" / "b.json"), "content": "{}\n", "mode": "0600"}]}
+    return {
+        "folders": [{"path": str(tmp_path / "etc")}],
+        "files": [
+            {"path": str(tmp_path / "etc" / "a.env"), "content": text},
+            {"path": str(tmp_path / "lib" / "b.json"), "content": "{}\n", "mode": "0600"},
+        ],
+    }
 
 
 def test_check_mode_predicts_and_writes_nothing(capsys, tmp_path):
@@ -42,8 +46,9 @@ def test_writes_then_reports_nothing_then_only_what_differs(capsys, tmp_path):
     assert os.stat(tmp_path / "lib" / "b.json").st_mode & 0o777 == 0o600
 
 
-@pytest.mark.parametrize("files", [[{"path": "relative.txt", "content": "x"}], [{"path": "/tmp/x"}],
-                                   [{"content": "x"}]])
+@pytest.mark.parametrize(
+    "files", [[{"path": "relative.txt", "content": "x"}], [{"path": "/tmp/x"}], [{"content": "x"}]]
+)
 def test_bad_entries_are_named(capsys, files):
     result = run(capsys, {"files": files})
     assert result["failed"] is True

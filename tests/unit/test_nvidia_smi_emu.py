@@ -1,11 +1,11 @@
 """The lab's nvidia-smi emulator, run as a subprocess against a temporary profile and state."""
+
 import json
 import re
 import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT
 
 EMULATOR = ROOT / "lab" / "nvidia_smi_emu.py"
@@ -15,8 +15,7 @@ PROFILES = ROOT / "lab" / "gpu_profiles"
 def smi(env_paths, *args):
     profile, state = env_paths
     env = {"SEATWRIGHT_EMU_PROFILE": str(profile), "SEATWRIGHT_EMU_STATE": str(state), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, str(EMULATOR), *args], env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, str(EMULATOR), *args], env=env, capture_output=True, text=True, check=False)
     return done.returncode, done.stdout
 
 
@@ -58,8 +57,10 @@ def test_list_gpus_matches_nvidia_smi_line_format(lab):
 
 
 def test_query_header_and_units_follow_the_recorded_h200_format(maxq):
-    fields = ("index,name,uuid,compute_cap,memory.total,driver_version,power.limit,power.min_limit,"
-              "power.max_limit,power.default_limit,power.draw,persistence_mode,pci.bus_id,clocks.max.sm,temperature.gpu")
+    fields = (
+        "index,name,uuid,compute_cap,memory.total,driver_version,power.limit,power.min_limit,"
+        "power.max_limit,power.default_limit,power.draw,persistence_mode,pci.bus_id,clocks.max.sm,temperature.gpu"
+    )
     rc, out = smi(maxq, "--query-gpu=" + fields, "--format=csv")
     assert rc == 0
     recorded_header = (FIXTURES / "h200x2" / "nvidia-smi-query.csv").read_text().splitlines()[0]
@@ -68,11 +69,14 @@ def test_query_header_and_units_follow_the_recorded_h200_format(maxq):
     assert row[3:5] == ["12.0", "97887 MiB"] and row[6] == "300.00 W" and row[13] == "3090 MHz"
 
 
-@pytest.mark.parametrize("fmt, expected", [
-    ("csv,noheader,nounits", ["0, 300.00, 97887", "1, 300.00, 97887"]),
-    ("csv,noheader", ["0, 300.00 W, 97887 MiB", "1, 300.00 W, 97887 MiB"]),
-    ("csv,nounits", ["index, power.limit, memory.total", "0, 300.00, 97887", "1, 300.00, 97887"]),
-])
+@pytest.mark.parametrize(
+    "fmt, expected",
+    [
+        ("csv,noheader,nounits", ["0, 300.00, 97887", "1, 300.00, 97887"]),
+        ("csv,noheader", ["0, 300.00 W, 97887 MiB", "1, 300.00 W, 97887 MiB"]),
+        ("csv,nounits", ["index, power.limit, memory.total", "0, 300.00, 97887", "1, 300.00, 97887"]),
+    ],
+)
 def test_query_formats(maxq, fmt, expected):
     rc, out = smi(maxq, "--query-gpu=index,power.limit,memory.total", "--format=" + fmt)
     assert (rc, out.splitlines()) == (0, expected)
@@ -84,17 +88,20 @@ def test_id_selects_by_index_uuid_or_bus_id(maxq, selector):
     assert (rc, out) == (0, "1\n")
 
 
-@pytest.mark.parametrize("args, rc, message", [
-    (["--query-gpu=index,bogus", "--format=csv"], 2, 'Field "bogus" is not a valid field to query.'),
-    (["--query-gpu=index"], 2, "Invalid combination of input arguments"),
-    (["--frobnicate"], 2, "Invalid combination of input arguments"),
-    # Real flags the emulator deliberately does not implement are refused the same way.
-    (["-r"], 2, "Invalid combination of input arguments"),
-    (["-mig", "1"], 2, "Invalid combination of input arguments"),
-    (["topo", "-p2p", "r"], 2, "Invalid combination of input arguments"),
-    (["-L", "-i", "7"], 6, "No devices were found"),
-    (["-pm", "2"], 2, "Invalid combination of input arguments"),
-])
+@pytest.mark.parametrize(
+    "args, rc, message",
+    [
+        (["--query-gpu=index,bogus", "--format=csv"], 2, 'Field "bogus" is not a valid field to query.'),
+        (["--query-gpu=index"], 2, "Invalid combination of input arguments"),
+        (["--frobnicate"], 2, "Invalid combination of input arguments"),
+        # Real flags the emulator deliberately does not implement are refused the same way.
+        (["-r"], 2, "Invalid combination of input arguments"),
+        (["-mig", "1"], 2, "Invalid combination of input arguments"),
+        (["topo", "-p2p", "r"], 2, "Invalid combination of input arguments"),
+        (["-L", "-i", "7"], 6, "No devices were found"),
+        (["-pm", "2"], 2, "Invalid combination of input arguments"),
+    ],
+)
 def test_bad_arguments_fail_like_nvidia_smi(maxq, args, rc, message):
     got_rc, out = smi(maxq, *args)
     assert got_rc == rc
@@ -104,8 +111,10 @@ def test_bad_arguments_fail_like_nvidia_smi(maxq, args, rc, message):
 def test_power_limit_is_range_checked_with_nvidia_smis_text_and_leaves_state_alone(maxq):
     rc, out = smi(maxq, "-pl", "700", "-i", "0")
     assert rc == 2
-    assert out == ("Provided power limit 700.00 W is not a valid power limit which should be between 150.00 W and "
-                   "300.00 W for GPU 00000000:41:00.0\nTerminating early due to previous errors.\n")
+    assert out == (
+        "Provided power limit 700.00 W is not a valid power limit which should be between 150.00 W and "
+        "300.00 W for GPU 00000000:41:00.0\nTerminating early due to previous errors.\n"
+    )
     assert not maxq[1].exists()
 
 

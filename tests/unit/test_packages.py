@@ -1,11 +1,11 @@
-"""Which packages are missing, from dpkg-query output (module_utils/seatwright/node/packages.py)."""
+"""Which packages are missing, from dpkg-query output (plugins/module_utils/node/packages.py)."""
+
 import json
 
-import pytest
-from ansible.module_utils.seatwright.node.packages import installed_packages, missing_packages
-from ansible.module_utils.testing import patch_module_args
-
 import deb_packages_missing
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.packages import installed_packages, missing_packages
 
 # Real shape of `dpkg-query -W -f='${Package}\t${db:Status-Status}\n' ...` on bookworm.
 DPKG = "gnupg\tinstalled\nperftest\tconfig-files\nrdma-core\tinstalled\nlibc6:amd64\tinstalled\n"
@@ -15,13 +15,16 @@ def test_installed_packages_keeps_only_installed():
     assert installed_packages(DPKG) == {"gnupg", "rdma-core", "libc6"}
 
 
-@pytest.mark.parametrize("wanted,expected", [
-    (["gnupg", "rdma-core"], []),
-    (["perftest", "iperf3", "gnupg"], ["perftest", "iperf3"]),
-    (["nvidia-driver=580.*", "gnupg"], ["nvidia-driver=580.*"]),
-    (["libc6:amd64", "iperf3", "iperf3"], ["iperf3"]),
-    ([], []),
-])
+@pytest.mark.parametrize(
+    "wanted,expected",
+    [
+        (["gnupg", "rdma-core"], []),
+        (["perftest", "iperf3", "gnupg"], ["perftest", "iperf3"]),
+        (["nvidia-driver=580.*", "gnupg"], ["nvidia-driver=580.*"]),
+        (["libc6:amd64", "iperf3", "iperf3"], ["iperf3"]),
+        ([], []),
+    ],
+)
 def test_missing_packages(wanted, expected):
     assert missing_packages(wanted, DPKG) == expected
 
@@ -34,8 +37,9 @@ def test_module_reports_missing_from_dpkg(capsys, monkeypatch):
         return 1, "gnupg\tinstalled\n", "dpkg-query: no packages found matching iperf3\n"
 
     monkeypatch.setattr(deb_packages_missing.AnsibleModule, "run_command", fake_run)
-    monkeypatch.setattr(deb_packages_missing.AnsibleModule, "get_bin_path",
-                        lambda self, name, *a, **k: "/usr/bin/" + name)
+    monkeypatch.setattr(
+        deb_packages_missing.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name
+    )
     with patch_module_args({"names": ["gnupg", "iperf3=3.*"]}):
         with pytest.raises(SystemExit):
             deb_packages_missing.main()
@@ -45,10 +49,14 @@ def test_module_reports_missing_from_dpkg(capsys, monkeypatch):
 
 
 def test_module_fails_clearly_when_dpkg_breaks(capsys, monkeypatch):
-    monkeypatch.setattr(deb_packages_missing.AnsibleModule, "run_command",
-                        lambda self, args, **kw: (2, "", "dpkg-query: error: database locked"))
-    monkeypatch.setattr(deb_packages_missing.AnsibleModule, "get_bin_path",
-                        lambda self, name, *a, **k: "/usr/bin/" + name)
+    monkeypatch.setattr(
+        deb_packages_missing.AnsibleModule,
+        "run_command",
+        lambda self, args, **kw: (2, "", "dpkg-query: error: database locked"),
+    )
+    monkeypatch.setattr(
+        deb_packages_missing.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name
+    )
     with patch_module_args({"names": ["gnupg"]}):
         with pytest.raises(SystemExit):
             deb_packages_missing.main()

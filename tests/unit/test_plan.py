@@ -1,16 +1,15 @@
-"""The plan (module_utils/seatwright/seat/plan.py): recipe + declared or cached hardware -> one JSON plan."""
+"""The plan (plugins/module_utils/seat/plan.py): recipe + declared or cached hardware -> one JSON plan."""
+
 import json
 
 import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.seat.plan import make_plan, node_hardware, plan_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, node_hardware, plan_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from seat_cases import FIXTURE_SEATS, SCHEMA, SEAT_NAMES, example_node, example_nodes, h200_node, seat_data
 
-CONTRACT = {"seat", "fits", "reasons", "checkpoint_bytes", "node_vram_bytes", "per_rank_weight_bytes", "rules",
-            "ranks"}
+CONTRACT = {"seat", "fits", "reasons", "checkpoint_bytes", "node_vram_bytes", "per_rank_weight_bytes", "rules", "ranks"}
 
 
 def plan(name, nodes=None, folder=None, data=None):
@@ -35,12 +34,16 @@ def test_glm53_vendor_on_both_example_nodes():
     assert result["fleet_cost"]["nodes"] == ["node-a", "node-b"]
     assert result["fleet_cost"]["checkpoint_exceeds_one_node"] is True
     assert result["checkpoint_bytes"] == 204500000000
-    assert result["node_vram_bytes"] == {"node-a": 2 * 97887 * 2 ** 20, "node-b": 2 * 97887 * 2 ** 20}
+    assert result["node_vram_bytes"] == {"node-a": 2 * 97887 * 2**20, "node-b": 2 * 97887 * 2**20}
     assert result["per_rank_weight_bytes"] == 51125000000
     ids = [rule["id"] for rule in result["rules"]]
     assert ids == ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout", "cudagraph-capture-cap"]
     assert sorted(w.split(":")[0] for w in result["warnings"]) == [
-        "rule nope-mla-backend-gate", "rule nope-mla-block-size", "rule nope-mla-flashinfer", "rule nope-mla-marlin-moe"]
+        "rule nope-mla-backend-gate",
+        "rule nope-mla-block-size",
+        "rule nope-mla-flashinfer",
+        "rule nope-mla-marlin-moe",
+    ]
     assert all("[0" in rule["reason"] for rule in result["rules"])
     assert result["one_node"]["fits"] is False
     assert any("204.5 GB (190.46 GiB) against 205.3 GB (191.19 GiB)" in reason for reason in result["reasons"])
@@ -79,7 +82,7 @@ def test_one_node_seat_takes_only_the_first_host():
 def test_cached_facts_win_over_the_declaration_and_say_so():
     result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_gpus=h200_node()["seatwright_gpus"])])
     assert result["hosts"][0]["source"] == "facts"
-    assert result["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
+    assert result["node_vram_bytes"] == {"node-a": 2 * 143771 * 2**20}
     assert result["rules"] == []
     assert any("cached facts show 2 x NVIDIA H200" in note for note in result["notes"])
 
@@ -100,9 +103,15 @@ def test_unknowns_are_listed_not_invented():
 
 
 def test_lab_seat_is_ready_on_the_lab_inventory():
-    lab_node = {"host": "node-a", "in_inventory": True, "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
-                "seatwright_node_gpu_count": 2, "seatwright_node_fabric_ip": "172.30.99.11",
-                "seatwright_node_fabric_iface": "eth0", "seatwright_node_rdma_devices": []}
+    lab_node = {
+        "host": "node-a",
+        "in_inventory": True,
+        "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
+        "seatwright_node_gpu_count": 2,
+        "seatwright_node_fabric_ip": "172.30.99.11",
+        "seatwright_node_fabric_iface": "eth0",
+        "seatwright_node_rdma_devices": [],
+    }
     result = plan("lab", [lab_node])
     assert (result["verdict"], result["ready"], result["rules"]) == ("not-applicable", True, [])
     assert result["ranks"][0]["gpus"] == []
@@ -113,18 +122,31 @@ def test_recipe_name_must_match_the_seat_asked_for():
         make_plan(seat_data("glm53"), SCHEMA, "glm53-vendor", example_nodes(), "seats/glm53-vendor.yml")
 
 
-@pytest.mark.parametrize("nodes,fragment", [
-    ([dict(example_node("node-a"), seatwright_node_fabric_ip="10.77.0.300")],
-     "host node-a: seatwright_node_fabric_ip is '10.77.0.300'; expected the node's IP address"),
-    ([dict(example_node("node-a"), seatwright_node_gpu_profile=None)],
-     "host node-a: seatwright_node_gpu_profile is not set"),
-    ([dict(example_node("node-a"), in_inventory=False)], "host node-a is not in the inventory"),
-    ([example_node("node-a"), example_node("node-a")], "seat_hosts: node-a listed more than once"),
-    ([dict(example_node("node-a"), seatwright_gpus=[{"index": 0, "name": "x", "compute_capability": "12",
-                                                      "memory_total_mib": 97887}])],
-     "host node-a: cached fact seatwright_gpus[0].compute_capability is '12'"),
-    ([dict(example_node("node-a"), seatwright_gpus="NVIDIA")], "cached fact seatwright_gpus is str"),
-])
+@pytest.mark.parametrize(
+    "nodes,fragment",
+    [
+        (
+            [dict(example_node("node-a"), seatwright_node_fabric_ip="10.77.0.300")],
+            "host node-a: seatwright_node_fabric_ip is '10.77.0.300'; expected the node's IP address",
+        ),
+        (
+            [dict(example_node("node-a"), seatwright_node_gpu_profile=None)],
+            "host node-a: seatwright_node_gpu_profile is not set",
+        ),
+        ([dict(example_node("node-a"), in_inventory=False)], "host node-a is not in the inventory"),
+        ([example_node("node-a"), example_node("node-a")], "seat_hosts: node-a listed more than once"),
+        (
+            [
+                dict(
+                    example_node("node-a"),
+                    seatwright_gpus=[{"index": 0, "name": "x", "compute_capability": "12", "memory_total_mib": 97887}],
+                )
+            ],
+            "host node-a: cached fact seatwright_gpus[0].compute_capability is '12'",
+        ),
+        ([dict(example_node("node-a"), seatwright_gpus="NVIDIA")], "cached fact seatwright_gpus is str"),
+    ],
+)
 def test_bad_inventory_names_host_and_variable(nodes, fragment):
     with pytest.raises(SeatError) as caught:
         plan("qwen35-122b", nodes)
@@ -140,14 +162,25 @@ def test_node_hardware_from_the_declaration():
 
 # --- property tests: malformed inventories never escape as anything but a SeatError naming the host ---
 
-VARIABLES = ["seatwright_node_gpu_profile", "seatwright_node_gpu_count", "seatwright_node_fabric_ip",
-             "seatwright_node_fabric_iface", "seatwright_node_rdma_devices", "seatwright_gpus", "seatwright_checkpoint",
-             "host"]
+VARIABLES = [
+    "seatwright_node_gpu_profile",
+    "seatwright_node_gpu_count",
+    "seatwright_node_fabric_ip",
+    "seatwright_node_fabric_iface",
+    "seatwright_node_rdma_devices",
+    "seatwright_gpus",
+    "seatwright_checkpoint",
+    "host",
+]
 ANYTHING = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-10 ** 6, max_value=10 ** 6) | st.floats(allow_nan=True)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**6), max_value=10**6)
+    | st.floats(allow_nan=True)
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=8)
+    max_leaves=8,
+)
 GLM_VENDOR = seat_data("glm53-vendor")
 
 
@@ -187,21 +220,31 @@ QWEN_REVISION = "98915d837c4e7c87ac8296d02e89de19b3207e6d"
 
 
 # config.json values as checkpoint_facts reports them; shaped like a hybrid with one attention layer in four.
-HYBRID_CONFIG = {"num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
-                 "torch_dtype": "bfloat16", "max_position_embeddings": 262144,
-                 "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12}
+HYBRID_CONFIG = {
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 262144,
+    "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12,
+}
 
 
-def checkpoint_facts(revision=QWEN_REVISION, complete=True, tensor_bytes=75 * 10 ** 9, model_config=None):
-    return {"path": "/srv/hf/hub/models--nvidia--Qwen3.5-122B-A10B-NVFP4", "revision": revision,
-            "complete": complete, "safetensors": {"files": 15, "tensors": 1000, "tensor_bytes": tensor_bytes},
-            "model_config": model_config}
+def checkpoint_facts(revision=QWEN_REVISION, complete=True, tensor_bytes=75 * 10**9, model_config=None):
+    return {
+        "path": "/srv/hf/hub/models--nvidia--Qwen3.5-122B-A10B-NVFP4",
+        "revision": revision,
+        "complete": complete,
+        "safetensors": {"files": 15, "tensors": 1000, "tensor_bytes": tensor_bytes},
+        "model_config": model_config,
+    }
 
 
 def test_checkpoint_facts_of_the_pinned_revision_give_a_verdict():
     facts = checkpoint_facts(model_config=HYBRID_CONFIG)
     result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=facts)])
-    assert (result["checkpoint_bytes"], result["checkpoint_bytes_status"]) == (75 * 10 ** 9, "measured")
+    assert (result["checkpoint_bytes"], result["checkpoint_bytes_status"]) == (75 * 10**9, "measured")
     assert result["verdict"] == "fits" and result["per_rank_weight_bytes"] == 37500000000
     # 2 x 1 of 2 KV heads x 256 x 2 B x 12 attention layers at TP2 [issue 11: KV bytes from config.json].
     assert result["fit_inputs"]["kv_bytes_per_token"]["value"] == 12288
@@ -209,11 +252,14 @@ def test_checkpoint_facts_of_the_pinned_revision_give_a_verdict():
     assert "checkpoint bytes measured from the safetensors headers on node-a: 75.0 GB (69.85 GiB)" in result["notes"]
 
 
-@pytest.mark.parametrize("facts,note", [
-    (checkpoint_facts(revision="0" * 40), None),
-    (checkpoint_facts(complete=False), "cached checkpoint facts for revision 98915d837c4e are incomplete"),
-    ("not a mapping", None),
-])
+@pytest.mark.parametrize(
+    "facts,note",
+    [
+        (checkpoint_facts(revision="0" * 40), None),
+        (checkpoint_facts(complete=False), "cached checkpoint facts for revision 98915d837c4e are incomplete"),
+        ("not a mapping", None),
+    ],
+)
 def test_checkpoint_facts_of_another_revision_or_incomplete_are_not_used(facts, note):
     result = plan("qwen35-122b", [dict(example_node("node-a"), seatwright_checkpoint=facts)])
     assert result["verdict"] == "unknown" and result["checkpoint_bytes"] is None
@@ -228,10 +274,16 @@ def test_any_checkpoint_fact_shape_plans_without_a_traceback(complete, safetenso
     assert result["checkpoint_bytes_status"] in ("measured", "unknown")
 
 
-@pytest.mark.parametrize("change,words", [
-    ({"seatwright_node_fabric_ip": "10.77.0.11"}, "seatwright_node_fabric_ip 10.77.0.11 is also declared by node-a"),
-    ({"seatwright_fabric_subnet": "10.99.0.0/24"}, "seatwright_fabric_subnet differs between hosts"),
-])
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        (
+            {"seatwright_node_fabric_ip": "10.77.0.11"},
+            "seatwright_node_fabric_ip 10.77.0.11 is also declared by node-a",
+        ),
+        ({"seatwright_fabric_subnet": "10.99.0.0/24"}, "seatwright_fabric_subnet differs between hosts"),
+    ],
+)
 def test_plan_runs_the_fleet_checks_of_preflight(change, words):
     nodes = example_nodes()
     nodes[1] = dict(nodes[1], **change)

@@ -1,11 +1,11 @@
 """playbooks/plan.yml and the seat playbooks, run for real against inventory/example (no node reachable)."""
+
 import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-
 from seat_cases import ROOT, h200_gpus
 
 PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
@@ -13,10 +13,21 @@ pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the 
 
 
 def run(tmp_path, *args, inventory="inventory/example"):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
-    return subprocess.run([PLAYBOOK, "-i", inventory] + list(args), cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
+    )
+    return subprocess.run(
+        [PLAYBOOK, "-i", inventory] + list(args),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp_path):
@@ -35,8 +46,16 @@ def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp
 
 def test_plan_writes_the_contract_json(tmp_path):
     out = tmp_path / "vendor.json"
-    result = run(tmp_path, "playbooks/plan.yml", "-e", "seat=glm53-vendor", "-e", "plan_out=%s" % out,
-                 "-e", '{"rdma_fabric_mtu": 4200}')
+    result = run(
+        tmp_path,
+        "playbooks/plan.yml",
+        "-e",
+        "seat=glm53-vendor",
+        "-e",
+        "plan_out=%s" % out,
+        "-e",
+        '{"rdma_fabric_mtu": 4200}',
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads(out.read_text())
     assert plan["fits"] is True and plan["checkpoint_bytes"] == 204500000000
@@ -51,14 +70,17 @@ def test_plan_writes_the_contract_json(tmp_path):
 def test_vendor_glm_on_one_node_fails_with_the_byte_comparison(tmp_path):
     result = run(tmp_path, "playbooks/seat-glm53-vendor.yml", "--check", "-e", "seat_hosts=node-a")
     assert result.returncode != 0
-    assert "cannot be launched: one node (node-a, 2 GPUs): checkpoint 204.5 GB (190.46 GiB) against 205.3 GB" \
+    assert (
+        "cannot be launched: one node (node-a, 2 GPUs): checkpoint 204.5 GB (190.46 GiB) against 205.3 GB"
         in result.stdout
+    )
 
 
 def test_refused_recipe_stops_the_play_with_the_rule(tmp_path):
     recipe = ROOT / "tests" / "fixtures" / "seats" / "glm53-b12x-mtp.yml"
-    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=glm53-b12x-mtp",
-                 "-e", "seat_recipe=%s" % recipe)
+    result = run(
+        tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=glm53-b12x-mtp", "-e", "seat_recipe=%s" % recipe
+    )
     assert result.returncode != 0
     assert "refused by rule no-cross-node-speculation" in result.stdout
 
@@ -79,7 +101,8 @@ def cache_facts(tmp_path, facts, host="node-a", inventory="inventory/example", s
         "- hosts: %s\n  connection: local\n  gather_facts: false\n  tasks:\n"
         "    - ansible.builtin.set_fact:\n        cacheable: true\n%s"
         "      vars:\n        ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
-        % (host, "".join("        %s: %s\n" % (name, json.dumps(value)) for name, value in facts.items())))
+        % (host, "".join("        %s: %s\n" % (name, json.dumps(value)) for name, value in facts.items()))
+    )
     assert run(tmp_path, str(cache_play), inventory=inventory).returncode == 0
 
 
@@ -94,30 +117,43 @@ def test_cached_gpu_facts_replace_the_declared_hardware(tmp_path):
     cache_facts(tmp_path, {"seatwright_gpus": h200_gpus()})
     plan = plan_qwen(tmp_path)
     assert plan["hosts"][0]["source"] == "facts"
-    assert plan["node_vram_bytes"] == {"node-a": 2 * 143771 * 2 ** 20}
+    assert plan["node_vram_bytes"] == {"node-a": 2 * 143771 * 2**20}
     assert plan["rules"] == []
 
 
-@pytest.mark.parametrize("inventory, stamped", [
-    # The lab's node-a (172.30.99.11) is another machine than the example fleet's node-a (10.77.0.11).
-    ("inventory/lab", True),
-    # Facts cached before the stamp existed say nothing about where they came from.
-    ("inventory/example", False),
-])
+@pytest.mark.parametrize(
+    "inventory, stamped",
+    [
+        # The lab's node-a (172.30.99.11) is another machine than the example fleet's node-a (10.77.0.11).
+        ("inventory/lab", True),
+        # Facts cached before the stamp existed say nothing about where they came from.
+        ("inventory/example", False),
+    ],
+)
 def test_cached_facts_of_another_inventory_are_not_this_hosts(tmp_path, inventory, stamped):
     cache_facts(tmp_path, {"seatwright_gpus": h200_gpus()}, inventory=inventory, stamped=stamped)
     plan = plan_qwen(tmp_path)
     assert plan["hosts"][0]["source"] == "inventory"
-    assert plan["node_vram_bytes"] != {"node-a": 2 * 143771 * 2 ** 20}
+    assert plan["node_vram_bytes"] != {"node-a": 2 * 143771 * 2**20}
 
 
 def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
     env_cache = tmp_path / "images"
-    result = run(tmp_path, "playbooks/images.yml", "-e", "seat=glm53", "--check",
-                 "-e", "engine_image_controller_cache_dir=%s" % env_cache, inventory="localhost,")
+    result = run(
+        tmp_path,
+        "playbooks/images.yml",
+        "-e",
+        "seat=glm53",
+        "--check",
+        "-e",
+        "engine_image_controller_cache_dir=%s" % env_cache,
+        inventory="localhost,",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "FROM vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967" in out
+    assert (
+        "FROM vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967" in out
+    )
     assert 'ENV TORCH_CUDA_ARCH_LIST="12.0"' in out
     assert "# FlashInfer 0.6.18 from the nightly channel (https://flashinfer.ai/whl/nightly/)" in out
     assert "'flashinfer-python==0.6.18'" in out and "'ray[default]==2.60.0'" in out
@@ -136,18 +172,29 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
     assert "UNREACHABLE" not in result.stdout and "node-a" not in result.stdout.split("PLAY RECAP")[1]
 
 
-@pytest.mark.parametrize("playbook,expected", [
-    # glm53 spans two nodes with vLLM's multiprocessing launch: rank 1 is the headless follower.
-    ("playbooks/seat-glm53.yml", [
-        "node rank 0 on node-a (server): container seatwright-glm53-rank0",
-        "node rank 1 on node-b (headless): container seatwright-glm53-rank1",
-        "--node-rank 1 --master-addr 10.77.0.11"]),
-    # glm53-vendor runs on Ray: the head's Ray container first, the worker joins it.
-    ("playbooks/seat-glm53-vendor.yml", [
-        "node rank 0 on node-a (ray-head+server): container seatwright-glm53-vendor-rank0",
-        "first: seatwright-glm53-vendor-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11",
-        "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12"]),
-])
+@pytest.mark.parametrize(
+    "playbook,expected",
+    [
+        # glm53 spans two nodes with vLLM's multiprocessing launch: rank 1 is the headless follower.
+        (
+            "playbooks/seat-glm53.yml",
+            [
+                "node rank 0 on node-a (server): container seatwright-glm53-rank0",
+                "node rank 1 on node-b (headless): container seatwright-glm53-rank1",
+                "--node-rank 1 --master-addr 10.77.0.11",
+            ],
+        ),
+        # glm53-vendor runs on Ray: the head's Ray container first, the worker joins it.
+        (
+            "playbooks/seat-glm53-vendor.yml",
+            [
+                "node rank 0 on node-a (ray-head+server): container seatwright-glm53-vendor-rank0",
+                "first: seatwright-glm53-vendor-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11",
+                "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12",
+            ],
+        ),
+    ],
+)
 def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, playbook, expected):
     result = run(tmp_path, playbook, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -167,8 +214,18 @@ def _cache_image_facts(tmp_path, host="node-a"):
 def test_a_flag_the_lab_image_does_not_know_is_refused_by_name(tmp_path):
     _cache_image_facts(tmp_path)
     recipe = ROOT / "tests" / "fixtures" / "seats" / "lab-stale-flag.yml"
-    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=lab-stale-flag", "-e", "seat_recipe=%s" % recipe,
-                 "-e", "seat_hosts=node-a", inventory="inventory/lab")
+    result = run(
+        tmp_path,
+        "playbooks/plan.yml",
+        "--check",
+        "-e",
+        "seat=lab-stale-flag",
+        "-e",
+        "seat_recipe=%s" % recipe,
+        "-e",
+        "seat_hosts=node-a",
+        inventory="inventory/lab",
+    )
     assert result.returncode != 0
     assert "refused by rule image-flags: node rank 0 on node-a passes --num-scheduler-steps" in result.stdout
     assert "vllm 0.32.0+cpu in image seatwright/vllm-cpu:" in result.stdout
@@ -176,9 +233,16 @@ def test_a_flag_the_lab_image_does_not_know_is_refused_by_name(tmp_path):
 
 def test_the_lab_seat_plans_against_the_lab_image(tmp_path):
     _cache_image_facts(tmp_path)
-    result = run(tmp_path, "playbooks/plan.yml", "--check", "-e", "seat=lab", "-e", "seat_hosts=node-a",
-                 inventory="inventory/lab")
+    result = run(
+        tmp_path,
+        "playbooks/plan.yml",
+        "--check",
+        "-e",
+        "seat=lab",
+        "-e",
+        "seat_hosts=node-a",
+        inventory="inventory/lab",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "note: engine image seatwright/vllm-cpu:" in result.stdout
     assert "torch 2.13.0+cpu, FlashInfer absent, Ray 2.60.0" in result.stdout
-

@@ -1,4 +1,5 @@
 """The preflight play itself: a bad inventory stops site.yml before any node is touched."""
+
 import os
 import subprocess
 import sys
@@ -29,17 +30,21 @@ def node(**overrides):
 def run_preflight(tmp_path, hosts):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CACHE_PLUGIN="memory")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
     return subprocess.run(
         [PLAYBOOK, "-i", str(inventory), str(ROOT / "playbooks" / "preflight.yml")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 @pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")
 def test_missing_variable_stops_preflight_naming_host_and_variable(tmp_path):
-    hosts = {"node-a": node(seatwright_node_fabric_ip="10.77.0.11"),
-             "node-b": node(seatwright_node_fabric_iface=None)}
+    hosts = {"node-a": node(seatwright_node_fabric_ip="10.77.0.11"), "node-b": node(seatwright_node_fabric_iface=None)}
     result = run_preflight(tmp_path, hosts)
     assert result.returncode != 0, result.stdout
     assert "host node-b: seatwright_node_fabric_iface is not set; expected the netdev name" in result.stdout

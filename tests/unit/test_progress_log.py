@@ -1,8 +1,9 @@
 """Progress lines reach stderr always, and a progress log (redacted) when SEATWRIGHT_PROGRESS_LOG names one."""
+
 import io
 
-from ansible.module_utils.seatwright.io import progress
-from ansible.module_utils.seatwright.io.qualify_run import Progress
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import progress
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.qualify.run import Progress
 
 
 def test_lines_go_to_the_stream_and_redacted_to_the_log(tmp_path, monkeypatch):

@@ -4,18 +4,19 @@ The field's "fastest seat ever measured" had been compared only with its own his
 incumbent one-node seat beat it on half the hardware, and adopting it would have evicted seven
 services. These tests hold the decision to the rules in bench/promotion.py.
 """
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
-from ansible.module_utils.seatwright.bench import analysis, promotion, records, workload as wl
-from ansible.module_utils.seatwright.evidence import record as rec, report
-from ansible.module_utils.seatwright.evidence.redact import Redactor
-from ansible.module_utils.seatwright.io import evidence
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, promotion, records
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer as evidence
 from conftest import FIXTURES, ROOT
 
 AIPERF_C4 = FIXTURES / "bench" / "aiperf-0.13.0-profile_export-vllm-tiny-c4.jsonl"
@@ -38,26 +39,52 @@ def benchmark(rates, started=NOW - 3600, harness=None, load=None, spread=0.0):
     summary = analysis.summarise_sweep(levels)
     load = load or wl.workload()
     warm = {"concurrency": max(rates), "output_tok_s": [1.0, 1.0], "settled": True}
-    return {"harness": harness or wl.harness(), "workload": load, "workload_id": wl.workload_id(load),
-            "started_at_epoch": started, "levels": levels, "summary": summary, "warmup": warm,
-            "verdict": analysis.verdict(summary, warm)}
+    return {
+        "harness": harness or wl.harness(),
+        "workload": load,
+        "workload_id": wl.workload_id(load),
+        "started_at_epoch": started,
+        "levels": levels,
+        "summary": summary,
+        "warmup": warm,
+        "verdict": analysis.verdict(summary, warm),
+    }
 
 
 def plan(hosts):
-    return {"seat": "x", "fits": True, "reasons": [], "ranks": [
-        {"host": h, "rank": i, "argv": ["vllm", "serve", "/models/m", "--tensor-parallel-size", str(len(hosts))],
-         "env": {"VLLM_HOST_IP": "172.30.99.%d" % (11 + i)}} for i, h in enumerate(hosts)]}
+    return {
+        "seat": "x",
+        "fits": True,
+        "reasons": [],
+        "ranks": [
+            {
+                "host": h,
+                "rank": i,
+                "argv": ["vllm", "serve", "/models/m", "--tensor-parallel-size", str(len(hosts))],
+                "env": {"VLLM_HOST_IP": "172.30.99.%d" % (11 + i)},
+            }
+            for i, h in enumerate(hosts)
+        ],
+    }
 
 
 def record(seat, rates, hosts=("node-a",), evicted=(), qualification=True, **bench_kw):
     parts = {
         "plan": plan(list(hosts)),
-        "bringup": {"ranks": plan(list(hosts))["ranks"], "image_id": "sha256:" + "ab" * 32,
-                    "model_revision": "781dac1f55540a048a8efb9ac343c771b6fa7ad4",
-                    "evicted": [{"host": h, "name": n, "kind": "container"} for h, n in evicted]},
-        "qualification": None if qualification is None else {"result": {
-            "verdict": {True: "qualified", False: "not-qualified", "incomplete": "incomplete"}[qualification],
-            "reasons": [] if qualification is True else ["gate json: fail"]}},
+        "bringup": {
+            "ranks": plan(list(hosts))["ranks"],
+            "image_id": "sha256:" + "ab" * 32,
+            "model_revision": "781dac1f55540a048a8efb9ac343c771b6fa7ad4",
+            "evicted": [{"host": h, "name": n, "kind": "container"} for h, n in evicted],
+        },
+        "qualification": None
+        if qualification is None
+        else {
+            "result": {
+                "verdict": {True: "qualified", False: "not-qualified", "incomplete": "incomplete"}[qualification],
+                "reasons": [] if qualification is True else ["gate json: fail"],
+            }
+        },
         "benchmark": benchmark(rates, **bench_kw) if rates else None,
     }
     return rec.assemble(seat, "20261130T120000Z", parts, "2026-11-30T12:00:00Z")
@@ -82,12 +109,17 @@ def test_two_node_seat_that_evicts_and_loses_is_a_lab_result():
 
 
 def test_costlier_seat_must_clear_the_margin():
-    candidate = record("big", {c: r * 1.05 for c, r in INCUMBENT_RATES.items()}, hosts=("node-a", "node-b"),
-                       evicted=[("node-b", "ocr")])
+    candidate = record(
+        "big",
+        {c: r * 1.05 for c, r in INCUMBENT_RATES.items()},
+        hosts=("node-a", "node-b"),
+        evicted=[("node-b", "ocr")],
+    )
     out = promotion.decide(candidate, {"qwen38": record("qwen38", INCUMBENT_RATES)}, NOW, 14, 0.10)
     assert out["decision"] == promotion.LAB_RESULT
-    candidate = record("big", {c: r * 1.2 for c, r in INCUMBENT_RATES.items()}, hosts=("node-a", "node-b"),
-                       evicted=[("node-b", "ocr")])
+    candidate = record(
+        "big", {c: r * 1.2 for c, r in INCUMBENT_RATES.items()}, hosts=("node-a", "node-b"), evicted=[("node-b", "ocr")]
+    )
     out = promotion.decide(candidate, {"qwen38": record("qwen38", INCUMBENT_RATES)}, NOW, 14, 0.10)
     assert out["decision"] == promotion.PROMOTE
     assert any("x1.20" in r and "needs x1.10" in r for r in out["reasons"])
@@ -100,8 +132,10 @@ def test_same_cost_seat_promotes_when_faster():
     assert "qualification passed (necessary, not sufficient)" in out["reasons"]
 
 
-@pytest.mark.parametrize("qualification, text", [
-    (False, "qualification failed"), (None, "no qualification record"), ("incomplete", "qualification incomplete")])
+@pytest.mark.parametrize(
+    "qualification, text",
+    [(False, "qualification failed"), (None, "no qualification record"), ("incomplete", "qualification incomplete")],
+)
 def test_qualification_failure_or_absence_blocks(qualification, text):
     candidate = record("fast", {c: r * 2 for c, r in INCUMBENT_RATES.items()}, qualification=qualification)
     out = promotion.decide(candidate, {"qwen38": record("qwen38", INCUMBENT_RATES)}, NOW, 14, 0.10)
@@ -140,11 +174,14 @@ def test_flagged_benchmark_blocks():
     assert any("the benchmark is flagged (unstable)" in r for r in out["reasons"])
 
 
-@pytest.mark.parametrize("kw, text", [
-    ({"started": NOW - 30 * DAY}, "days old"),
-    ({"harness": {"name": "seatwright-bench", "version": "0/aiperf-0.12.0"}}, "re-measure the incumbent"),
-    ({"load": wl.workload(output_tokens=512)}, "another workload"),
-])
+@pytest.mark.parametrize(
+    "kw, text",
+    [
+        ({"started": NOW - 30 * DAY}, "days old"),
+        ({"harness": {"name": "seatwright-bench", "version": "0/aiperf-0.12.0"}}, "re-measure the incumbent"),
+        ({"load": wl.workload(output_tokens=512)}, "another workload"),
+    ],
+)
 def test_stale_or_other_harness_incumbent_is_marked_for_remeasurement(kw, text):
     candidate = record("fast", {c: r * 2 for c, r in INCUMBENT_RATES.items()})
     incumbent = record("qwen38", INCUMBENT_RATES, **kw)
@@ -171,20 +208,32 @@ def test_record_matches_its_schema_and_carries_the_launch():
     assert out["launch"]["source"] == "bringup.json"
     assert out["launch"]["ranks"][1]["argv"][-1] == "2"
     assert out["fleet_cost"]["nodes"] == ["node-a", "node-b"]
-    assert out["summary"] == {"qualification": "passed", "qualification_failures": [], "benchmark": "clean",
-                              "benchmark_flags": [], "decision": None}
+    assert out["summary"] == {
+        "qualification": "passed",
+        "qualification_failures": [],
+        "benchmark": "clean",
+        "benchmark_flags": [],
+        "decision": None,
+    }
 
 
-@pytest.mark.parametrize("declared, stopped, cost, source", [
-    # The co-tenant was already down: bring-up stopped nothing, the seat still costs it.
-    ([{"host": "node-a", "name": "omni", "kind": "container"}], [], ["omni"], "plan.json"),
-    ([{"host": "node-a", "name": "omni", "kind": "container"}], [{"host": "node-a", "name": "omni"}], ["omni"],
-     "plan.json"),
-    ([], [], [], "plan.json"),
-    # A plan without a fleet cost (older plans): bring-up's list stands in.
-    (None, [{"host": "node-a", "name": "omni"}], ["omni"], "bringup.json"),
-    (None, None, [], None),
-])
+@pytest.mark.parametrize(
+    "declared, stopped, cost, source",
+    [
+        # The co-tenant was already down: bring-up stopped nothing, the seat still costs it.
+        ([{"host": "node-a", "name": "omni", "kind": "container"}], [], ["omni"], "plan.json"),
+        (
+            [{"host": "node-a", "name": "omni", "kind": "container"}],
+            [{"host": "node-a", "name": "omni"}],
+            ["omni"],
+            "plan.json",
+        ),
+        ([], [], [], "plan.json"),
+        # A plan without a fleet cost (older plans): bring-up's list stands in.
+        (None, [{"host": "node-a", "name": "omni"}], ["omni"], "bringup.json"),
+        (None, None, [], None),
+    ],
+)
 def test_fleet_cost_is_what_the_plan_evicts_not_what_happened_to_run(declared, stopped, cost, source):
     plan_part = plan(["node-a"])
     if declared is not None:
@@ -196,23 +245,27 @@ def test_fleet_cost_is_what_the_plan_evicts_not_what_happened_to_run(declared, s
     assert [e["name"] for e in out["evicted"]] == cost
     assert out["source"] == source and out["evicted_known"] is (source is not None)
     assert out["stopped_at_bringup"] == stopped
-    text = report.render(rec.assemble("x", "20261130T120000Z", {"plan": plan_part, "bringup": bringup},
-                                      "2026-11-30T12:00:00Z"))
+    text = report.render(
+        rec.assemble("x", "20261130T120000Z", {"plan": plan_part, "bringup": bringup}, "2026-11-30T12:00:00Z")
+    )
     named = ", ".join("omni on node-a" for _ in cost) or ("none" if source else "not recorded")
     assert "- Co-tenant services evicted: %s%s\n" % (named, " (from %s)" % source if source else "") in text
 
 
-@pytest.mark.parametrize("qualification, status, failures", [
-    ({"result": {"verdict": "qualified", "reasons": []}}, "passed", []),
-    ({"result": {"verdict": "not-qualified", "reasons": ["gate json: fail"]}}, "failed", ["gate json: fail"]),
-    ({"result": {"verdict": "incomplete", "reasons": ["not run: soak"]}}, "incomplete", ["not run: soak"]),
-    ({"passed": True}, "passed", []),
-    ({"verdict": "FAIL"}, "failed", []),
-    ({"gates": [{"id": "smoke", "passed": True}, {"id": "tools", "verdict": "failed"}]}, "failed", ["tools"]),
-    ({"gates": [{"id": "smoke", "passed": True}]}, "passed", []),
-    ({"notes": "nothing"}, "missing", []),
-    (None, "missing", []),
-])
+@pytest.mark.parametrize(
+    "qualification, status, failures",
+    [
+        ({"result": {"verdict": "qualified", "reasons": []}}, "passed", []),
+        ({"result": {"verdict": "not-qualified", "reasons": ["gate json: fail"]}}, "failed", ["gate json: fail"]),
+        ({"result": {"verdict": "incomplete", "reasons": ["not run: soak"]}}, "incomplete", ["not run: soak"]),
+        ({"passed": True}, "passed", []),
+        ({"verdict": "FAIL"}, "failed", []),
+        ({"gates": [{"id": "smoke", "passed": True}, {"id": "tools", "verdict": "failed"}]}, "failed", ["tools"]),
+        ({"gates": [{"id": "smoke", "passed": True}]}, "passed", []),
+        ({"notes": "nothing"}, "missing", []),
+        (None, "missing", []),
+    ],
+)
 def test_qualification_summary(qualification, status, failures):
     assert rec.qualification_summary(qualification) == (status, failures)
 
@@ -241,16 +294,32 @@ def write_run(root, seat, run_id, rec_data):
 def test_promote_tool_writes_the_decision_into_the_report(tmp_path):
     root = tmp_path / "evidence"
     inc = write_run(root, "lab", "20261130T100000Z", record("lab", {1: 45.0, 4: 150.0}))
-    cand = write_run(root, "lab-two-node", "20261130T110000Z",
-                     record("lab-two-node", {1: 40.0, 4: 120.0}, hosts=("node-a", "node-b"),
-                            evicted=[("node-b", "ocr")]))
+    cand = write_run(
+        root,
+        "lab-two-node",
+        "20261130T110000Z",
+        record("lab-two-node", {1: 40.0, 4: 120.0}, hosts=("node-a", "node-b"), evicted=[("node-b", "ocr")]),
+    )
     # The incumbent's record is assembled first, as its own seat run would have done.
     tool = str(ROOT / "tools" / "seatwright-bench")
-    subprocess.run([sys.executable, tool, "--evidence-dir", str(inc), "--assemble-only"], check=True,
-                   capture_output=True)
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "seatwright-promote"), "--evidence-dir", str(cand),
-                           "--incumbents-json", '["lab"]', "--max-age-days", "100000"],
-                          capture_output=True, text=True, check=False)
+    subprocess.run(
+        [sys.executable, tool, "--evidence-dir", str(inc), "--assemble-only"], check=True, capture_output=True
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "seatwright-promote"),
+            "--evidence-dir",
+            str(cand),
+            "--incumbents-json",
+            '["lab"]',
+            "--max-age-days",
+            "100000",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 3, proc.stderr
     assert "decision for lab-two-node: LAB RESULT" in proc.stdout
     saved = json.loads((cand / "record.json").read_text())
@@ -276,12 +345,31 @@ def test_evidence_folder_name_must_be_a_utc_stamp(tmp_path):
 
 def test_report_of_emulated_telemetry_says_so():
     base = record("lab", {1: 45.0, 16: 150.0})
-    gpus = [{"index": 0, "power_w": 22.5, "power_limit_w": 300.0, "sm_clock_mhz": 180, "sm_clock_max_mhz": 3090,
-             "util_pct": 0, "temp_c": 31}]
+    gpus = [
+        {
+            "index": 0,
+            "power_w": 22.5,
+            "power_limit_w": 300.0,
+            "sm_clock_mhz": 180,
+            "sm_clock_max_mhz": 3090,
+            "util_pct": 0,
+            "temp_c": 31,
+        }
+    ]
     start = base["benchmark"]["started_at_epoch"]
-    parts = {"benchmark": base["benchmark"], "telemetry": {"hosts": {"node-a": {
-        "source": "nvidia-smi", "emulated": True, "interval_s": 1.0,
-        "samples": [{"t": start + i * 0.5, "gpus": gpus} for i in range(10)]}}}}
+    parts = {
+        "benchmark": base["benchmark"],
+        "telemetry": {
+            "hosts": {
+                "node-a": {
+                    "source": "nvidia-smi",
+                    "emulated": True,
+                    "interval_s": 1.0,
+                    "samples": [{"t": start + i * 0.5, "gpus": gpus} for i in range(10)],
+                }
+            }
+        },
+    }
     out = rec.assemble("lab", "20261130T120000Z", parts, "2026-11-30T12:00:00Z")
     assert evidence.validate_record(out) == []
     text = report.render(out)

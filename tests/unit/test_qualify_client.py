@@ -3,6 +3,7 @@
 The fake answers the way vLLM's recorded responses do (tests/fixtures/qualify/vllm/); it can also
 stall a stream or refuse a request, so timeouts and kept failures are exercised for real.
 """
+
 import importlib.machinery
 import importlib.util
 import json
@@ -10,12 +11,10 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import Endpoint, call
 from conftest import FIXTURES, ROOT
-from ansible.module_utils.seatwright.io.openai_http import Endpoint, call
 
 VLLM = FIXTURES / "qualify" / "vllm"
 
@@ -26,6 +25,7 @@ def recorded(name):
 
 class FakeEngine(BaseHTTPRequestHandler):
     """Routes: /v1/models, /v1/chat/completions (stream or not), /v1/responses (404 like no API)."""
+
     stall_s = 0.0
     api_key = None
     seen = []
@@ -90,22 +90,24 @@ def test_plain_call(engine):
 
 
 def test_http_error_keeps_the_body(engine):
-    response = call(Endpoint(engine), {"method": "POST", "path": "/chat/completions",
-                                       "body": {"prompt_logprobs": 1}})
+    response = call(Endpoint(engine), {"method": "POST", "path": "/chat/completions", "body": {"prompt_logprobs": 1}})
     assert response["status"] == 400 and "Out of range float" in response["text"]
 
 
 def test_stream_records_chunk_times_and_first_token(engine):
-    response = call(Endpoint(engine), {"method": "POST", "path": "/chat/completions",
-                                       "body": {"stream": True}, "stream": True})
+    response = call(
+        Endpoint(engine), {"method": "POST", "path": "/chat/completions", "body": {"stream": True}, "stream": True}
+    )
     assert response["status"] == 200 and len(response["chunks"]) == len(response["chunk_times"]) > 2
     assert response["ttft_s"] is not None and response["chunk_times"] == sorted(response["chunk_times"])
 
 
 def test_stalled_stream_is_cut_by_the_read_timeout(engine):
     FakeEngine.stall_s = 2.0
-    response = call(Endpoint(engine, read_timeout_s=0.5), {"method": "POST", "path": "/chat/completions",
-                                                           "body": {"stream": True}, "stream": True})
+    response = call(
+        Endpoint(engine, read_timeout_s=0.5),
+        {"method": "POST", "path": "/chat/completions", "body": {"stream": True}, "stream": True},
+    )
     assert response["stalled"] and "read timeout" in response["error"] and response["elapsed_s"] < 1.9
 
 
@@ -144,11 +146,28 @@ def write_recipe(tmp_path, gates, extra=""):
 def test_cli_writes_evidence_and_keeps_failures(engine, tmp_path, monkeypatch, capsys):
     cli = load_cli()
     monkeypatch.setenv("SEAT_KEY", "sk-live-secret-value")
-    recipe = write_recipe(tmp_path, ["smoke", "nan-logits", "responses-api", "streaming-tool-calls"],
-                          "  tool_choice: named\n  runs: {streaming-tool-calls: 1}\n")
+    recipe = write_recipe(
+        tmp_path,
+        ["smoke", "nan-logits", "responses-api", "streaming-tool-calls"],
+        "  tool_choice: named\n  runs: {streaming-tool-calls: 1}\n",
+    )
     evidence = tmp_path / "evidence"
-    status = cli.main(["--base-url", engine, "--model", "smol", "--recipe", str(recipe), "--evidence-dir",
-                       str(evidence), "--api-key-env", "SEAT_KEY", "--parts", "gates"])
+    status = cli.main(
+        [
+            "--base-url",
+            engine,
+            "--model",
+            "smol",
+            "--recipe",
+            str(recipe),
+            "--evidence-dir",
+            str(evidence),
+            "--api-key-env",
+            "SEAT_KEY",
+            "--parts",
+            "gates",
+        ]
+    )
     record = json.loads((evidence / "qualification.json").read_text())
     gates = {gate["id"]: gate for gate in record["gates"]}
     assert [gate["id"] for gate in record["gates"]] == ["smoke", "nan-logits", "responses-api", "streaming-tool-calls"]
@@ -167,11 +186,14 @@ def test_cli_writes_evidence_and_keeps_failures(engine, tmp_path, monkeypatch, c
     assert "verdict: **not-qualified**" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--parts", "gates,vibes"], "--parts: vibes not known"),
-    (["--api-key-env", "SEAT_KEY_UNSET_FOR_TEST"], "SEAT_KEY_UNSET_FOR_TEST: that environment variable is empty"),
-    (["--soak-duration-s", "0"], "--soak-duration-s must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--parts", "gates,vibes"], "--parts: vibes not known"),
+        (["--api-key-env", "SEAT_KEY_UNSET_FOR_TEST"], "SEAT_KEY_UNSET_FOR_TEST: that environment variable is empty"),
+        (["--soak-duration-s", "0"], "--soak-duration-s must be at least 1"),
+    ],
+)
 def test_cli_bad_input_is_a_message_and_status_2(engine, tmp_path, capsys, args, message):
     cli = load_cli()
     recipe = write_recipe(tmp_path, ["smoke"])
@@ -192,8 +214,24 @@ def test_cli_soak_runs_for_its_time_and_counts(engine, tmp_path):
     recipe = write_recipe(tmp_path, ["smoke"], "  soak: {stall_s: 5, max_tokens: 16}\n")
     evidence = tmp_path / "evidence"
     started = time.monotonic()
-    status = cli.main(["--base-url", engine, "--model", "smol", "--recipe", str(recipe), "--evidence-dir",
-                       str(evidence), "--parts", "gates,soak", "--soak-duration-s", "2", "--soak-concurrency", "2"])
+    status = cli.main(
+        [
+            "--base-url",
+            engine,
+            "--model",
+            "smol",
+            "--recipe",
+            str(recipe),
+            "--evidence-dir",
+            str(evidence),
+            "--parts",
+            "gates,soak",
+            "--soak-duration-s",
+            "2",
+            "--soak-concurrency",
+            "2",
+        ]
+    )
     soak = json.loads((evidence / "qualification.json").read_text())["soak"]
     assert time.monotonic() - started < 30
     assert soak["requests"] >= 2 and soak["errors"] == 0 and soak["completed"] == soak["requests"]

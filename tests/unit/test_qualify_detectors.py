@@ -3,15 +3,20 @@
 Each detector must fire on the response that shows its failure and stay quiet on a clean one.
 Where every fixture comes from is written inside it (`source`) and in tests/fixtures/qualify/README.md.
 """
+
 import json
 
 import pytest
-
-from conftest import FIXTURES
-from ansible.module_utils.seatwright.qualify import detectors
-from ansible.module_utils.seatwright.qualify.gates import ERROR, FAIL, PASS, REASONING_EXHAUSTED, drive
-from ansible.module_utils.seatwright.qualify.gates import gate_nan_logits
-from ansible.module_utils.seatwright.qualify.reading import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import detectors
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import (
+    ERROR,
+    FAIL,
+    PASS,
+    REASONING_EXHAUSTED,
+    drive,
+    gate_nan_logits,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.reading import (
     STATE_ANSWERED,
     STATE_REASONING_EXHAUSTED,
     STATE_TOOL_CALL,
@@ -19,7 +24,8 @@ from ansible.module_utils.seatwright.qualify.reading import (
     read_chat,
     reply_state,
 )
-from ansible.module_utils.seatwright.qualify.settings import qualification_settings
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import qualification_settings
+from conftest import FIXTURES
 
 QUALIFY = FIXTURES / "qualify"
 
@@ -43,10 +49,14 @@ def nan_verdict(name):
 
 # ---- NaN ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, want, proven", [
-    ("vllm/nan_prompt_logprobs_400.json", FAIL, True),
-    ("sglang/nan_logprobs_500.json", FAIL, None),
-])
+
+@pytest.mark.parametrize(
+    "name, want, proven",
+    [
+        ("vllm/nan_prompt_logprobs_400.json", FAIL, True),
+        ("sglang/nan_logprobs_500.json", FAIL, None),
+    ],
+)
 def test_nan_detector_fires_on_nan_bodies(name, want, proven):
     response = fixture(name)["response"]
     finding = detectors.nan_from_error(response["status"], response["text"])
@@ -72,13 +82,16 @@ def test_an_ordinary_refusal_is_not_nan():
 
 
 def test_nan_literal_inside_a_200_body_is_found():
-    body = json.loads('{"choices": [{"logprobs": {"content": [{"token": "a", "logprob": NaN}]}}],'
-                      ' "prompt_logprobs": [null, {"11": {"logprob": -1.5}}]}')
+    body = json.loads(
+        '{"choices": [{"logprobs": {"content": [{"token": "a", "logprob": NaN}]}}],'
+        ' "prompt_logprobs": [null, {"11": {"logprob": -1.5}}]}'
+    )
     summary = detectors.logprob_summary(body)
     assert summary["bad_values"] == [{"path": "choices[0].logprobs.content[0].logprob", "value": "nan"}]
 
 
 # ---- degenerate output ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["vllm/repeat_loop.json", "sglang/repeat_loop.json"])
 def test_degenerate_detector_fires_on_repeat_loops(name):
@@ -87,8 +100,9 @@ def test_degenerate_detector_fires_on_repeat_loops(name):
     assert facts["degenerate"], facts
 
 
-@pytest.mark.parametrize("name", ["vllm/paragraph_said_twice.json", "vllm/smoke_answer.json",
-                                  "sglang/reasoning_then_answer.json"])
+@pytest.mark.parametrize(
+    "name", ["vllm/paragraph_said_twice.json", "vllm/smoke_answer.json", "sglang/reasoning_then_answer.json"]
+)
 def test_degenerate_detector_quiet_on_clean_replies(name):
     # paragraph_said_twice: SmolLM2 says one 34-token sentence twice and stops; not a loop
     reply = reply_of(name)
@@ -96,24 +110,31 @@ def test_degenerate_detector_quiet_on_clean_replies(name):
     assert not facts["degenerate"], facts
 
 
-@pytest.mark.parametrize("text, fires", [
-    ("lock " * 400, True),
-    ("the cat sat on the mat and " * 8, True),                  # 7-token loop, 8 times
-    ("the cat sat on the mat and " * 2, False),                 # said twice is not a loop
-    ("Step 1. Mix.\nStep 2. Bake.\nStep 3. Cool.\n", False),
-    ("=" * 60 + "\nTitle\n" + "-" * 60, False),                 # rulers are one punctuation token each
-    ("I think, " * 3 + "therefore I am.", False),
-])
+@pytest.mark.parametrize(
+    "text, fires",
+    [
+        ("lock " * 400, True),
+        ("the cat sat on the mat and " * 8, True),  # 7-token loop, 8 times
+        ("the cat sat on the mat and " * 2, False),  # said twice is not a loop
+        ("Step 1. Mix.\nStep 2. Bake.\nStep 3. Cool.\n", False),
+        ("=" * 60 + "\nTitle\n" + "-" * 60, False),  # rulers are one punctuation token each
+        ("I think, " * 3 + "therefore I am.", False),
+    ],
+)
 def test_degenerate_thresholds(text, fires):
     assert detectors.degenerate(text)["degenerate"] is fires
 
 
 # ---- reasoning-aware reading -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, field", [
-    ("sglang/reasoning_exhausted.json", "reasoning_content"),
-    ("vllm/reasoning_exhausted.json", "reasoning"),
-])
+
+@pytest.mark.parametrize(
+    "name, field",
+    [
+        ("sglang/reasoning_exhausted.json", "reasoning_content"),
+        ("vllm/reasoning_exhausted.json", "reasoning"),
+    ],
+)
 def test_reasoning_only_reply_is_read_as_budget_spent_on_reasoning(name, field):
     reply = reply_of(name)
     assert reply["content"] == "" and reply["reasoning"]
@@ -127,16 +148,19 @@ def test_answered_reply_reads_as_answered(name):
 
 
 def test_smoke_gate_reports_reasoning_exhaustion_not_a_broken_model():
-    from ansible.module_utils.seatwright.qualify.gates import gate_smoke
+    from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import gate_smoke
+
     ctx = {"model": "m", "engine": "sglang", "settings": qualification_settings({"gates": ["smoke"]})}
-    answers = iter([{"status": 200, "json": {"data": [{"id": "m"}]}},
-                    fixture("sglang/reasoning_exhausted.json")["response"]])
+    answers = iter(
+        [{"status": 200, "json": {"data": [{"id": "m"}]}}, fixture("sglang/reasoning_exhausted.json")["response"]]
+    )
     result, exchanges = drive(gate_smoke(ctx), lambda request: next(answers))
     assert result["verdict"] == REASONING_EXHAUSTED
     assert "reasoning" in result["reason"] and len(exchanges) == 2
 
 
 # ---- streamed tool calls ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["vllm/stream_tool_call.json", "sglang/stream_tool_call.json"])
 def test_streamed_tool_call_is_assembled_from_deltas(name):
@@ -164,7 +188,8 @@ def test_required_tool_choice_that_repeats_the_call_until_the_limit_is_caught():
 
 
 def test_nan_logits_that_decode_to_nothing_fail_the_degenerate_gate():
-    from ansible.module_utils.seatwright.qualify.gates import gate_degenerate_output
+    from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import gate_degenerate_output
+
     ctx = {"model": "m", "engine": "vllm", "settings": qualification_settings({"gates": ["degenerate-output"]})}
     result, _ = drive(gate_degenerate_output(ctx), lambda request: fixture("vllm/nan_paragraph.json")["response"])
     assert result["verdict"] == FAIL and "300 completion tokens and no text" in result["reason"]
@@ -176,17 +201,23 @@ def test_streamed_text_reply_has_no_tool_call():
     assert problems and problems[0].startswith("no tool call")
 
 
-@pytest.mark.parametrize("arguments, problem", [
-    ('{"city": "Paris"}', None),
-    ('{"city": "Paris, France"}', None),
-    ('{"city": "Lyon"}', "argument 'city' is 'Lyon'"),
-    ('{"town": "Paris"}', "argument 'city' missing"),
-    ('{"city": "Par', "arguments are not JSON"),
-    ('["Paris"]', "arguments are list"),
-])
+@pytest.mark.parametrize(
+    "arguments, problem",
+    [
+        ('{"city": "Paris"}', None),
+        ('{"city": "Paris, France"}', None),
+        ('{"city": "Lyon"}', "argument 'city' is 'Lyon'"),
+        ('{"town": "Paris"}', "argument 'city' missing"),
+        ('{"city": "Par', "arguments are not JSON"),
+        ('["Paris"]', "arguments are list"),
+    ],
+)
 def test_tool_call_arguments_are_checked(arguments, problem):
-    reply = {"tool_calls": [{"id": "x", "name": "get_weather", "arguments": arguments}], "finish_reason": "tool_calls",
-             "content": ""}
+    reply = {
+        "tool_calls": [{"id": "x", "name": "get_weather", "arguments": arguments}],
+        "finish_reason": "tool_calls",
+        "content": "",
+    }
     problems = detectors.check_tool_call(reply, "get_weather", {"city": "Paris"})
     if problem is None:
         assert problems == []

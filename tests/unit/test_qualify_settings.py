@@ -1,9 +1,13 @@
 """The recipe's qualification block: schema, defaults, and every seat's block read into settings."""
-import pytest
-from ansible.module_utils.seatwright.qualify.settings import DEFAULTS, GATES, qualification_settings
-from ansible.module_utils.seatwright.seat.recipe import SeatError, validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS
 
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import (
+    DEFAULTS,
+    GATES,
+    qualification_settings,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import SeatError, validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS
 from seat_cases import SCHEMA, SEAT_NAMES, mutated, seat_data
 
 
@@ -27,8 +31,7 @@ FULL_BLOCK = {
     "degenerate": {"max_token_run": 16},
     "request_timeout_s": 900,
     "quality": {"runs": 3, "temperature": 0.6, "min_pass_fraction": 1.0, "categories": ["arithmetic", "tools"]},
-    "soak": {"duration_s": 5400, "concurrency": 4, "stall_s": 30, "max_tokens": 384, "max_errors": 0,
-             "max_stalls": 0},
+    "soak": {"duration_s": 5400, "concurrency": 4, "stall_s": 30, "max_tokens": 384, "max_errors": 0, "max_stalls": 0},
 }
 
 
@@ -42,13 +45,20 @@ def test_a_full_qualification_block_validates_and_reads_back():
     assert settings["quality"]["categories"] == ["arithmetic", "tools"] and settings["served_context"] == 2048
 
 
-@pytest.mark.parametrize("path, value, message", [
-    (("qualification", "tool_choice"), "sometimes", "qualification.tool_choice: 'sometimes' is not valid"),
-    (("qualification", "needle"), {"fraction": 1.5}, "qualification.needle.fraction: 1.5 is not valid"),
-    (("qualification", "soak"), {"duration": 60}, "qualification.soak.duration: unknown field (did you mean duration_s?)"),
-    (("qualification", "reasoning_request"), {"lots": {}}, "qualification.reasoning_request"),
-    (("qualification", "quality"), {"categories": ["vibes"]}, "qualification.quality.categories[0]: 'vibes'"),
-])
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (("qualification", "tool_choice"), "sometimes", "qualification.tool_choice: 'sometimes' is not valid"),
+        (("qualification", "needle"), {"fraction": 1.5}, "qualification.needle.fraction: 1.5 is not valid"),
+        (
+            ("qualification", "soak"),
+            {"duration": 60},
+            "qualification.soak.duration: unknown field (did you mean duration_s?)",
+        ),
+        (("qualification", "reasoning_request"), {"lots": {}}, "qualification.reasoning_request"),
+        (("qualification", "quality"), {"categories": ["vibes"]}, "qualification.quality.categories[0]: 'vibes'"),
+    ],
+)
 def test_bad_qualification_fields_are_named(path, value, message):
     with pytest.raises(SeatError) as error:
         validate(mutated(seat_data("lab"), path, value))
@@ -70,12 +80,15 @@ def test_defaults_are_the_fields_contract():
     assert (DEFAULTS["soak"]["duration_s"], DEFAULTS["soak"]["concurrency"]) == (5400, 4)
 
 
-@pytest.mark.parametrize("block, max_num_seqs, want", [
-    ({}, None, 4),
-    ({}, 1, 1),                           # a one-sequence seat is soaked with one stream
-    ({"soak": {"concurrency": 2}}, 8, 2),
-    ({"soak": {"concurrency": 8}}, 1, 8),  # declared values are the recipe check's business
-])
+@pytest.mark.parametrize(
+    "block, max_num_seqs, want",
+    [
+        ({}, None, 4),
+        ({}, 1, 1),  # a one-sequence seat is soaked with one stream
+        ({"soak": {"concurrency": 2}}, 8, 2),
+        ({"soak": {"concurrency": 8}}, 1, 8),  # declared values are the recipe check's business
+    ],
+)
 def test_default_soak_concurrency_respects_max_num_seqs(block, max_num_seqs, want):
     block = dict(block, gates=["smoke"])
     assert qualification_settings(block, None, max_num_seqs)["soak"]["concurrency"] == want

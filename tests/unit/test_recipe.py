@@ -1,15 +1,19 @@
-"""Recipe loading and validation (module_utils/seatwright/seat/recipe.py) against schemas/seat.schema.json."""
+"""Recipe loading and validation (plugins/module_utils/seat/recipe.py) against schemas/seat.schema.json."""
+
 import datetime
 
 import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.seat.recipe import (field_path, parse_size, recipe_from_text,
-                                                    validate_recipe)
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import (
+    field_path,
+    parse_size,
+    recipe_from_text,
+    validate_recipe,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-
 from seat_cases import FIXTURE_SEATS, SCHEMA, SEAT_NAMES, mutated, seat_data
 
 SOURCE = "seats/test.yml"
@@ -24,10 +28,24 @@ def test_schema_is_a_valid_json_schema():
 
 
 def test_every_seat_the_issue_lists_has_a_recipe():
-    assert SEAT_NAMES == sorted([
-        "deepseek-v4-flash", "glm53", "glm53-community", "glm53-fp8", "glm53-vendor", "inkling-small", "lab",
-        "lab-seqs4", "lab-tp2", "laguna-s21",
-        "nemotron3-super", "nemotron3-ultra", "qwen35-122b", "qwen38-flash-next"])
+    assert SEAT_NAMES == sorted(
+        [
+            "deepseek-v4-flash",
+            "glm53",
+            "glm53-community",
+            "glm53-fp8",
+            "glm53-vendor",
+            "inkling-small",
+            "lab",
+            "lab-seqs4",
+            "lab-tp2",
+            "laguna-s21",
+            "nemotron3-super",
+            "nemotron3-ultra",
+            "qwen35-122b",
+            "qwen38-flash-next",
+        ]
+    )
 
 
 @pytest.mark.parametrize("name", SEAT_NAMES)
@@ -50,17 +68,20 @@ def test_refusal_fixture_is_a_valid_recipe():
     assert validate(seat_data("glm53-b12x-mtp", FIXTURE_SEATS))["serving"]["speculation"]["method"] == "mtp"
 
 
-@pytest.mark.parametrize("text,expected", [
-    (0, 0),
-    (204500000000, 204500000000),
-    ("204.5 GB", 204500000000),
-    ("190.20 GB", 190200000000),
-    ("20.9 GiB", 22441204122),
-    ("86 GiB", 86 * 2 ** 30),
-    ("97887 MiB", 97887 * 2 ** 20),
-    ("512B", 512),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (0, 0),
+        (204500000000, 204500000000),
+        ("204.5 GB", 204500000000),
+        ("190.20 GB", 190200000000),
+        ("20.9 GiB", 22441204122),
+        ("86 GiB", 86 * 2**30),
+        ("97887 MiB", 97887 * 2**20),
+        ("512B", 512),
+        (None, None),
+    ],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -71,11 +92,14 @@ def test_parse_size_rejects_what_is_not_a_size(text):
         parse_size(text)
 
 
-@pytest.mark.parametrize("parts,expected", [
-    (("serving", "extra_args", 2), "serving.extra_args[2]"),
-    (("model",), "model"),
-    ((), "(the recipe itself)"),
-])
+@pytest.mark.parametrize(
+    "parts,expected",
+    [
+        (("serving", "extra_args", 2), "serving.extra_args[2]"),
+        (("model",), "model"),
+        ((), "(the recipe itself)"),
+    ],
+)
 def test_field_path(parts, expected):
     assert field_path(parts) == expected
 
@@ -83,24 +107,36 @@ def test_field_path(parts, expected):
 GLM = seat_data("glm53")
 
 
-@pytest.mark.parametrize("path,value,fragments", [
-    (("topology", "tensor_parallel"), "four", ["topology.tensor_parallel: 'four' is not valid",
-                                              "nodes x gpus_per_node"]),
-    (("topology", "tensor_parallel"), 4.0, ["topology.tensor_parallel: 4.0 is not valid"]),
-    (("engine", "name"), "vlm", ["engine.name: 'vlm' is not valid", "vllm, sglang, or unknown"]),
-    (("model", "revision"), "abc123", ["model.revision: 'abc123' is not valid", "40-hex commit"]),
-    (("model", "checkpoint", "bytes"), "190 gigabytes", ["model.checkpoint.bytes", "'204.5 GB'"]),
-    (("serving", "gpu_memory_utilization"), 1.5, ["serving.gpu_memory_utilization: 1.5", "0 to 1"]),
-    (("serving", "gpu_memory_utilization"), float("nan"), ["serving.gpu_memory_utilization: NaN"]),
-    (("serving", "speculation"), {"method": "medusa", "num_speculative_tokens": 3},
-     ["serving.speculation.method: 'medusa' is not valid", "mtp, eagle or ngram"]),
-    (("serving", "env"), {"lowercase": "x"}, ["serving.env: key 'lowercase' is not allowed"]),
-    (("serving", "env"), {"NCCL_DEBUG": 1}, ["serving.env.NCCL_DEBUG: 1 is not valid"]),
-    (("qualification", "gates"), ["smoke", "vibes"], ["qualification.gates[1]: 'vibes'"]),
-    (("sources",), "000", ["sources: '000' is not valid"]),
-    (("model", "checkpoint", "bytes_source"), datetime.date(2026, 8, 28),
-     ["model.checkpoint.bytes_source: datetime.date(2026, 8, 28) is not valid"]),
-])
+@pytest.mark.parametrize(
+    "path,value,fragments",
+    [
+        (
+            ("topology", "tensor_parallel"),
+            "four",
+            ["topology.tensor_parallel: 'four' is not valid", "nodes x gpus_per_node"],
+        ),
+        (("topology", "tensor_parallel"), 4.0, ["topology.tensor_parallel: 4.0 is not valid"]),
+        (("engine", "name"), "vlm", ["engine.name: 'vlm' is not valid", "vllm, sglang, or unknown"]),
+        (("model", "revision"), "abc123", ["model.revision: 'abc123' is not valid", "40-hex commit"]),
+        (("model", "checkpoint", "bytes"), "190 gigabytes", ["model.checkpoint.bytes", "'204.5 GB'"]),
+        (("serving", "gpu_memory_utilization"), 1.5, ["serving.gpu_memory_utilization: 1.5", "0 to 1"]),
+        (("serving", "gpu_memory_utilization"), float("nan"), ["serving.gpu_memory_utilization: NaN"]),
+        (
+            ("serving", "speculation"),
+            {"method": "medusa", "num_speculative_tokens": 3},
+            ["serving.speculation.method: 'medusa' is not valid", "mtp, eagle or ngram"],
+        ),
+        (("serving", "env"), {"lowercase": "x"}, ["serving.env: key 'lowercase' is not allowed"]),
+        (("serving", "env"), {"NCCL_DEBUG": 1}, ["serving.env.NCCL_DEBUG: 1 is not valid"]),
+        (("qualification", "gates"), ["smoke", "vibes"], ["qualification.gates[1]: 'vibes'"]),
+        (("sources",), "000", ["sources: '000' is not valid"]),
+        (
+            ("model", "checkpoint", "bytes_source"),
+            datetime.date(2026, 8, 28),
+            ["model.checkpoint.bytes_source: datetime.date(2026, 8, 28) is not valid"],
+        ),
+    ],
+)
 def test_bad_value_is_named_with_its_path_and_expectation(path, value, fragments):
     with pytest.raises(SeatError) as caught:
         validate(mutated(GLM, path, value))
@@ -121,23 +157,40 @@ def test_misspelt_field_gets_a_suggestion():
         validate(mutated(GLM, ("serving",), serving))
 
 
-@pytest.mark.parametrize("path,value,fragment", [
-    (("model", "revision_status"), "pinned",
-     "model.revision: is null but model.revision_status says pinned"),
-    (("engine", "image", "digest"), "sha256:" + "a" * 64,
-     "engine.image.digest: is given but engine.image.status is 'unknown'"),
-    (("model", "checkpoint", "bytes_status"), "unknown",
-     "model.checkpoint.bytes: 190200000000 disagrees with model.checkpoint.bytes_status 'unknown'"),
-    (("topology", "gpus_per_node"), 4,
-     "topology.tensor_parallel: 4 does not equal topology.nodes (2) x topology.gpus_per_node (4)"),
-    (("topology", "expert_parallel"), 2, "topology.expert_parallel: 2 must be 1 or equal topology.tensor_parallel"),
-    (("engine", "device"), "cpu", "topology: a CPU seat (engine.device: cpu) has topology.gpus_per_node 0"),
-    (("serving", "max_num_seqs"), 4, "qualification.concurrency: 16 streams exceed serving.max_num_seqs 4"),
-    (("overrides",), [{"rule": "custom-allreduce-of", "reason": "a reason long enough"}],
-     "overrides[0].rule: 'custom-allreduce-of' is not a rule id (did you mean custom-allreduce-off?)"),
-    (("qualification", "expect_fail"), ["responses-api"],
-     "qualification.expect_fail[0]: 'responses-api' is not in qualification.gates"),
-])
+@pytest.mark.parametrize(
+    "path,value,fragment",
+    [
+        (("model", "revision_status"), "pinned", "model.revision: is null but model.revision_status says pinned"),
+        (
+            ("engine", "image", "digest"),
+            "sha256:" + "a" * 64,
+            "engine.image.digest: is given but engine.image.status is 'unknown'",
+        ),
+        (
+            ("model", "checkpoint", "bytes_status"),
+            "unknown",
+            "model.checkpoint.bytes: 190200000000 disagrees with model.checkpoint.bytes_status 'unknown'",
+        ),
+        (
+            ("topology", "gpus_per_node"),
+            4,
+            "topology.tensor_parallel: 4 does not equal topology.nodes (2) x topology.gpus_per_node (4)",
+        ),
+        (("topology", "expert_parallel"), 2, "topology.expert_parallel: 2 must be 1 or equal topology.tensor_parallel"),
+        (("engine", "device"), "cpu", "topology: a CPU seat (engine.device: cpu) has topology.gpus_per_node 0"),
+        (("serving", "max_num_seqs"), 4, "qualification.concurrency: 16 streams exceed serving.max_num_seqs 4"),
+        (
+            ("overrides",),
+            [{"rule": "custom-allreduce-of", "reason": "a reason long enough"}],
+            "overrides[0].rule: 'custom-allreduce-of' is not a rule id (did you mean custom-allreduce-off?)",
+        ),
+        (
+            ("qualification", "expect_fail"),
+            ["responses-api"],
+            "qualification.expect_fail[0]: 'responses-api' is not in qualification.gates",
+        ),
+    ],
+)
 def test_fields_that_must_agree(path, value, fragment):
     with pytest.raises(SeatError) as caught:
         validate(mutated(GLM, path, value))
@@ -150,11 +203,14 @@ def test_sglang_seat_cannot_name_an_executor():
         validate(data)
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("name: [unclosed", "not valid YAML at line 1"),
-    ("a: 1\n b: 2\n", "not valid YAML at line 2"),
-    ("", "the file is empty"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("name: [unclosed", "not valid YAML at line 1"),
+        ("a: 1\n b: 2\n", "not valid YAML at line 2"),
+        ("", "the file is empty"),
+    ],
+)
 def test_yaml_errors_name_the_file_and_line(text, fragment):
     with pytest.raises(SeatError) as caught:
         recipe_from_text(text, "seats/x.yml")
@@ -169,6 +225,7 @@ def test_a_recipe_that_is_not_a_mapping_is_rejected(data):
 
 
 # --- property tests: malformed recipes never escape as anything but a SeatError naming the field ---
+
 
 def _paths(value, prefix=()):
     """Every path into a recipe: mappings by key, lists by index."""
@@ -187,11 +244,17 @@ def _paths(value, prefix=()):
 RECIPES = {name: seat_data(name) for name in SEAT_NAMES}
 CASES = [(name, path) for name, data in RECIPES.items() for path in _paths(data)]
 JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-2 ** 70, max_value=2 ** 70)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.text(max_size=12) | st.integers(min_value=-5, max_value=5), inner, max_size=4),
-    max_leaves=12)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=12) | st.integers(min_value=-5, max_value=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 # Values no recipe field accepts: YAML dates, mappings keyed by numbers, NaN.
 NEVER_VALID = st.sampled_from([datetime.date(2026, 9, 9), {7: [None]}, float("nan"), float("-inf")])
 
@@ -232,8 +295,11 @@ def _schema_node(parts):
     return node
 
 
-REQUIRED_CASES = [(name, path) for name, path in CASES
-                  if isinstance(path[-1], str) and path[-1] in _schema_node(path[:-1]).get("required", ())]
+REQUIRED_CASES = [
+    (name, path)
+    for name, path in CASES
+    if isinstance(path[-1], str) and path[-1] in _schema_node(path[:-1]).get("required", ())
+]
 
 
 def test_required_cases_cover_every_section():
@@ -245,8 +311,11 @@ def test_required_cases_cover_every_section():
 def test_deleting_a_required_field_names_it(case):
     name, path = case
     parent = _get(RECIPES[name], path[:-1])
-    data = mutated(RECIPES[name], path[:-1], {k: v for k, v in parent.items() if k != path[-1]}) \
-        if path[:-1] else {k: v for k, v in parent.items() if k != path[-1]}
+    data = (
+        mutated(RECIPES[name], path[:-1], {k: v for k, v in parent.items() if k != path[-1]})
+        if path[:-1]
+        else {k: v for k, v in parent.items() if k != path[-1]}
+    )
     with pytest.raises(SeatError) as caught:
         validate(data)
     assert "%s: missing" % field_path(path) in str(caught.value)

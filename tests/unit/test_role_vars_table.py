@@ -1,4 +1,5 @@
 """The README's role-variable table is generated from the roles' argument specs and kept current."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,22 @@ def test_every_role_and_variable_is_in_the_table():
 
 
 def test_readme_table_is_current():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "render_role_vars.py"), "--check"],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "render_role_vars.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_contract_table_has_every_variable():
     table = render_role_vars.contract_table()
-    for name in ("seatwright_node_cotenants", "seatwright_fleet_incumbents", "seatwright_fleet_promotion_margin",
-                 "seatwright_state_dir", "gpu_power_limit_w"):
+    for name in (
+        "seatwright_node_cotenants",
+        "seatwright_fleet_incumbents",
+        "seatwright_fleet_promotion_margin",
+        "seatwright_state_dir",
+        "gpu_power_limit_w",
+    ):
         assert "| `%s` |" % name in table

@@ -1,10 +1,17 @@
-"""Compatibility rules (module_utils/seatwright/seat/rules.py): conditions, effects, overrides, refusals."""
-import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.node.hardware import GPU_PROFILES
-from ansible.module_utils.seatwright.seat.recipe import validate_recipe
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, RULES, describe_effect, evaluate, launch_text, table_rows
+"""Compatibility rules (plugins/module_utils/seat/rules.py): conditions, effects, overrides, refusals."""
 
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import (
+    RULE_IDS,
+    RULES,
+    describe_effect,
+    evaluate,
+    launch_text,
+    table_rows,
+)
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
 
 
@@ -17,8 +24,15 @@ def recipe(name, folder=None, changes=()):
 
 def gpus(profile, count):
     spec = GPU_PROFILES[profile]
-    return [{"index": i, "name": spec["name"], "compute_capability": spec["compute_capability"],
-             "memory_total_mib": spec["memory_mib"]} for i in range(count)]
+    return [
+        {
+            "index": i,
+            "name": spec["name"],
+            "compute_capability": spec["compute_capability"],
+            "memory_total_mib": spec["memory_mib"],
+        }
+        for i in range(count)
+    ]
 
 
 SM120_X4 = gpus("rtx-pro-6000-maxq", 2) + gpus("rtx-pro-6000-ws", 2)
@@ -33,50 +47,87 @@ def test_rule_ids_are_unique_and_every_rule_is_complete():
     assert len(set(RULE_IDS)) == len(RULE_IDS)
     for rule in RULES:
         assert rule["when"] and rule["reason"] and rule["sources"] and rule["effects"] and launch_text(rule)
-        assert any("[%s]" % source in rule["reason"] for source in rule["sources"] if source.isdigit()) \
-            or not any(source.isdigit() for source in rule["sources"])
+        assert any("[%s]" % source in rule["reason"] for source in rule["sources"] if source.isdigit()) or not any(
+            source.isdigit() for source in rule["sources"]
+        )
 
 
 def test_the_issue_names_these_rules():
-    assert set(RULE_IDS) >= {"custom-allreduce-off", "allreduce-fusion-off", "no-cross-node-speculation",
-                             "distributed-timeout", "cudagraph-capture-cap", "gpu-memory-cotenants",
-                             "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer",
-                             "nope-mla-marlin-moe"}
+    assert set(RULE_IDS) >= {
+        "custom-allreduce-off",
+        "allreduce-fusion-off",
+        "no-cross-node-speculation",
+        "distributed-timeout",
+        "cudagraph-capture-cap",
+        "gpu-memory-cotenants",
+        "nope-mla-backend-gate",
+        "nope-mla-block-size",
+        "nope-mla-flashinfer",
+        "nope-mla-marlin-moe",
+    }
 
 
 def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     result = evaluate(recipe("glm53"), SM120_X4, "seats/glm53.yml")
-    assert applied(result) == ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                               "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer",
-                               "nope-mla-marlin-moe"]
+    assert applied(result) == [
+        "custom-allreduce-off",
+        "allreduce-fusion-off",
+        "distributed-timeout",
+        "nope-mla-backend-gate",
+        "nope-mla-block-size",
+        "nope-mla-flashinfer",
+        "nope-mla-marlin-moe",
+    ]
     serving = result["settings"]["serving"]
-    assert (serving["custom_all_reduce"], serving["allreduce_fusion"], serving["distributed_timeout_s"],
-            serving["max_cudagraph_capture_size"], serving["block_size"], serving["moe_backend"]) == \
-        (False, False, 3600, None, 2304, "marlin")
+    assert (
+        serving["custom_all_reduce"],
+        serving["allreduce_fusion"],
+        serving["distributed_timeout_s"],
+        serving["max_cudagraph_capture_size"],
+        serving["block_size"],
+        serving["moe_backend"],
+    ) == (False, False, 3600, None, 2304, "marlin")
     # The capture cap was seen only with the community SM120 image [000] section 6: a warning here.
     assert [w["id"] for w in result["warnings"]] == ["cudagraph-capture-cap"]
     assert result["settings"]["topology"]["executor"] == "mp"
     assert result["refusals"] == [] and result["unverified"] == [] and result["undecided"] == []
 
 
-@pytest.mark.parametrize("name,hardware,expected", [
-    # One SM120 node: the SM12x rules, none of the multi-node ones.
-    ("qwen35-122b", SM120_X2, ["custom-allreduce-off", "allreduce-fusion-off"]),
-    # The recorded H200 pair (capability 9.0) at TP2 on one node: no rule at all.
-    ("qwen35-122b", h200_gpus(), []),
-    # A CPU seat has no GPU and one node.
-    ("lab", [], []),
-    # Nemotron Ultra is not MLA: multi-node and SM12x rules only.
-    ("nemotron3-ultra", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout"]),
-    # The vendor GLM runs on the community SM120 image: the capture cap was seen there; the NoPE fixes of the
-    # stock image were not needed there [000] section 6.
-    ("glm53-vendor", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                                "cudagraph-capture-cap"]),
-    # The FP8 attempt keeps co-tenants resident on a stock image: utilisation capped, the NoPE fixes required.
-    ("glm53-fp8", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout",
-                             "gpu-memory-cotenants", "nope-mla-backend-gate", "nope-mla-block-size",
-                             "nope-mla-flashinfer", "nope-mla-marlin-moe"]),
-])
+@pytest.mark.parametrize(
+    "name,hardware,expected",
+    [
+        # One SM120 node: the SM12x rules, none of the multi-node ones.
+        ("qwen35-122b", SM120_X2, ["custom-allreduce-off", "allreduce-fusion-off"]),
+        # The recorded H200 pair (capability 9.0) at TP2 on one node: no rule at all.
+        ("qwen35-122b", h200_gpus(), []),
+        # A CPU seat has no GPU and one node.
+        ("lab", [], []),
+        # Nemotron Ultra is not MLA: multi-node and SM12x rules only.
+        ("nemotron3-ultra", SM120_X4, ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout"]),
+        # The vendor GLM runs on the community SM120 image: the capture cap was seen there; the NoPE fixes of the
+        # stock image were not needed there [000] section 6.
+        (
+            "glm53-vendor",
+            SM120_X4,
+            ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout", "cudagraph-capture-cap"],
+        ),
+        # The FP8 attempt keeps co-tenants resident on a stock image: utilisation capped, the NoPE fixes required.
+        (
+            "glm53-fp8",
+            SM120_X4,
+            [
+                "custom-allreduce-off",
+                "allreduce-fusion-off",
+                "distributed-timeout",
+                "gpu-memory-cotenants",
+                "nope-mla-backend-gate",
+                "nope-mla-block-size",
+                "nope-mla-flashinfer",
+                "nope-mla-marlin-moe",
+            ],
+        ),
+    ],
+)
 def test_which_rules_apply(name, hardware, expected):
     assert applied(evaluate(recipe(name), hardware, name)) == expected
 
@@ -89,7 +140,11 @@ def test_nope_rules_do_not_apply_off_sm12x():
 def test_unknown_attention_leaves_the_nope_rules_undecided():
     result = evaluate(recipe("qwen35-122b"), SM120_X2, "qwen35")
     assert [item["id"] for item in result["undecided"]] == [
-        "nope-mla-backend-gate", "nope-mla-block-size", "nope-mla-flashinfer", "nope-mla-marlin-moe"]
+        "nope-mla-backend-gate",
+        "nope-mla-block-size",
+        "nope-mla-flashinfer",
+        "nope-mla-marlin-moe",
+    ]
     assert "model.architecture.attention unknown" in result["undecided"][0]["reason"]
 
 
@@ -103,17 +158,24 @@ def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
     result = evaluate(recipe("glm53-fp8"), SM120_X4, "v")
     assert result["unverified"] == [
         "engine.image is unknown; it must carry patch sm90-mla-backend-on-cc12 (rule nope-mla-backend-gate)",
-        "engine.flashinfer_version is unknown; the rule needs 0.6.18 or newer (rule nope-mla-flashinfer)"]
+        "engine.flashinfer_version is unknown; the rule needs 0.6.18 or newer (rule nope-mla-flashinfer)",
+    ]
 
 
-@pytest.mark.parametrize("path,value,fragment", [
-    (("serving", "block_size"), 1152, "serving.block_size is 1152; the rule needs a multiple of 256"),
-    (("serving", "moe_backend"), "flashinfer_cutlass",
-     "serving.moe_backend is flashinfer_cutlass; the rule needs marlin"),
-    (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
-    (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
-    (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
-])
+@pytest.mark.parametrize(
+    "path,value,fragment",
+    [
+        (("serving", "block_size"), 1152, "serving.block_size is 1152; the rule needs a multiple of 256"),
+        (
+            ("serving", "moe_backend"),
+            "flashinfer_cutlass",
+            "serving.moe_backend is flashinfer_cutlass; the rule needs marlin",
+        ),
+        (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
+        (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
+        (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
+    ],
+)
 def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(path, value, fragment):
     changes = [(path, value)]
     if path == ("serving", "max_cudagraph_capture_size"):
@@ -126,8 +188,11 @@ def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(pat
 
 
 def test_a_pinned_image_without_the_patch_is_an_error():
-    changes = [(("engine", "image", "digest"), "sha256:" + "b" * 64), (("engine", "image", "status"), "pinned"),
-               (("engine", "patches"), [])]
+    changes = [
+        (("engine", "image", "digest"), "sha256:" + "b" * 64),
+        (("engine", "image", "status"), "pinned"),
+        (("engine", "patches"), []),
+    ]
     with pytest.raises(SeatError, match="engine.patches lacks sm90-mla-backend-on-cc12"):
         evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
 
@@ -156,11 +221,14 @@ def test_two_node_mtp_at_concurrency_16_is_refused_with_its_reason():
     assert "sampling collective stalls" in refusal["reason"] and "[000]" in refusal["reason"]
 
 
-@pytest.mark.parametrize("changes,refused", [
-    ([(("serving", "max_num_seqs"), 1), (("qualification", "concurrency"), [1])], False),
-    ([(("serving", "max_num_seqs"), None)], True),
-    ([(("serving", "speculation"), None)], False),
-])
+@pytest.mark.parametrize(
+    "changes,refused",
+    [
+        ([(("serving", "max_num_seqs"), 1), (("qualification", "concurrency"), [1])], False),
+        ([(("serving", "max_num_seqs"), None)], True),
+        ([(("serving", "speculation"), None)], False),
+    ],
+)
 def test_speculation_refusal_boundaries(changes, refused):
     data = recipe("glm53-b12x-mtp", FIXTURE_SEATS, changes)
     assert bool(evaluate(data, SM120_X4, "x")["refusals"]) is refused
@@ -185,12 +253,15 @@ def test_evaluate_leaves_the_recipe_untouched():
     assert repr(data) == before
 
 
-@pytest.mark.parametrize("effect,words", [
-    ({"kind": "set", "field": "serving.custom_all_reduce", "value": False}, "serving.custom_all_reduce = false"),
-    ({"kind": "at_most", "field": "a.b", "value": 256}, "a.b at most 256 (set to 256 when unset)"),
-    ({"kind": "multiple_of", "field": "a.b", "value": 256, "default": 2304}, "a multiple of 256 (set to 2304"),
-    ({"kind": "refuse"}, "refuse the seat"),
-])
+@pytest.mark.parametrize(
+    "effect,words",
+    [
+        ({"kind": "set", "field": "serving.custom_all_reduce", "value": False}, "serving.custom_all_reduce = false"),
+        ({"kind": "at_most", "field": "a.b", "value": 256}, "a.b at most 256 (set to 256 when unset)"),
+        ({"kind": "multiple_of", "field": "a.b", "value": 256, "default": 2304}, "a multiple of 256 (set to 2304"),
+        ({"kind": "refuse"}, "refuse the seat"),
+    ],
+)
 def test_describe_effect(effect, words):
     assert words in describe_effect(effect)
 

@@ -1,11 +1,11 @@
 """The README's rules table is generated from the rules' data (tools/render_rules_table.py)."""
+
 import importlib.util
 import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.seatwright.seat.rules import RULE_IDS, table_markdown
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, table_markdown
 from seat_cases import ROOT
 
 TOOL = ROOT / "tools" / "render_rules_table.py"
@@ -16,8 +16,9 @@ _spec.loader.exec_module(render_rules_table)
 
 def test_table_has_a_row_per_rule_with_its_reason():
     table = table_markdown()
-    assert table.splitlines()[0] == ("| id | applies when | required where seen (conditions, sources) | effect | reason "
-                                     "| sources |")
+    assert table.splitlines()[0] == (
+        "| id | applies when | required where seen (conditions, sources) | effect | reason | sources |"
+    )
     assert len(table.splitlines()) == 2 + len(RULE_IDS)
     for rule_id in RULE_IDS:
         assert "| `%s` |" % rule_id in table
@@ -54,6 +55,7 @@ def test_missing_markers_print_the_table_and_fail(tmp_path, capsys):
 
 
 def test_readme_table_is_current():
-    result = subprocess.run([sys.executable, str(TOOL), "--check"], cwd=ROOT, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, str(TOOL), "--check"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr + "run: .venv/bin/python tools/render_rules_table.py"

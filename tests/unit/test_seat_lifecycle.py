@@ -1,14 +1,28 @@
 """Pure decisions of the seat lifecycle: co-tenant eviction and restore, readiness, read-back, transports."""
-import pytest
-from ansible.module_utils.seatwright.fabric.nccl import engine_transports
-from ansible.module_utils.seatwright.seat.cotenants import (
-    check_cotenants, eviction_plan, merge_record, restore_actions)
-from ansible.module_utils.seatwright.seat.readiness import (
-    engine_pids, last_lines, ray_alive_verdict, readiness_verdict)
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.seat.running import (
-    compare_running, container_name, nccl_env_drift, parse_env_file, redact_env, spec_hash)
 
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import engine_transports
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
+    check_cotenants,
+    eviction_plan,
+    merge_record,
+    restore_actions,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
+    engine_pids,
+    last_lines,
+    ray_alive_verdict,
+    readiness_verdict,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import (
+    compare_running,
+    container_name,
+    nccl_env_drift,
+    parse_env_file,
+    redact_env,
+    spec_hash,
+)
 from conftest import FIXTURES
 
 OMNI = {"name": "omni", "kind": "container", "gpus": "all"}
@@ -18,16 +32,20 @@ ROUTER = {"name": "router.service", "kind": "systemd", "gpus": [0]}
 
 # ------------------------------------------------------------------ co-tenants
 
-@pytest.mark.parametrize("declared,exclusive,seat_gpus,stopped,kept", [
-    ([OMNI, EMBED], True, [0, 1], ["omni", "embedder.service"], []),
-    ([OMNI, EMBED], True, [0], ["omni"], ["embedder.service"]),
-    ([OMNI, EMBED, ROUTER], True, [0], ["omni", "router.service"], ["embedder.service"]),
-    # A CPU seat needs no GPU, but an exclusive seat still takes the node from one that claims all.
-    ([OMNI, EMBED], True, [], ["omni"], ["embedder.service"]),
-    ([OMNI, EMBED], False, [0, 1], [], ["omni", "embedder.service"]),
-    (None, True, [0, 1], [], []),
-    ([], True, [0, 1], [], []),
-])
+
+@pytest.mark.parametrize(
+    "declared,exclusive,seat_gpus,stopped,kept",
+    [
+        ([OMNI, EMBED], True, [0, 1], ["omni", "embedder.service"], []),
+        ([OMNI, EMBED], True, [0], ["omni"], ["embedder.service"]),
+        ([OMNI, EMBED, ROUTER], True, [0], ["omni", "router.service"], ["embedder.service"]),
+        # A CPU seat needs no GPU, but an exclusive seat still takes the node from one that claims all.
+        ([OMNI, EMBED], True, [], ["omni"], ["embedder.service"]),
+        ([OMNI, EMBED], False, [0, 1], [], ["omni", "embedder.service"]),
+        (None, True, [0, 1], [], []),
+        ([], True, [0, 1], [], []),
+    ],
+)
 def test_eviction_plan(declared, exclusive, seat_gpus, stopped, kept):
     plan = eviction_plan("node-a", declared, seat_gpus, exclusive)
     assert [item["name"] for item in plan["stop"]] == stopped
@@ -35,16 +53,19 @@ def test_eviction_plan(declared, exclusive, seat_gpus, stopped, kept):
     assert all(item["reason"] for item in plan["stop"] + plan["keep"])
 
 
-@pytest.mark.parametrize("declared,message", [
-    ("omni", "seatwright_node_cotenants is str; expected a list"),
-    ([{"name": "omni", "kind": "podman", "gpus": "all"}], "[0].kind is 'podman'; expected container or systemd"),
-    ([{"name": "omni", "kind": "container", "gpus": []}], "[0].gpus is []; expected all, or a non-empty list"),
-    ([{"name": "omni", "kind": "container", "gpus": [True]}], "[0].gpus is [True]"),
-    ([{"name": "om ni; rm -rf /", "kind": "container", "gpus": "all"}], "[0].name is 'om ni; rm -rf /'"),
-    ([OMNI, OMNI], "[1].name omni is declared twice"),
-    ([dict(OMNI, gpu="all")], "[0]: unknown field gpu; allowed: name, kind, gpus"),
-    (["omni"], "[0] is 'omni'; expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "declared,message",
+    [
+        ("omni", "seatwright_node_cotenants is str; expected a list"),
+        ([{"name": "omni", "kind": "podman", "gpus": "all"}], "[0].kind is 'podman'; expected container or systemd"),
+        ([{"name": "omni", "kind": "container", "gpus": []}], "[0].gpus is []; expected all, or a non-empty list"),
+        ([{"name": "omni", "kind": "container", "gpus": [True]}], "[0].gpus is [True]"),
+        ([{"name": "om ni; rm -rf /", "kind": "container", "gpus": "all"}], "[0].name is 'om ni; rm -rf /'"),
+        ([OMNI, OMNI], "[1].name omni is declared twice"),
+        ([dict(OMNI, gpu="all")], "[0]: unknown field gpu; allowed: name, kind, gpus"),
+        (["omni"], "[0] is 'omni'; expected a mapping"),
+    ],
+)
 def test_bad_cotenants_are_named(declared, message):
     with pytest.raises(SeatError) as caught:
         check_cotenants("node-b", declared)
@@ -56,50 +77,84 @@ def test_systemd_names_get_their_suffix():
     assert check_cotenants("n", [EMBED])[0]["name"] == "embedder.service"
 
 
-@pytest.mark.parametrize("existing,observed,expected", [
-    # First eviction: what is observed now is the prior state.
-    (None, [{"name": "omni", "kind": "container", "running": True},
-            {"name": "batch", "kind": "container", "running": False}],
-     {"omni": True, "batch": False}),
-    # A second run (seat up, or a failed bring-up that never restored) sees omni stopped by us:
-    # the first record wins, so the restore still starts it.
-    ({"format": "seatwright-cotenants/1", "host": "n", "seat": "lab",
-      "entries": [{"name": "omni", "kind": "container", "was_running": True}]},
-     [{"name": "omni", "kind": "container", "running": False}],
-     {"omni": True}),
-    ({"format": "seatwright-cotenants/1", "host": "n", "seat": "lab",
-      "entries": [{"name": "omni", "kind": "container", "was_running": True}]},
-     [{"name": "omni", "kind": "container", "running": False},
-      {"name": "extra", "kind": "systemd", "running": True}],
-     {"omni": True, "extra": True}),
-])
+@pytest.mark.parametrize(
+    "existing,observed,expected",
+    [
+        # First eviction: what is observed now is the prior state.
+        (
+            None,
+            [
+                {"name": "omni", "kind": "container", "running": True},
+                {"name": "batch", "kind": "container", "running": False},
+            ],
+            {"omni": True, "batch": False},
+        ),
+        # A second run (seat up, or a failed bring-up that never restored) sees omni stopped by us:
+        # the first record wins, so the restore still starts it.
+        (
+            {
+                "format": "seatwright-cotenants/1",
+                "host": "n",
+                "seat": "lab",
+                "entries": [{"name": "omni", "kind": "container", "was_running": True}],
+            },
+            [{"name": "omni", "kind": "container", "running": False}],
+            {"omni": True},
+        ),
+        (
+            {
+                "format": "seatwright-cotenants/1",
+                "host": "n",
+                "seat": "lab",
+                "entries": [{"name": "omni", "kind": "container", "was_running": True}],
+            },
+            [
+                {"name": "omni", "kind": "container", "running": False},
+                {"name": "extra", "kind": "systemd", "running": True},
+            ],
+            {"omni": True, "extra": True},
+        ),
+    ],
+)
 def test_merge_record_keeps_the_first_prior_state(existing, observed, expected):
     record = merge_record("n", "lab", existing, observed)
     assert {e["name"]: e["was_running"] for e in record["entries"]} == expected
     assert record["format"] == "seatwright-cotenants/1"
 
 
-@pytest.mark.parametrize("entries,observed,starts", [
-    ([("omni", True)], {"omni": False}, ["omni"]),
-    ([("omni", True)], {"omni": True}, []),
-    ([("omni", False)], {"omni": False}, []),
-    ([("omni", True), ("batch", False), ("embed.service", True)], {}, ["omni", "embed.service"]),
-])
+@pytest.mark.parametrize(
+    "entries,observed,starts",
+    [
+        ([("omni", True)], {"omni": False}, ["omni"]),
+        ([("omni", True)], {"omni": True}, []),
+        ([("omni", False)], {"omni": False}, []),
+        ([("omni", True), ("batch", False), ("embed.service", True)], {}, ["omni", "embed.service"]),
+    ],
+)
 def test_restore_starts_only_what_was_running(entries, observed, starts):
-    record = {"format": "seatwright-cotenants/1", "host": "n", "seat": "lab",
-              "entries": [{"name": n, "kind": "systemd" if n.endswith(".service") else "container",
-                           "was_running": r} for n, r in entries]}
+    record = {
+        "format": "seatwright-cotenants/1",
+        "host": "n",
+        "seat": "lab",
+        "entries": [
+            {"name": n, "kind": "systemd" if n.endswith(".service") else "container", "was_running": r}
+            for n, r in entries
+        ],
+    }
     actions = restore_actions("n", record, observed)
     assert [a["name"] for a in actions if a["action"] == "start"] == starts
     assert len(actions) == len(entries)
 
 
-@pytest.mark.parametrize("record", [
-    {"format": "other/1", "entries": []},
-    {"format": "seatwright-cotenants/1", "entries": [{"name": "x", "kind": "container"}]},
-    {"format": "seatwright-cotenants/1", "entries": [{"name": "x;y", "kind": "container", "was_running": True}]},
-    ["not", "a", "record"],
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"format": "other/1", "entries": []},
+        {"format": "seatwright-cotenants/1", "entries": [{"name": "x", "kind": "container"}]},
+        {"format": "seatwright-cotenants/1", "entries": [{"name": "x;y", "kind": "container", "was_running": True}]},
+        ["not", "a", "record"],
+    ],
+)
 def test_a_foreign_record_is_refused(record):
     with pytest.raises(SeatError, match="restore the services by hand"):
         restore_actions("node-a", record, {})
@@ -115,20 +170,30 @@ RUNNING = [{"host": "node-a", "name": "seatwright-lab-rank0", "running": True, "
 EXITED = [{"host": "node-a", "name": "seatwright-lab-rank0", "running": False, "exit_code": 1}]
 
 
-@pytest.mark.parametrize("probe,elapsed,state", [
-    ({"containers": RUNNING, "health_status": 200, "models": ["lab"]}, 50, "ready"),
-    # The clock has run out but the engine just became ready: ready wins.
-    ({"containers": RUNNING, "health_status": 200, "models": ["lab"]}, 400, "ready"),
-    ({"containers": RUNNING, "health_status": None, "models": None, "error": "connection refused"}, 10, "waiting"),
-    ({"containers": RUNNING, "health_status": 503, "models": None}, 10, "waiting"),
-    ({"containers": RUNNING, "health_status": None, "models": None}, 300, "timeout"),
-    # A dead container ends the wait at once, whatever the clock says.
-    ({"containers": EXITED, "health_status": None, "models": None}, 3, "exited"),
-    ({"containers": RUNNING + [dict(EXITED[0], host="node-b", name="seatwright-lab-rank1")],
-      "health_status": None, "models": None}, 3, "exited"),
-    ({"containers": [], "health_status": None, "models": None}, 3, "exited"),
-    ({"containers": RUNNING, "health_status": 200, "models": ["other"]}, 50, "exited"),
-])
+@pytest.mark.parametrize(
+    "probe,elapsed,state",
+    [
+        ({"containers": RUNNING, "health_status": 200, "models": ["lab"]}, 50, "ready"),
+        # The clock has run out but the engine just became ready: ready wins.
+        ({"containers": RUNNING, "health_status": 200, "models": ["lab"]}, 400, "ready"),
+        ({"containers": RUNNING, "health_status": None, "models": None, "error": "connection refused"}, 10, "waiting"),
+        ({"containers": RUNNING, "health_status": 503, "models": None}, 10, "waiting"),
+        ({"containers": RUNNING, "health_status": None, "models": None}, 300, "timeout"),
+        # A dead container ends the wait at once, whatever the clock says.
+        ({"containers": EXITED, "health_status": None, "models": None}, 3, "exited"),
+        (
+            {
+                "containers": RUNNING + [dict(EXITED[0], host="node-b", name="seatwright-lab-rank1")],
+                "health_status": None,
+                "models": None,
+            },
+            3,
+            "exited",
+        ),
+        ({"containers": [], "health_status": None, "models": None}, 3, "exited"),
+        ({"containers": RUNNING, "health_status": 200, "models": ["other"]}, 50, "exited"),
+    ],
+)
 def test_readiness_verdict(probe, elapsed, state):
     verdict = readiness_verdict(probe, elapsed, 300, "lab")
     assert verdict["state"] == state
@@ -161,18 +226,28 @@ NODES = [
     {"NodeManagerAddress": "172.30.99.11", "Alive": True, "Resources": {"CPU": 2.0, "GPU": 2.0}},
     {"NodeManagerAddress": "172.30.99.12", "Alive": True, "Resources": {"CPU": 2.0, "GPU": 2.0}},
 ]
-WANT = [{"host": "node-a", "address": "172.30.99.11", "resources": {"GPU": 2}},
-        {"host": "node-b", "address": "172.30.99.12", "resources": {"GPU": 2}}]
+WANT = [
+    {"host": "node-a", "address": "172.30.99.11", "resources": {"GPU": 2}},
+    {"host": "node-b", "address": "172.30.99.12", "resources": {"GPU": 2}},
+]
 
 
-@pytest.mark.parametrize("nodes,elapsed,alive,done,missing", [
-    (NODES, 5, True, True, []),
-    (NODES[:1], 5, False, False, ["node-b (172.30.99.12) is not alive"]),
-    (NODES[:1], 60, False, True, ["node-b (172.30.99.12) is not alive"]),
-    ([NODES[0], dict(NODES[1], Alive=False)], 5, False, False, ["node-b (172.30.99.12) is not alive"]),
-    ([NODES[0], dict(NODES[1], Resources={"CPU": 2.0, "GPU": 1.0})], 5, False, False,
-     ["node-b (172.30.99.12) offers GPU 1.0, the seat needs 2"]),
-])
+@pytest.mark.parametrize(
+    "nodes,elapsed,alive,done,missing",
+    [
+        (NODES, 5, True, True, []),
+        (NODES[:1], 5, False, False, ["node-b (172.30.99.12) is not alive"]),
+        (NODES[:1], 60, False, True, ["node-b (172.30.99.12) is not alive"]),
+        ([NODES[0], dict(NODES[1], Alive=False)], 5, False, False, ["node-b (172.30.99.12) is not alive"]),
+        (
+            [NODES[0], dict(NODES[1], Resources={"CPU": 2.0, "GPU": 1.0})],
+            5,
+            False,
+            False,
+            ["node-b (172.30.99.12) offers GPU 1.0, the seat needs 2"],
+        ),
+    ],
+)
 def test_ray_alive_verdict(nodes, elapsed, alive, done, missing):
     verdict = ray_alive_verdict(nodes, WANT, elapsed, 60)
     assert (verdict["alive"], verdict["done"]) == (alive, done)
@@ -181,18 +256,26 @@ def test_ray_alive_verdict(nodes, elapsed, alive, done, missing):
     assert verdict["failed"] is (done and not alive)
 
 
-@pytest.mark.parametrize("ps_text,pids", [
-    ("    1 python3 -m vllm.entrypoints.openai.api_server --model /models/lab\n"
-     "   57 VLLM::EngineCore\n"
-     "   90 /usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(6)\n"
-     "  200 sleep 5\n"
-     "  201 py-spy dump --pid 1\n"
-     "  202 ps -eo pid=,args=\n", [1, 57, 90]),
-    ("    1 ray start --head --block --port=6379\n   12 /usr/bin/python3 -u /ray/_private/log_monitor.py\n",
-     [1, 12]),
-    ("", []),
-    ("garbage line\n", []),
-])
+@pytest.mark.parametrize(
+    "ps_text,pids",
+    [
+        (
+            "    1 python3 -m vllm.entrypoints.openai.api_server --model /models/lab\n"
+            "   57 VLLM::EngineCore\n"
+            "   90 /usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(6)\n"
+            "  200 sleep 5\n"
+            "  201 py-spy dump --pid 1\n"
+            "  202 ps -eo pid=,args=\n",
+            [1, 57, 90],
+        ),
+        (
+            "    1 ray start --head --block --port=6379\n   12 /usr/bin/python3 -u /ray/_private/log_monitor.py\n",
+            [1, 12],
+        ),
+        ("", []),
+        ("garbage line\n", []),
+    ],
+)
 def test_engine_pids(ps_text, pids):
     assert engine_pids(ps_text) == pids
 
@@ -203,15 +286,18 @@ ARGV = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/mode
 ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
-@pytest.mark.parametrize("running_argv,running_env,problems", [
-    (ARGV, dict(ENV, PATH="/usr/bin"), []),
-    (["/usr/bin/python3"] + ARGV[1:], ENV, []),
-    (ARGV[:-1] + ["8001"], ENV, ["argument 6 is '8001', the plan says '8000'"]),
-    (ARGV + ["--enforce-eager"], ENV, ["argument 7 is '--enforce-eager', the plan says None"]),
-    (ARGV, {"HF_HUB_OFFLINE": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}, ["env HF_HUB_OFFLINE is '0'"]),
-    (ARGV, {"VLLM_CPU_KVCACHE_SPACE": "1"}, ["env HF_HUB_OFFLINE is not set"]),
-    (None, ENV, ["engine process was not found"]),
-])
+@pytest.mark.parametrize(
+    "running_argv,running_env,problems",
+    [
+        (ARGV, dict(ENV, PATH="/usr/bin"), []),
+        (["/usr/bin/python3"] + ARGV[1:], ENV, []),
+        (ARGV[:-1] + ["8001"], ENV, ["argument 6 is '8001', the plan says '8000'"]),
+        (ARGV + ["--enforce-eager"], ENV, ["argument 7 is '--enforce-eager', the plan says None"]),
+        (ARGV, {"HF_HUB_OFFLINE": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}, ["env HF_HUB_OFFLINE is '0'"]),
+        (ARGV, {"VLLM_CPU_KVCACHE_SPACE": "1"}, ["env HF_HUB_OFFLINE is not set"]),
+        (None, ENV, ["engine process was not found"]),
+    ],
+)
 def test_compare_running(running_argv, running_env, problems):
     found = compare_running("node-a", ARGV, running_argv, ENV, running_env)
     assert len(found) == len(problems)
@@ -220,8 +306,7 @@ def test_compare_running(running_argv, running_env, problems):
 
 
 def test_a_secret_never_appears_in_a_difference():
-    found = compare_running("node-a", ARGV, ARGV, dict(ENV, VLLM_API_KEY="s3cret"),
-                            dict(ENV, VLLM_API_KEY="other"))
+    found = compare_running("node-a", ARGV, ARGV, dict(ENV, VLLM_API_KEY="s3cret"), dict(ENV, VLLM_API_KEY="other"))
     assert found == ["node-a: env VLLM_API_KEY differs from the plan (value not shown)"]
     assert "s3cret" not in repr(redact_env({"VLLM_API_KEY": "s3cret"}))
 
@@ -233,15 +318,37 @@ NCCL_IB_DISABLE=1
 """
 
 
-@pytest.mark.parametrize("plan_env,problems", [
-    ({"HF_HUB_OFFLINE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}, []),
-    ({"NCCL_SOCKET_IFNAME": "=eth1", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"},
-     ["NCCL_SOCKET_IFNAME is '=eth0' in the node's NCCL env file but '=eth1' in the plan"]),
-    ({"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"},
-     ["NCCL_IB_DISABLE is '1' in the node's NCCL env file but unset in the plan"]),
-    ({"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "=mlx5_0:1"},
-     ["NCCL_IB_HCA is unset in the node's NCCL env file but '=mlx5_0:1' in the plan"]),
-])
+@pytest.mark.parametrize(
+    "plan_env,problems",
+    [
+        (
+            {
+                "HF_HUB_OFFLINE": "1",
+                "NCCL_SOCKET_IFNAME": "=eth0",
+                "GLOO_SOCKET_IFNAME": "eth0",
+                "NCCL_IB_DISABLE": "1",
+            },
+            [],
+        ),
+        (
+            {"NCCL_SOCKET_IFNAME": "=eth1", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"},
+            ["NCCL_SOCKET_IFNAME is '=eth0' in the node's NCCL env file but '=eth1' in the plan"],
+        ),
+        (
+            {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+            ["NCCL_IB_DISABLE is '1' in the node's NCCL env file but unset in the plan"],
+        ),
+        (
+            {
+                "NCCL_SOCKET_IFNAME": "=eth0",
+                "GLOO_SOCKET_IFNAME": "eth0",
+                "NCCL_IB_DISABLE": "1",
+                "NCCL_IB_HCA": "=mlx5_0:1",
+            },
+            ["NCCL_IB_HCA is unset in the node's NCCL env file but '=mlx5_0:1' in the plan"],
+        ),
+    ],
+)
 def test_a_plan_whose_nccl_env_drifted_from_the_node_is_named(plan_env, problems):
     found = nccl_env_drift("node-b", plan_env, parse_env_file(NCCL_FILE))
     assert len(found) == len(problems)
@@ -265,16 +372,20 @@ def test_spec_hash_changes_with_any_input():
 
 # ------------------------------------------------------------------ NCCL transports from engine logs
 
+
 def _fixture(name):
     return (FIXTURES / "nccl" / name).read_text()
 
 
-@pytest.mark.parametrize("name,multi_node,roce,flagged,gdrdma", [
-    ("roce-2node-gdrdma-channels.txt", True, True, False, True),
-    ("h200x2-torch-sweep.txt", False, False, False, False),
-    # One node's P2P log judged as if it spanned nodes over RoCE: no NET channel, flagged.
-    ("h200x2-torch-sweep.txt", True, True, True, False),
-])
+@pytest.mark.parametrize(
+    "name,multi_node,roce,flagged,gdrdma",
+    [
+        ("roce-2node-gdrdma-channels.txt", True, True, False, True),
+        ("h200x2-torch-sweep.txt", False, False, False, False),
+        # One node's P2P log judged as if it spanned nodes over RoCE: no NET channel, flagged.
+        ("h200x2-torch-sweep.txt", True, True, True, False),
+    ],
+)
 def test_engine_transports_from_recorded_logs(name, multi_node, roce, flagged, gdrdma):
     result = engine_transports(_fixture(name), multi_node, roce)
     assert (result["flag"] is not None) is flagged
@@ -297,11 +408,39 @@ def test_a_log_without_channel_lines_is_flagged_only_across_nodes_on_roce():
 
 
 def test_docker_run_argv_makes_the_engine_pid_1_with_its_env_from_a_file():
-    from ansible.module_utils.seatwright.seat.running import docker_run_argv
-    argv = docker_run_argv("seatwright-lab-rank0", "seatwright/vllm-cpu:0.32.0", ARGV, "/var/lib/seatwright/seat/x.env",
-                           {"seat": "lab", "rank": "0"}, ["/m/lab:/models/lab:ro"], ["--gpus", '"device=0,1"'])
-    assert argv == ["run", "--detach", "--name", "seatwright-lab-rank0", "--network", "host",
-                    "--env-file", "/var/lib/seatwright/seat/x.env",
-                    "--label", "io.seatwright.rank=0", "--label", "io.seatwright.seat=lab",
-                    "--volume", "/m/lab:/models/lab:ro", "--gpus", '"device=0,1"',
-                    "--entrypoint", "python3", "seatwright/vllm-cpu:0.32.0"] + ARGV[1:]
+    from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import docker_run_argv
+
+    argv = docker_run_argv(
+        "seatwright-lab-rank0",
+        "seatwright/vllm-cpu:0.32.0",
+        ARGV,
+        "/var/lib/seatwright/seat/x.env",
+        {"seat": "lab", "rank": "0"},
+        ["/m/lab:/models/lab:ro"],
+        ["--gpus", '"device=0,1"'],
+    )
+    assert (
+        argv
+        == [
+            "run",
+            "--detach",
+            "--name",
+            "seatwright-lab-rank0",
+            "--network",
+            "host",
+            "--env-file",
+            "/var/lib/seatwright/seat/x.env",
+            "--label",
+            "io.seatwright.rank=0",
+            "--label",
+            "io.seatwright.seat=lab",
+            "--volume",
+            "/m/lab:/models/lab:ro",
+            "--gpus",
+            '"device=0,1"',
+            "--entrypoint",
+            "python3",
+            "seatwright/vllm-cpu:0.32.0",
+        ]
+        + ARGV[1:]
+    )

@@ -4,24 +4,28 @@ The node's /etc/nccl.conf and env file come from library/nccl_env_render.py (rol
 plan's per-rank env comes from seat/launch.py. Both call fabric/nccl.py node_env/render_env, so
 for the same facts and nccl_env_* settings they must agree key for key.
 """
+
 import copy
 import json
 
-import pytest
-from ansible.module_utils.seatwright.errors import SeatError
-from ansible.module_utils.seatwright.fabric.nccl import declared_fabric, node_env
-from ansible.module_utils.seatwright.seat.plan import make_plan
-from ansible.module_utils.testing import patch_module_args
-
 import nccl_env_render
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import declared_fabric, node_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
 from seat_cases import SCHEMA, example_nodes, mutated, seat_data
 
 
 def roce(gid, path, acs, port=1):
     """seatwright_fabric facts of a RoCE node in fabric_facts' shape."""
     return {
-        "rdma_devices": [{"name": "mlx5_0", "ports": [{"port": port, "active": True, "link_layer": "Ethernet",
-                                                        "roce_v2_gid_index": gid}]}],
+        "rdma_devices": [
+            {
+                "name": "mlx5_0",
+                "ports": [{"port": port, "active": True, "link_layer": "Ethernet", "roce_v2_gid_index": gid}],
+            }
+        ],
         "roce_devices": ["mlx5_0"],
         "fabric_iface": {"name": "enp65s0f0np0", "present": True},
         "gpudirect": {"available": True},
@@ -32,14 +36,18 @@ def roce(gid, path, acs, port=1):
 
 # Two different nodes, so a rank taking the other node's env (or a second copy of the decision) shows.
 FACTS = {"node-a": roce(3, "PHB", "off"), "node-b": roce(5, "PXB", "on", port=2)}
-SETTINGS = {"node-a": {"nccl_env_ib_dscp": 26}, "node-b": {"nccl_env_ib_dscp": 26, "nccl_env_gdr_level": "SYS",
-                                                           "nccl_env_p2p_disable": "false"}}
+SETTINGS = {
+    "node-a": {"nccl_env_ib_dscp": 26},
+    "node-b": {"nccl_env_ib_dscp": 26, "nccl_env_gdr_level": "SYS", "nccl_env_p2p_disable": "false"},
+}
 
 SHAPES = {
     "glm53-vendor (vLLM on Ray)": ("glm53-vendor", ()),
     "nemotron3-ultra (vLLM multiprocessing)": ("nemotron3-ultra", ()),
-    "deepseek across two nodes (SGLang)": ("deepseek-v4-flash", [(("topology", "nodes"), 2),
-                                                                 (("topology", "tensor_parallel"), 4)]),
+    "deepseek across two nodes (SGLang)": (
+        "deepseek-v4-flash",
+        [(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)],
+    ),
 }
 
 
@@ -55,10 +63,15 @@ def candidates(with_facts, with_settings):
 
 def role_env(node, capsys):
     """What roles/nccl_env writes to the node's env file, through the module the role calls."""
-    fabric = node.get("seatwright_fabric") or declared_fabric(node["seatwright_node_fabric_iface"],
-                                                              node["seatwright_node_rdma_devices"])
-    args = {"host": node["host"], "fabric": fabric, "socket_ifname": node["seatwright_node_fabric_iface"],
-            "rdma_devices": node["seatwright_node_rdma_devices"]}
+    fabric = node.get("seatwright_fabric") or declared_fabric(
+        node["seatwright_node_fabric_iface"], node["seatwright_node_rdma_devices"]
+    )
+    args = {
+        "host": node["host"],
+        "fabric": fabric,
+        "socket_ifname": node["seatwright_node_fabric_iface"],
+        "rdma_devices": node["seatwright_node_rdma_devices"],
+    }
     for key in ("ib_dscp", "gdr_level", "p2p_disable", "gid_index"):
         if node.get("nccl_env_" + key) is not None:
             args[key] = node["nccl_env_" + key]
@@ -92,20 +105,33 @@ def test_every_rank_runs_with_its_nodes_rendered_nccl_env(shape, with_facts, wit
 def test_facts_refine_the_declaration_with_port_gid_gdr_and_p2p():
     plan = make_plan(seat_data("glm53"), SCHEMA, "glm53", candidates(True, True), "seats/glm53.yml")
     a, b = (rank["env"] for rank in plan["ranks"])
-    assert (a["NCCL_IB_HCA"], a["NCCL_IB_GID_INDEX"], a["NCCL_NET_GDR_LEVEL"], a["NCCL_IB_TC"]) == \
-        ("=mlx5_0:1", "3", "PHB", "104")
+    assert (a["NCCL_IB_HCA"], a["NCCL_IB_GID_INDEX"], a["NCCL_NET_GDR_LEVEL"], a["NCCL_IB_TC"]) == (
+        "=mlx5_0:1",
+        "3",
+        "PHB",
+        "104",
+    )
     assert (b["NCCL_IB_HCA"], b["NCCL_IB_GID_INDEX"], b["NCCL_NET_GDR_LEVEL"]) == ("=mlx5_0:2", "5", "SYS")
     assert "NCCL_P2P_DISABLE" not in b  # ACS is on, but the inventory forces p2p on
     assert "NCCL_P2P_DISABLE" not in a
 
 
-@pytest.mark.parametrize("iface,devices,expected", [
-    ("enp65s0f0np0", ["mlx5_0"], {"NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
-                                  "NCCL_IB_HCA": "=mlx5_0"}),
-    ("eth0", [], {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}),
-    ("ens1", ["mlx5_0", "mlx5_1"], {"NCCL_SOCKET_IFNAME": "=ens1", "GLOO_SOCKET_IFNAME": "ens1",
-                                    "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}),
-])
+@pytest.mark.parametrize(
+    "iface,devices,expected",
+    [
+        (
+            "enp65s0f0np0",
+            ["mlx5_0"],
+            {"NCCL_SOCKET_IFNAME": "=enp65s0f0np0", "GLOO_SOCKET_IFNAME": "enp65s0f0np0", "NCCL_IB_HCA": "=mlx5_0"},
+        ),
+        ("eth0", [], {"NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}),
+        (
+            "ens1",
+            ["mlx5_0", "mlx5_1"],
+            {"NCCL_SOCKET_IFNAME": "=ens1", "GLOO_SOCKET_IFNAME": "ens1", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"},
+        ),
+    ],
+)
 def test_declared_fallback_names_the_devices_without_guessing_ports(iface, devices, expected):
     assert node_env("node-a", iface, devices) == {"env": expected, "source": "inventory"}
 

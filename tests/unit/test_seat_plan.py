@@ -1,19 +1,23 @@
 """The seat_plan module (library/seat_plan.py), driven through patch_module_args."""
+
 import json
 
 import pytest
+import seat_plan
 import yaml
 from ansible.module_utils.testing import patch_module_args
-
-import seat_plan
 from seat_cases import FIXTURE_SEATS, ROOT, SEATS, example_node, example_nodes
 
 SCHEMA_PATH = str(ROOT / "schemas" / "seat.schema.json")
 
 
 def run(capsys, seat, nodes=None, recipe_path=None, **extra):
-    args = {"seat": seat, "recipe_path": recipe_path or str(SEATS / ("%s.yml" % seat)), "schema_path": SCHEMA_PATH,
-            "nodes": example_nodes() if nodes is None else nodes}
+    args = {
+        "seat": seat,
+        "recipe_path": recipe_path or str(SEATS / ("%s.yml" % seat)),
+        "schema_path": SCHEMA_PATH,
+        "nodes": example_nodes() if nodes is None else nodes,
+    }
     args.update(extra)
     with patch_module_args(args):
         with pytest.raises(SystemExit):
@@ -66,8 +70,9 @@ def test_an_unknown_seat_lists_the_known_ones(capsys):
 
 
 def test_a_bad_host_fails_naming_it(capsys):
-    result = run(capsys, "glm53", nodes=[example_node("node-a"), dict(example_node("node-b"),
-                                                                      seatwright_node_fabric_iface="")])
+    result = run(
+        capsys, "glm53", nodes=[example_node("node-a"), dict(example_node("node-b"), seatwright_node_fabric_iface="")]
+    )
     assert result["failed"] is True
     assert "host node-b: seatwright_node_fabric_iface is not set" in result["msg"]
 

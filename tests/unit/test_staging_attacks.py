@@ -4,6 +4,7 @@ Every test plays the attack against the real source and destination code and ass
 refusal or a safe result: files outside the destination untouched, no traceback, the run's secret
 never in what a listener or the output sees.
 """
+
 import http.client
 import json
 import os
@@ -13,18 +14,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
-
 import weight_source
 import weight_source_ready
-from ansible.module_utils.seatwright.errors import StagingError
-from ansible.module_utils.seatwright.io import staging_source
-from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
-from ansible.module_utils.seatwright.io.staging_pull import stage
-from ansible.module_utils.seatwright.node.contract import check_node
-from ansible.module_utils.seatwright.weights import staging as st
-from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME, failure_message
-from ansible.module_utils.seatwright.weights.staging_auth import authorization
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import scan_checkpoint
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import stage
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_node
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging as st
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import MANIFEST_NAME, failure_message
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
 from checkpoint_cases import REVISION, big_shards, blob_name, write_folder, write_hf_entry
 
 SECRET = "q7Rw2pZ9" * 5
@@ -36,13 +36,14 @@ def free_port():
         return probe.getsockname()[1]
 
 
-class Running(object):
+class Running:
     """A real source for the checkpoint at `path`, on 127.0.0.1, in a thread."""
 
     def __init__(self, path, state_dir, revision=REVISION, clients=99, port=0):
         listing, served, _ = staging_source.source_listing(path, revision, "m", state_dir)
-        self.server = staging_source.bind_server("127.0.0.1", port, SECRET, listing, served, clients,
-                                                 os.path.join(state_dir, "pid"))
+        self.server = staging_source.bind_server(
+            "127.0.0.1", port, SECRET, listing, served, clients, os.path.join(state_dir, "pid")
+        )
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
         self.thread.daemon = True
         self.thread.start()
@@ -67,10 +68,25 @@ def hf_source(tmp_path):
 
 
 def options(tmp_path, url, **changes):
-    base = dict(dest=str(tmp_path / "dst" / "models--org--model"), source_url=url, token=SECRET, client="node-b",
-                name="m", revision=REVISION, streams=2, verify="full", direct_io=False, bandwidth_limit_bytes_s=0,
-                state_dir=str(tmp_path / "dst-state"), connect_timeout_s=3, io_timeout_s=5, retries=1,
-                progress_interval_s=0, source_label="node-a:/src", prune=False)
+    base = dict(
+        dest=str(tmp_path / "dst" / "models--org--model"),
+        source_url=url,
+        token=SECRET,
+        client="node-b",
+        name="m",
+        revision=REVISION,
+        streams=2,
+        verify="full",
+        direct_io=False,
+        bandwidth_limit_bytes_s=0,
+        state_dir=str(tmp_path / "dst-state"),
+        connect_timeout_s=3,
+        io_timeout_s=5,
+        retries=1,
+        progress_interval_s=0,
+        source_label="node-a:/src",
+        prune=False,
+    )
     base.update(changes)
     return base
 
@@ -84,17 +100,27 @@ def outside_file(tmp_path, content=b"precious\n"):
 
 # ---- finding 1: listing refs escape the destination --------------------------------------------
 
-@pytest.mark.parametrize("refs", [
-    {"../../../../escaped": REVISION},
-    {"/tmp/seatwright-escaped": REVISION},
-    {".git/config": REVISION},
-    {"main": "c" * 40},
-    {"main": ["not", "text"]},
-    ["main"],
-])
+
+@pytest.mark.parametrize(
+    "refs",
+    [
+        {"../../../../escaped": REVISION},
+        {"/tmp/seatwright-escaped": REVISION},
+        {".git/config": REVISION},
+        {"main": "c" * 40},
+        {"main": ["not", "text"]},
+        ["main"],
+    ],
+)
 def test_finding1_listing_refs_are_validated_before_use(refs):
-    doc = st.build_listing("m", "hf-cache", REVISION, {}, {
-        "a.safetensors": {"size": 1, "mode": 0o644, "sha256": "a" * 64, "blob": "a" * 64}}, [])
+    doc = st.build_listing(
+        "m",
+        "hf-cache",
+        REVISION,
+        {},
+        {"a.safetensors": {"size": 1, "mode": 0o644, "sha256": "a" * 64, "blob": "a" * 64}},
+        [],
+    )
     doc["refs"] = refs
     with pytest.raises(StagingError) as caught:
         st.parse_listing(doc, "http://10.0.0.1:8473")
@@ -111,7 +137,8 @@ def test_finding1_signed_refs_escaping_the_destination_write_nothing(tmp_path, h
 
 # ---- finding 2: destinations authenticate the source -------------------------------------------
 
-class Impostor(object):
+
+class Impostor:
     """A process that bound the source's port first and serves its own bytes with matching digests."""
 
     def __init__(self, port, listing_doc):
@@ -145,9 +172,11 @@ class Impostor(object):
 def _impostor_listing():
     payload = b"evil bytes"
     import hashlib
+
     sha = hashlib.sha256(payload).hexdigest()
-    return st.build_listing("m", "folder", None, {}, {"model.safetensors": {"size": len(payload), "mode": 0o644,
-                                                                           "sha256": sha}}, [])
+    return st.build_listing(
+        "m", "folder", None, {}, {"model.safetensors": {"size": len(payload), "mode": 0o644, "sha256": sha}}, []
+    )
 
 
 def test_finding2_impostor_on_the_port_is_refused_and_never_sees_the_secret(tmp_path):
@@ -193,8 +222,9 @@ def test_finding2_role_check_tells_its_source_from_an_impostor(capsys, tmp_path,
     port = free_port()
     impostor = Impostor(port, _impostor_listing())
     try:
-        bad = run_module(capsys, weight_source_ready, {"source_url": "http://127.0.0.1:%d" % port, "token": SECRET,
-                                                       "timeout_s": 3})
+        bad = run_module(
+            capsys, weight_source_ready, {"source_url": "http://127.0.0.1:%d" % port, "token": SECRET, "timeout_s": 3}
+        )
     finally:
         impostor.stop()
     assert bad["failed"] and "staging stopped before any node connected" in bad["msg"]
@@ -205,16 +235,29 @@ def test_finding2_source_started_after_an_impostor_fails_clearly(capsys, tmp_pat
     port = free_port()
     impostor = Impostor(port, _impostor_listing())
     try:
-        result = run_module(capsys, weight_source, dict(
-            path=write_hf_entry(tmp_path / "src", big_shards(1, 1)), revision=REVISION, name="m",
-            bind_address="127.0.0.1", port=port, token=SECRET, clients=1, idle_timeout_s=5, lifetime_s=10,
-            state_dir=str(tmp_path / "src-state")))
+        result = run_module(
+            capsys,
+            weight_source,
+            dict(
+                path=write_hf_entry(tmp_path / "src", big_shards(1, 1)),
+                revision=REVISION,
+                name="m",
+                bind_address="127.0.0.1",
+                port=port,
+                token=SECRET,
+                clients=1,
+                idle_timeout_s=5,
+                lifetime_s=10,
+                state_dir=str(tmp_path / "src-state"),
+            ),
+        )
     finally:
         impostor.stop()
     assert result["failed"] and "another process already listens on 127.0.0.1:%d" % port in result["msg"]
 
 
 # ---- finding 3: links out of the checkpoint, and modes -----------------------------------------
+
 
 def test_finding3_source_refuses_a_link_out_of_the_folder(tmp_path):
     secret_file = outside_file(tmp_path, b"root's private key\n")
@@ -252,10 +295,18 @@ def test_finding3_modes_stay_no_wider_than_the_source(tmp_path):
 
 # ---- finding 4: .git/ and dotfiles -------------------------------------------------------------
 
+
 def test_finding4_git_folder_and_dotfiles_are_neither_served_nor_staged(tmp_path):
-    folder = write_folder(tmp_path / "src", {
-        "config.json": b"{}\n", ".git/config": b"[remote]\nurl = https://user:hf_SECRET@hf.co/x\n",
-        ".git/lfs/objects/ab/cd": b"x" * 1000, ".env": b"HF_TOKEN=hf_SECRET\n", "sub/.hidden": b"h"})
+    folder = write_folder(
+        tmp_path / "src",
+        {
+            "config.json": b"{}\n",
+            ".git/config": b"[remote]\nurl = https://user:hf_SECRET@hf.co/x\n",
+            ".git/lfs/objects/ab/cd": b"x" * 1000,
+            ".env": b"HF_TOKEN=hf_SECRET\n",
+            "sub/.hidden": b"h",
+        },
+    )
     listing, served, _ = staging_source.source_listing(folder, None, "m", str(tmp_path / "state"))
     assert [f["path"] for f in listing["files"]] == ["config.json"]
     running = Running(folder, str(tmp_path / "src-state"), revision=None)
@@ -269,6 +320,7 @@ def test_finding4_git_folder_and_dotfiles_are_neither_served_nor_staged(tmp_path
 
 
 # ---- finding 5: writes through links planted in the destination --------------------------------
+
 
 def test_finding5_planted_link_at_the_partial_name_is_replaced_not_followed(tmp_path, hf_source):
     victim = outside_file(tmp_path)
@@ -294,6 +346,7 @@ def test_finding5_planted_folder_link_is_refused(tmp_path, hf_source):
 
 
 # ---- finding 6: leftovers wedge verification ---------------------------------------------------
+
 
 def test_finding6_temp_files_of_a_killed_run_do_not_wedge_verification(tmp_path, hf_source):
     first = stage(options(tmp_path, hf_source.url))
@@ -336,10 +389,14 @@ DEEP = b"[" * 100000 + b"]" * 100000
 
 def test_finding7_deep_json_in_header_index_and_manifest_is_damage_not_a_crash(tmp_path):
     header = DEEP + b" " * (-len(DEEP) % 8)
-    folder = write_folder(tmp_path / "ckpt", {
-        "model.safetensors": len(header).to_bytes(8, "little") + header,
-        "model.safetensors.index.json": b'{"weight_map": ' + DEEP + b"}",
-        MANIFEST_NAME: b'{"format": ' + DEEP + b"}"})
+    folder = write_folder(
+        tmp_path / "ckpt",
+        {
+            "model.safetensors": len(header).to_bytes(8, "little") + header,
+            "model.safetensors.index.json": b'{"weight_map": ' + DEEP + b"}",
+            MANIFEST_NAME: b'{"format": ' + DEEP + b"}",
+        },
+    )
     report, _ = scan_checkpoint(folder)
     assert not report["complete"]
     assert "nested too deeply" in json.dumps(report["files"]) and "nested too deeply" in json.dumps(report["errors"])
@@ -350,11 +407,13 @@ def test_finding7_deep_or_mistyped_signed_listings_are_clear_errors(tmp_path, hf
     with pytest.raises(StagingError, match="not readable JSON.*nested too deeply"):
         stage(options(tmp_path, hf_source.url))
     original = json.dumps(hf_source.server.listing)
-    for change, words in ((lambda d: d.pop("refs"), "field 'refs' is missing"),
-                          (lambda d: d.update(files="x"), "lists no files"),
-                          (lambda d: d.update(name=7), "field 'name' is 7"),
-                          (lambda d: d["files"][0].update(size="12"), "without a size"),
-                          (lambda d: d["files"][0].update(sha256=5), "sha256 of type int")):
+    for change, words in (
+        (lambda d: d.pop("refs"), "field 'refs' is missing"),
+        (lambda d: d.update(files="x"), "lists no files"),
+        (lambda d: d.update(name=7), "field 'name' is 7"),
+        (lambda d: d["files"][0].update(size="12"), "without a size"),
+        (lambda d: d["files"][0].update(sha256=5), "sha256 of type int"),
+    ):
         hf_source.server.listing = json.loads(original)
         hf_source.tamper(change)
         with pytest.raises(StagingError, match=words):
@@ -374,6 +433,7 @@ def test_finding7_malformed_content_length_on_done_gets_400_not_a_traceback(capf
 
 # ---- finding 8: strangers steer the source's lifetime ------------------------------------------
 
+
 def test_finding8_unauthenticated_requests_neither_keep_it_alive_nor_finish_it(tmp_path):
     running = Running(write_hf_entry(tmp_path / "src", big_shards(1, 1)), str(tmp_path / "state"), clients=1)
     try:
@@ -391,8 +451,12 @@ def test_finding8_unauthenticated_requests_neither_keep_it_alive_nor_finish_it(t
         assert running.server.done_reports == {} and running.server.refused_requests >= 4
         body = json.dumps({"ok": True}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=5)
-        conn.request("POST", "/done", body=body,
-                     headers={"Authorization": authorization(SECRET, "POST", "/done", "node-b", body)[0]})
+        conn.request(
+            "POST",
+            "/done",
+            body=body,
+            headers={"Authorization": authorization(SECRET, "POST", "/done", "node-b", body)[0]},
+        )
         assert conn.getresponse().status == 200
         assert running.server.finished_reason(600, deadline) == "every destination reported done"
     finally:
@@ -401,20 +465,47 @@ def test_finding8_unauthenticated_requests_neither_keep_it_alive_nor_finish_it(t
 
 # ---- finding 9: loose addresses ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("address", ["0.0.0.0", "::", "", "  ", "node-a.example", "224.0.0.1"])
 def test_finding9_source_refuses_wildcard_and_names(capsys, tmp_path, address):
-    result = run_module(capsys, weight_source, dict(
-        path=write_hf_entry(tmp_path / "src", big_shards(1, 1)), revision=REVISION, name="m",
-        bind_address=address, port=free_port(), token=SECRET, clients=1, idle_timeout_s=5, lifetime_s=10,
-        state_dir=str(tmp_path / "src-state")))
+    result = run_module(
+        capsys,
+        weight_source,
+        dict(
+            path=write_hf_entry(tmp_path / "src", big_shards(1, 1)),
+            revision=REVISION,
+            name="m",
+            bind_address=address,
+            port=free_port(),
+            token=SECRET,
+            clients=1,
+            idle_timeout_s=5,
+            lifetime_s=10,
+            state_dir=str(tmp_path / "src-state"),
+        ),
+    )
     assert result["failed"] and "fabric address" in result["msg"]
     assert SECRET not in json.dumps(result)
 
 
-@pytest.mark.parametrize("address, ok", [("0.0.0.0", False), ("127.0.0.1", False), ("::", False), ("::1", False),
-                                         ("169.254.3.4", False), ("10.77.0.11", True), ("fd00::11", True)])
+@pytest.mark.parametrize(
+    "address, ok",
+    [
+        ("0.0.0.0", False),
+        ("127.0.0.1", False),
+        ("::", False),
+        ("::1", False),
+        ("169.254.3.4", False),
+        ("10.77.0.11", True),
+        ("fd00::11", True),
+    ],
+)
 def test_finding9_preflight_refuses_wildcard_and_loopback_fabric_addresses(address, ok):
-    declared = {"seatwright_node_gpu_profile": "h200", "seatwright_node_gpu_count": 2,
-                "seatwright_node_fabric_ip": address, "seatwright_node_fabric_iface": "eth0"}
+    declared = {
+        "seatwright_node_gpu_profile": "h200",
+        "seatwright_node_gpu_count": 2,
+        "seatwright_node_fabric_ip": address,
+        "seatwright_node_fabric_iface": "eth0",
+    }
     problems = [p for p in check_node("node-a", declared) if "fabric_ip" in p]
     assert (problems == []) is ok

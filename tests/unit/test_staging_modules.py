@@ -1,13 +1,13 @@
 """weight_source and weight_stage through patch_module_args, talking to each other over loopback."""
+
 import json
 import socket
 import threading
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
-
 import weight_source
 import weight_stage
+from ansible.module_utils.testing import patch_module_args
 from checkpoint_cases import REVISION, big_shards, blob_path, truncate, write_hf_entry
 
 TOKEN = "s" * 32
@@ -26,7 +26,7 @@ def run(capsys, module, args):
     return json.loads(capsys.readouterr().out)
 
 
-class SourceModule(object):
+class SourceModule:
     """weight_source running its module main() in a thread, as an async task would on a node."""
 
     def __init__(self, args):
@@ -57,14 +57,37 @@ def entry(tmp_path):
 
 
 def source_args(tmp_path, entry, port, **changes):
-    return dict(dict(path=entry, revision=REVISION, name="m", bind_address="127.0.0.1", port=port, token=TOKEN,
-                     clients=1, idle_timeout_s=20, lifetime_s=60, state_dir=str(tmp_path / "src-state")), **changes)
+    return dict(
+        dict(
+            path=entry,
+            revision=REVISION,
+            name="m",
+            bind_address="127.0.0.1",
+            port=port,
+            token=TOKEN,
+            clients=1,
+            idle_timeout_s=20,
+            lifetime_s=60,
+            state_dir=str(tmp_path / "src-state"),
+        ),
+        **changes,
+    )
 
 
 def stage_args(tmp_path, port, **changes):
-    return dict(dict(source_url="http://127.0.0.1:%d" % port, token=TOKEN, dest=str(tmp_path / "dst"), name="m",
-                     revision=REVISION, client="node-b", state_dir=str(tmp_path / "dst-state"),
-                     connect_timeout_s=10), **changes)
+    return dict(
+        dict(
+            source_url="http://127.0.0.1:%d" % port,
+            token=TOKEN,
+            dest=str(tmp_path / "dst"),
+            name="m",
+            revision=REVISION,
+            client="node-b",
+            state_dir=str(tmp_path / "dst-state"),
+            connect_timeout_s=10,
+        ),
+        **changes,
+    )
 
 
 def test_stage_then_restage_through_the_modules(capsys, tmp_path, entry):
@@ -96,26 +119,32 @@ def test_damaged_source_fails_on_both_ends_with_the_file_named(capsys, tmp_path,
     assert not (tmp_path / "dst").exists()
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({"revision": "v1.0"}, "not a pinned 40-hex commit id"),
-    ({"name": "a/b"}, "may hold only letters"),
-    ({"streams": 0}, "streams is 0"),
-    ({"bandwidth_limit_mb_per_s": -1}, "bandwidth_limit_mb_per_s is -1"),
-    ({"source_url": "ftp://10.0.0.1"}, "is not http://<address>:<port>"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"revision": "v1.0"}, "not a pinned 40-hex commit id"),
+        ({"name": "a/b"}, "may hold only letters"),
+        ({"streams": 0}, "streams is 0"),
+        ({"bandwidth_limit_mb_per_s": -1}, "bandwidth_limit_mb_per_s is -1"),
+        ({"source_url": "ftp://10.0.0.1"}, "is not http://<address>:<port>"),
+    ],
+)
 def test_stage_bad_input(capsys, tmp_path, changes, words):
     result = run(capsys, weight_stage, stage_args(tmp_path, 9, **changes))
     assert result["failed"] and words in result["msg"]
     assert TOKEN not in json.dumps(result)
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({"token": "k9x"}, "token is too short"),
-    ({"path": "/nonexistent/seatwright"}, "weights_source_path"),
-    ({"revision": "main"}, "not a pinned 40-hex"),
-    ({"clients": 0}, "clients is 0"),
-    ({"bind_address": "192.0.2.1"}, "cannot listen on 192.0.2.1"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"token": "k9x"}, "token is too short"),
+        ({"path": "/nonexistent/seatwright"}, "weights_source_path"),
+        ({"revision": "main"}, "not a pinned 40-hex"),
+        ({"clients": 0}, "clients is 0"),
+        ({"bind_address": "192.0.2.1"}, "cannot listen on 192.0.2.1"),
+    ],
+)
 def test_source_bad_input(capsys, tmp_path, entry, changes, words):
     result = run(capsys, weight_source, source_args(tmp_path, entry, free_port(), **changes))
     assert result["failed"] and words in result["msg"]

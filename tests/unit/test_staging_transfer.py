@@ -1,4 +1,5 @@
 """Source and destination talking over loopback: the issue's staging behaviours, file by file."""
+
 import errno
 import http.client
 import json
@@ -7,22 +8,30 @@ import threading
 import time
 
 import pytest
-
-from ansible.module_utils.seatwright.errors import StagingError
-from ansible.module_utils.seatwright.io import staging_pull as staging_pull
-from ansible.module_utils.seatwright.io import staging_source as staging_source
-from ansible.module_utils.seatwright.weights.checkpoint import MANIFEST_NAME
-from ansible.module_utils.seatwright.io.checkpoint_scan import scan_checkpoint
-from ansible.module_utils.seatwright.io.staging_pull import StageLock, stage
-from ansible.module_utils.seatwright.weights.staging_auth import authorization
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull as staging_pull
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source as staging_source
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import scan_checkpoint
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import StageLock, stage
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import MANIFEST_NAME
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
 from checkpoint_cases import (
-    OTHER_REVISION, REVISION, big_shards, blob_name, blob_path, flip_byte, truncate, write_folder, write_hf_entry)
+    OTHER_REVISION,
+    REVISION,
+    big_shards,
+    blob_name,
+    blob_path,
+    flip_byte,
+    truncate,
+    write_folder,
+    write_hf_entry,
+)
 
 TOKEN = "t" * 32
 SHARD2 = "model-00002-of-00003.safetensors"
 
 
-class Source(object):
+class Source:
     """A running source for one checkpoint on 127.0.0.1, stopped when the test ends."""
 
     def __init__(self, path, state_dir, revision=REVISION):
@@ -31,8 +40,9 @@ class Source(object):
 
     def start(self):
         listing, served, _ = staging_source.source_listing(self.path, self.revision, "m", self.state_dir)
-        self.server = staging_source.bind_server("127.0.0.1", 0, TOKEN, listing, served, 99,
-                                                 os.path.join(self.state_dir, "pid"))
+        self.server = staging_source.bind_server(
+            "127.0.0.1", 0, TOKEN, listing, served, 99, os.path.join(self.state_dir, "pid")
+        )
         thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
         thread.daemon = True
         thread.start()
@@ -55,10 +65,24 @@ def source(tmp_path):
 
 
 def options(tmp_path, url, **changes):
-    base = dict(dest=str(tmp_path / "dst" / "models--org--model"), source_url=url, token=TOKEN, client="node-b",
-                name="m", revision=REVISION, streams=3, verify="full", direct_io=True, bandwidth_limit_bytes_s=0,
-                state_dir=str(tmp_path / "dst-state"), connect_timeout_s=3, io_timeout_s=5, retries=2,
-                progress_interval_s=1, source_label="node-a:/src")
+    base = dict(
+        dest=str(tmp_path / "dst" / "models--org--model"),
+        source_url=url,
+        token=TOKEN,
+        client="node-b",
+        name="m",
+        revision=REVISION,
+        streams=3,
+        verify="full",
+        direct_io=True,
+        bandwidth_limit_bytes_s=0,
+        state_dir=str(tmp_path / "dst-state"),
+        connect_timeout_s=3,
+        io_timeout_s=5,
+        retries=2,
+        progress_interval_s=1,
+        source_label="node-a:/src",
+    )
     base.update(changes)
     return base
 
@@ -77,8 +101,9 @@ def test_first_run_stages_everything_and_writes_the_manifest_last(tmp_path, sour
     assert quick["verified"] and quick["parity"] == "manifest"
     assert quick["refs"] == {"main": REVISION}
     manifest_time = os.stat(result["manifest"]).st_mtime_ns
-    assert all(os.stat(os.path.join(result["dest"], t["target"])).st_mtime_ns <= manifest_time
-               for t in result["transfers"])
+    assert all(
+        os.stat(os.path.join(result["dest"], t["target"])).st_mtime_ns <= manifest_time for t in result["transfers"]
+    )
 
 
 @pytest.mark.parametrize("verify", ["full", "quick"])
@@ -148,7 +173,7 @@ def test_direct_io_resumes_from_a_block_boundary(tmp_path, source, direct_io, re
     payload = source.files[SHARD2]
     blobs = tmp_path / "dst" / "models--org--model" / "blobs"
     blobs.mkdir(parents=True)
-    (blobs / (blob_name(SHARD2, payload) + ".incomplete")).write_bytes(payload[:(1 << 20) + 123])
+    (blobs / (blob_name(SHARD2, payload) + ".incomplete")).write_bytes(payload[: (1 << 20) + 123])
     result = stage(options(tmp_path, source.url, direct_io=direct_io))
     resumed = [t for t in result["transfers"] if t["action"] == "resume"][0]
     assert resumed["bytes_reused"] == reused and resumed["direct_io"] is direct_io
@@ -212,7 +237,7 @@ def test_check_mode_predicts_and_writes_nothing(tmp_path, source):
 def test_check_mode_sees_a_manifest_that_no_longer_matches(tmp_path, source):
     first = stage(options(tmp_path, source.url))
     blob = dest_blob(tmp_path, source, SHARD2)
-    os.utime(blob, ns=(os.stat(blob).st_atime_ns, os.stat(blob).st_mtime_ns + 10 ** 9))
+    os.utime(blob, ns=(os.stat(blob).st_atime_ns, os.stat(blob).st_mtime_ns + 10**9))
     with open(first["manifest"], "rb") as handle:
         before = handle.read()
     predicted = stage(options(tmp_path, source.url), check_mode=True)
@@ -273,7 +298,7 @@ def test_folder_source_without_digests_is_hashed_once(tmp_path):
 
 
 def test_source_serves_only_listed_files_with_ranges(tmp_path, source):
-    host, port = source.url[len("http://"):].split(":")
+    host, port = source.url[len("http://") :].split(":")
     target = "blobs/" + blob_name(SHARD2, source.files[SHARD2])
 
     def get(path, **headers):
@@ -310,7 +335,8 @@ def test_chunks_are_hashed_and_written_in_arrival_order_across_buffer_turns(tmp_
 
 @pytest.mark.parametrize("offset", [-100, -(64 * 1024 + 7), 5 * 64 * 1024 + 3])
 def test_corrupt_byte_in_a_late_chunk_fails_the_file_and_its_partial_is_never_renamed(
-        tmp_path, source, small_chunks, monkeypatch, offset):
+    tmp_path, source, small_chunks, monkeypatch, offset
+):
     flip_byte(blob_path(source.path, SHARD2), offset)
     renamed = []
     real_replace = os.replace
@@ -350,11 +376,11 @@ def test_failed_write_stops_the_file_with_no_chunk_written_past_the_gap(tmp_path
     partials = [p for p in blobs.iterdir() if p.name.endswith(".incomplete")]
     # The file stops at the failed chunk: three chunks kept, none after the gap, not renamed.
     assert len(partials) == 1 and partials[0].stat().st_size == 3 * small_chunks
-    assert not (blobs / partials[0].name[:-len(".incomplete")]).exists()
+    assert not (blobs / partials[0].name[: -len(".incomplete")]).exists()
     assert len(list(blobs.iterdir())) == 5
     # The partial holds the source's first three chunks, so the next run resumes from it.
     payload = [b for n, b in source.files.items() if partials[0].name.startswith(blob_name(n, b))][0]
-    assert partials[0].read_bytes() == payload[:3 * small_chunks]
+    assert partials[0].read_bytes() == payload[: 3 * small_chunks]
     monkeypatch.setattr(staging_pull.PartialFile, "write", real_write)
     result = stage(opts)
     assert [t["bytes_reused"] for t in result["transfers"] if t["action"] == "resume"] == [3 * small_chunks]

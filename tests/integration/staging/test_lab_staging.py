@@ -7,6 +7,7 @@ two cores.
 
   .venv/bin/python -m pytest tests/integration/staging -v
 """
+
 import json
 import os
 import subprocess
@@ -14,7 +15,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
 
 DOCKER = "/usr/bin/docker"
@@ -49,16 +49,42 @@ def lab(tmp_path_factory):
     docker("network", "create", "--subnet", SUBNET, NETWORK)
     try:
         for node, address in NODES.items():
-            docker("run", "-d", "--name", node, "--hostname", node, "--network", NETWORK, "--ip", address,
-                   IMAGE, "sleep", "infinity")
+            docker(
+                "run",
+                "-d",
+                "--name",
+                node,
+                "--hostname",
+                node,
+                "--network",
+                NETWORK,
+                "--ip",
+                address,
+                IMAGE,
+                "sleep",
+                "infinity",
+            )
         docker("cp", str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "ckpt-a:/usr/local/bin/")
-        made = json.loads(on("ckpt-a", "python3 /usr/local/bin/make_checkpoint.py --out %s --shards 4 "
-                                       "--shard-mib 64 --layout hf-cache" % CACHE))
+        made = json.loads(
+            on(
+                "ckpt-a",
+                "python3 /usr/local/bin/make_checkpoint.py --out %s --shards 4 "
+                "--shard-mib 64 --layout hf-cache" % CACHE,
+            )
+        )
         extra_vars = tmp_path_factory.mktemp("staging") / "weights.json"
-        extra_vars.write_text(json.dumps({
-            "weights_checkpoint_name": "synthetic", "weights_checkpoint_revision": made["revision"],
-            "weights_source_host": "ckpt-a", "weights_source_path": made["path"],
-            "weights_source_idle_timeout_s": 20, "weights_transfer_poll_s": 1}))
+        extra_vars.write_text(
+            json.dumps(
+                {
+                    "weights_checkpoint_name": "synthetic",
+                    "weights_checkpoint_revision": made["revision"],
+                    "weights_source_host": "ckpt-a",
+                    "weights_source_path": made["path"],
+                    "weights_source_idle_timeout_s": 20,
+                    "weights_transfer_poll_s": 1,
+                }
+            )
+        )
         yield {"made": made, "vars": str(extra_vars)}
     finally:
         for node in NODES:
@@ -67,8 +93,16 @@ def lab(tmp_path_factory):
 
 
 def playbook_command(lab, *extra, limit="ckpt-b"):
-    return [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(INVENTORY),
-            str(ROOT / "playbooks" / "weights.yml"), "-l", limit, "-e", "@" + lab["vars"]] + list(extra)
+    return [
+        str(ROOT / ".venv" / "bin" / "ansible-playbook"),
+        "-i",
+        str(INVENTORY),
+        str(ROOT / "playbooks" / "weights.yml"),
+        "-l",
+        limit,
+        "-e",
+        "@" + lab["vars"],
+    ] + list(extra)
 
 
 def playbook_env():
@@ -77,9 +111,15 @@ def playbook_env():
 
 def stage(lab, *extra, limit="ckpt-b", node="ckpt-b"):
     """Run the playbook; (return code, `node`'s weight_stage result, every failure message, `node`'s recap)."""
-    done = subprocess.run(playbook_command(lab, *extra, limit=limit), capture_output=True, text=True,
-                          env=playbook_env(), cwd=str(ROOT), timeout=600)
-    report = json.loads(done.stdout[done.stdout.index("{"):])
+    done = subprocess.run(
+        playbook_command(lab, *extra, limit=limit),
+        capture_output=True,
+        text=True,
+        env=playbook_env(),
+        cwd=str(ROOT),
+        timeout=600,
+    )
+    report = json.loads(done.stdout[done.stdout.index("{") :])
     results, failures = {}, []
     for task in report["plays"][0]["tasks"]:
         for result in task["hosts"].values():
@@ -100,13 +140,20 @@ def manifest_path(lab):
 
 def destination_state():
     """Every path under the cache on ckpt-b with its size, mtime and link target, plus file digests."""
-    return on("ckpt-b", "find %s -printf '%%p %%s %%T@ %%l\\n' 2>/dev/null | sort; "
-                        "find %s -type f -exec sha256sum {} + 2>/dev/null | sort" % (CACHE, CACHE), check=False)
+    return on(
+        "ckpt-b",
+        "find %s -printf '%%p %%s %%T@ %%l\\n' 2>/dev/null | sort; "
+        "find %s -type f -exec sha256sum {} + 2>/dev/null | sort" % (CACHE, CACHE),
+        check=False,
+    )
 
 
 def flip(node, path):
-    py(node, "import os; p=%r; s=os.stat(p); f=open(p,'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); "
-             "f.write(bytes([b[0]^255])); f.close(); os.utime(p, ns=(s.st_atime_ns, s.st_mtime_ns))" % path)
+    py(
+        node,
+        "import os; p=%r; s=os.stat(p); f=open(p,'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); "
+        "f.write(bytes([b[0]^255])); f.close(); os.utime(p, ns=(s.st_atime_ns, s.st_mtime_ns))" % path,
+    )
 
 
 SHARD2 = "model-00002-of-00004.safetensors"
@@ -121,7 +168,8 @@ def test_1_stages_with_a_manifest(lab):
     manifest = json.loads(on("ckpt-b", "cat " + manifest_path(lab)))
     assert manifest["revision"] == lab["made"]["revision"]
     assert {name: entry["size"] for name, entry in manifest["files"].items()} == {
-        name: entry["size"] for name, entry in lab["made"]["files"].items()}
+        name: entry["size"] for name, entry in lab["made"]["files"].items()
+    }
     for name, entry in lab["made"]["files"].items():
         if "sha256" in entry:
             assert manifest["files"][name]["sha256"] == entry["sha256"]
@@ -145,8 +193,13 @@ def test_3_flipped_byte_restages_only_that_shard(lab):
 
 def test_4_sigkill_midway_then_rerun_resumes(lab):
     on("ckpt-b", "rm -rf %s %s/progress-synthetic.json" % (CACHE, STATE))
-    slow = subprocess.Popen(playbook_command(lab, "-e", "weights_transfer_bandwidth_limit_mb_per_s=25"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=playbook_env(), cwd=str(ROOT))
+    slow = subprocess.Popen(
+        playbook_command(lab, "-e", "weights_transfer_bandwidth_limit_mb_per_s=25"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=playbook_env(),
+        cwd=str(ROOT),
+    )
     try:
         deadline, progress = time.monotonic() + 180, {}
         while time.monotonic() < deadline:
@@ -209,16 +262,43 @@ def test_7_whole_group_verifies_the_source_in_place(lab):
 
 
 def test_8_source_on_the_controller(lab, tmp_path):
-    made = json.loads(subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(tmp_path), "--shards",
-         "2", "--shard-mib", "8", "--repo", "seatwright/controller", "--seed", "7"],
-        check=True, capture_output=True, text=True).stdout)
+    made = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "staging" / "make_checkpoint.py"),
+                "--out",
+                str(tmp_path),
+                "--shards",
+                "2",
+                "--shard-mib",
+                "8",
+                "--repo",
+                "seatwright/controller",
+                "--seed",
+                "7",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     gateway = SUBNET.rsplit(".", 1)[0] + ".1"
-    overrides = ["-e", json.dumps({
-        "weights_checkpoint_name": "controller", "weights_checkpoint_revision": made["revision"],
-        "weights_source_host": "localhost", "weights_source_path": made["path"],
-        "weights_source_address": gateway, "weights_source_port": 8474,
-        "weights_source_state_dir": str(tmp_path / "state"), "weights_dest_path": "/srv/ctl/models--x"})]
+    overrides = [
+        "-e",
+        json.dumps(
+            {
+                "weights_checkpoint_name": "controller",
+                "weights_checkpoint_revision": made["revision"],
+                "weights_source_host": "localhost",
+                "weights_source_path": made["path"],
+                "weights_source_address": gateway,
+                "weights_source_port": 8474,
+                "weights_source_state_dir": str(tmp_path / "state"),
+                "weights_dest_path": "/srv/ctl/models--x",
+            }
+        ),
+    ]
     rc, result, failures, _ = stage(lab, *overrides)
     assert rc == 0, failures
     assert result["verified"] and result["bytes_transferred"] == made["bytes"]
@@ -249,12 +329,21 @@ HTTPServer(("172.30.98.11", 8473), Handler).serve_forever()
 def test_9_impostor_on_the_source_port_stops_staging_before_any_node_connects(lab):
     """A process bound to the source's port before the real source starts is detected; nothing is written."""
     before = destination_state()
-    on("ckpt-a", "rm -f /tmp/impostor.log; cat > /tmp/impostor.py <<'EOF'\n%s\nEOF\n"
-                 "nohup python3 /tmp/impostor.py >/dev/null 2>&1 & echo $! > /tmp/impostor.pid" % IMPOSTOR)
+    on(
+        "ckpt-a",
+        "rm -f /tmp/impostor.log; cat > /tmp/impostor.py <<'EOF'\n%s\nEOF\n"
+        "nohup python3 /tmp/impostor.py >/dev/null 2>&1 & echo $! > /tmp/impostor.pid" % IMPOSTOR,
+    )
     try:
         for _ in range(50):
-            if on("ckpt-a", "python3 -c \"import socket; socket.create_connection(('172.30.98.11', 8473), 1)\" "
-                            "&& echo up", check=False).strip() == "up":
+            if (
+                on(
+                    "ckpt-a",
+                    "python3 -c \"import socket; socket.create_connection(('172.30.98.11', 8473), 1)\" && echo up",
+                    check=False,
+                ).strip()
+                == "up"
+            ):
                 break
             time.sleep(0.1)
         rc, result, failures, recap = stage(lab)
@@ -262,8 +351,9 @@ def test_9_impostor_on_the_source_port_stops_staging_before_any_node_connects(la
     finally:
         on("ckpt-a", "kill $(cat /tmp/impostor.pid)", check=False)
     assert rc != 0
-    assert any("staging stopped before any node connected" in m and "did not sign its listing" in m
-               for m in failures), failures
+    assert any(
+        "staging stopped before any node connected" in m and "did not sign its listing" in m for m in failures
+    ), failures
     assert not result, "weight_stage ran on ckpt-b although the source was not confirmed"
     assert destination_state() == before
     # The impostor saw single-use MACs only, never a bearer token it could reuse.

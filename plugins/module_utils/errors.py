@@ -1,0 +1,93 @@
+"""Every exception seatwright raises, in one place.
+
+A module catches `SeatwrightError` (or one of its kinds) and hands the message to `fail_json`;
+messages are written for people: they name the host, file or field, what was expected and what to
+do. The kinds that judge input also derive from ValueError, so callers that validate with
+`except ValueError` keep working.
+"""
+
+
+class SeatwrightError(Exception):
+    """Base of every seatwright error; the message is for people. Keyword arguments are details a
+    module returns beside the message (fail_json(msg=str(error), **error.details))."""
+
+    def __init__(self, message="", **details):
+        super().__init__(message)
+        self.details = details
+
+
+# ---------------------------------------------------------------- input that cannot be judged
+
+
+class SeatError(SeatwrightError):
+    """A recipe, an inventory or a plan request that cannot be planned."""
+
+
+class GpuInputError(SeatwrightError, ValueError):
+    """GPU input a person must fix; the message names host, GPU, value and what is allowed."""
+
+
+class DriverError(SeatwrightError, ValueError):
+    """A driver request that cannot be planned; the message says what to change."""
+
+
+class FabricError(SeatwrightError, ValueError):
+    """Fabric input that cannot be judged; the message says what was wrong and what to do."""
+
+
+class NcclError(SeatwrightError, ValueError):
+    """NCCL input that cannot be rendered or judged; the message says what to do."""
+
+
+class PlatformError(SeatwrightError, ValueError):
+    """PCI platform readings (IOMMU, ACS, bridges) that cannot be decoded."""
+
+
+class CheckpointError(SeatwrightError, ValueError):
+    """Input that cannot describe a checkpoint; the message says what was expected."""
+
+
+class NodeContractError(SeatwrightError, ValueError):
+    """Node or fleet inventory variables that break the contract; the message names host and field."""
+
+
+class QualifyError(SeatwrightError, ValueError):
+    """Qualification input that cannot be used (command line, recipe block, a missing package)."""
+
+
+class ImageError(SeatwrightError, ValueError):
+    """An engine image definition, patch or probe result that cannot be used; the message says why."""
+
+
+# ---------------------------------------------------------------- runs that cannot go on
+
+
+class StagingError(SeatwrightError):
+    """A staging run that cannot go on; the message names the file and what to do."""
+
+
+class ServiceError(SeatwrightError):
+    """A container or unit call on a node that failed or overran; the message says which and what it printed."""
+
+
+class ProbeUnavailable(SeatwrightError):
+    """A reader cannot answer on this host; the message says why."""
+
+
+class Interrupted(SeatwrightError):
+    """A transfer's connection broke mid-file; what arrived is kept and the transfer resumes."""
+
+
+# ---------------------------------------------------------------- benchmark and evidence
+
+
+class MetricsFormatError(SeatwrightError, ValueError):
+    """An engine's /metrics text that is not Prometheus exposition format; the message names the line."""
+
+
+class BenchError(SeatwrightError):
+    """A benchmark that cannot run; the message says what to fix."""
+
+
+class EvidenceError(SeatwrightError):
+    """An evidence folder or part that is unusable; the message names the file."""

@@ -1,0 +1,289 @@
+"""report.md of one seat run, rendered from its record (pure: text in, text out).
+
+The report leads with what a reader must know before any figure (qualification, whether the
+benchmark is clean, the decision), then the launch exactly as it ran, the sweep with medians,
+ranges and flags, the telemetry (labelled test equipment when emulated), the fleet cost, and ends
+with the promotion decision and its reasons.
+"""
+
+import json
+
+PLOTS = (
+    ("throughput.png", "Output throughput against concurrency (median of passes, range as error bars)"),
+    ("ttft.png", "TTFT and time to first output against concurrency (p50, median of passes)"),
+    ("power.png", "GPU power over the run, per node and GPU"),
+)
+
+
+def _num(value, digits=1):
+    if value is None:
+        return "—"
+    if isinstance(value, float) and abs(value) >= 100:
+        return "{:,.0f}".format(value)
+    return ("{:,.%df}" % digits).format(value)
+
+
+def _range(fig, digits=1):
+    if not fig or fig.get("median") is None:
+        return "—"
+    if fig.get("min") is None or fig["min"] == fig["max"]:
+        return _num(fig["median"], digits)
+    return "%s (%s–%s)" % (_num(fig["median"], digits), _num(fig["min"], digits), _num(fig["max"], digits))
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def sweep_table(summary):
+    lines = [
+        "| c | passes | output tok/s | TTFT p50 ms | TTFT p95 / p99 ms | first output p50 ms | decode tok/s/stream p50 "
+        "| visible tok/s/stream p50 | prefill tok/s p50 | prefix-cache hits | failed | stable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level in summary:
+        figs = level["figures"]
+        hit = level["prefix_cache_hit_rate"].get("median")
+        prefill = (
+            _range(figs["prefill_tok_s_p50"], 0)
+            if level["prefill_valid"]
+            else "invalid (cache)"
+            if hit is not None
+            else "unverified"
+        )
+        lines.append(
+            "| %d | %d | %s | %s | %s / %s | %s | %s | %s | %s | %s | %d of %d | %s |"
+            % (
+                level["concurrency"],
+                level["passes"],
+                _range(figs["output_tok_s"]),
+                _range(figs["ttft_ms_p50"]),
+                _num(figs["ttft_ms_p95"]["median"]),
+                _num(figs["ttft_ms_p99"]["median"]),
+                _range(figs["ttfo_ms_p50"]),
+                _range(figs["decode_tok_s_p50"]),
+                _range(figs["visible_tok_s_p50"]),
+                prefill,
+                "—" if hit is None else "%.1f %%" % (100 * hit),
+                level["failed"],
+                level["requests"],
+                "yes" if level["stable"] else "**no**",
+            )
+        )
+    return lines
+
+
+def telemetry_lines(telemetry):
+    if not telemetry or not telemetry.get("hosts"):
+        return ["No GPU telemetry was sampled during this run."]
+    lines = []
+    if telemetry.get("emulated"):
+        lines.append(
+            "**Emulated test equipment:** these readings come from the lab's nvidia-smi emulator. "
+            "They show the sampling works; they are not measurements of any GPU."
+        )
+        lines.append("")
+    lines.append(
+        "Medians during the highest concurrency level (source: %s, every %.1f s):"
+        % (telemetry.get("source") or "unknown", telemetry.get("interval_s") or 0)
+    )
+    lines.append("")
+    lines.append("| node | GPU | power W | cap W | SM clock MHz (max) | utilisation % | temperature °C |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for host, gpus in sorted((telemetry.get("full_load") or {}).items()):
+        for index, r in sorted(gpus.items()):
+            lines.append(
+                "| %s | %s | %s | %s | %s (%s) | %s | %s |"
+                % (
+                    _cell(host),
+                    index,
+                    _num(r.get("power_w")),
+                    _num(r.get("power_limit_w"), 0),
+                    _num(r.get("sm_clock_mhz"), 0),
+                    _num(r.get("sm_clock_max_mhz"), 0),
+                    _num(r.get("util_pct"), 0),
+                    _num(r.get("temp_c"), 0),
+                )
+            )
+    verdict = telemetry.get("verdict") or {}
+    lines.append("")
+    lines.append(
+        "Power verdict: **%s** — %s" % (verdict.get("verdict", "not judged"), "; ".join(verdict.get("reasons", [])))
+    )
+    return lines
+
+
+def decision_lines(promotion):
+    if not promotion:
+        return ["No promotion decision yet (`tools/seatwright-promote --evidence-dir ...`)."]
+    lines = ["**Decision: %s.**" % promotion["decision"], ""]
+    lines.extend("- %s" % _cell(reason) for reason in promotion.get("reasons", []))
+    for action in promotion.get("actions", []):
+        lines.append("- to do: %s" % _cell(action))
+    for comp in promotion.get("comparisons", []):
+        lines.append("")
+        lines.append(
+            "Against incumbent **%s** (run %s)%s:"
+            % (
+                comp["incumbent"],
+                comp.get("run") or "none",
+                "" if comp["comparable"] else " — not comparable, marked for re-measurement",
+            )
+        )
+        if comp.get("incumbent_flags"):
+            lines.extend(
+                [
+                    "",
+                    "The incumbent's own benchmark is flagged (%s): its figures below carry that noise."
+                    % _cell(", ".join(comp["incumbent_flags"])),
+                ]
+            )
+        cost = comp.get("cost") or {}
+        lines.append("")
+        lines.append("| | candidate | incumbent |")
+        lines.append("|---|---|---|")
+        for label, key in (("nodes", "node_count"), ("services evicted", "evicted_count")):
+            lines.append(
+                "| %s | %s | %s |"
+                % (label, (cost.get("candidate") or {}).get(key), (cost.get("incumbent") or {}).get(key))
+            )
+        if comp.get("rows"):
+            lines.append("")
+            lines.append(
+                "| c | output tok/s cand. / inc. (ratio) | TTFT p50 ms cand. / inc. | "
+                "decode tok/s/stream cand. / inc. |"
+            )
+            lines.append("|---|---|---|---|")
+            for row in comp["rows"]:
+                out, ttft, dec = row["output_tok_s"], row["ttft_ms_p50"], row["decode_tok_s_p50"]
+                lines.append(
+                    "| %d | %s / %s (x%s) | %s / %s | %s / %s |"
+                    % (
+                        row["concurrency"],
+                        _num(out["candidate"]),
+                        _num(out["incumbent"]),
+                        _num(out["ratio"], 2),
+                        _num(ttft["candidate"]),
+                        _num(ttft["incumbent"]),
+                        _num(dec["candidate"]),
+                        _num(dec["incumbent"]),
+                    )
+                )
+    return lines
+
+
+def render(record, plots=()):
+    """The markdown report of a record; `plots` names the PNG files written beside it."""
+    summary = record.get("summary") or {}
+    bench = record.get("benchmark") or {}
+    launch = record.get("launch") or {}
+    cost = record.get("fleet_cost") or {}
+    lines = [
+        "# Seat %s — run %s" % (record.get("seat"), record.get("run_id")),
+        "",
+        "- Qualification: **%s**%s"
+        % (
+            summary.get("qualification"),
+            (" (%s)" % ", ".join(summary.get("qualification_failures")))
+            if summary.get("qualification_failures")
+            else "",
+        ),
+        "- Benchmark: **%s**%s"
+        % (
+            summary.get("benchmark"),
+            (" (%s)" % ", ".join(summary.get("benchmark_flags"))) if summary.get("benchmark_flags") else "",
+        ),
+        "- Decision: **%s**" % (summary.get("decision") or "not decided"),
+        "- Evidence parts: %s"
+        % ", ".join("%s %s" % (k, "yes" if v else "missing") for k, v in sorted((record.get("parts") or {}).items())),
+        "",
+        "## Launch",
+        "",
+        "- Image id: `%s`" % (launch.get("image_id") or "unknown"),
+        "- Model revision: `%s`" % (launch.get("model_revision") or "unknown"),
+        "- From: %s" % (launch.get("source") or "no plan or bring-up record"),
+        "",
+    ]
+    for rank in launch.get("ranks") or []:
+        lines.append("Rank %s on %s:" % (rank.get("rank"), rank.get("host")))
+        lines.append("")
+        lines.append("```")
+        lines.append(" ".join(str(a) for a in (rank.get("argv") or [])))
+        for key, value in sorted((rank.get("env") or {}).items()):
+            lines.append("%s=%s" % (key, value))
+        lines.append("```")
+        lines.append("")
+    lines += ["## Benchmark", ""]
+    if not bench:
+        lines.append("No benchmark in this run.")
+    else:
+        harness = bench.get("harness") or {}
+        workload = bench.get("workload") or {}
+        lines.append(
+            "Harness %s %s (load from %s); workload `%s`: %s."
+            % (
+                harness.get("name"),
+                harness.get("version"),
+                harness.get("load_generator"),
+                bench.get("workload_id"),
+                json.dumps(workload, sort_keys=True),
+            )
+        )
+        warm = bench.get("warmup") or {}
+        if warm:
+            lines.append("")
+            lines.append(
+                "Warm-up at c=%s: %d pass(es), output tok/s %s — %s."
+                % (
+                    warm.get("concurrency"),
+                    len(warm.get("output_tok_s", [])),
+                    ", ".join(_num(v) for v in warm.get("output_tok_s", [])),
+                    "settled" if warm.get("settled") else "**did not settle**",
+                )
+            )
+        lines.append("")
+        lines.append(
+            "Figures are medians over passes with their range; p95/p99 are medians of each pass's "
+            "percentile. Decode is per stream with reasoning tokens included; visible excludes them."
+        )
+        lines.append("")
+        lines.extend(sweep_table(bench.get("summary") or []))
+        reasons = (bench.get("verdict") or {}).get("reasons") or []
+        lines.append("")
+        lines.append("Flags: %s" % ("none" if not reasons else ""))
+        lines.extend("- %s" % _cell(r) for r in reasons)
+        for name, caption in PLOTS:
+            if name in plots:
+                lines.append("")
+                lines.append("![%s](%s)" % (caption, name))
+        lines += ["", "## Telemetry", ""]
+        lines.extend(telemetry_lines(record.get("telemetry")))
+    lines += [
+        "",
+        "## Fleet cost",
+        "",
+        "- Nodes: %s" % (", ".join(cost.get("nodes") or []) or "unknown"),
+        "- Co-tenant services evicted: %s"
+        % (
+            ", ".join(_evicted_name(e) for e in cost.get("evicted") or [])
+            or ("none" if cost.get("evicted_known") else "not recorded")
+        )
+        + (" (from %s)" % cost["source"] if cost.get("source") else ""),
+        "- Stopped by this bring-up: %s"
+        % (
+            "not recorded"
+            if cost.get("stopped_at_bringup") is None
+            else ", ".join(_evicted_name(e) for e in cost["stopped_at_bringup"]) or "none (nothing was running)"
+        ),
+        "",
+        "## Decision",
+        "",
+    ]
+    lines.extend(decision_lines(record.get("promotion")))
+    return "\n".join(lines) + "\n"
+
+
+def _evicted_name(entry):
+    if isinstance(entry, dict):
+        return "%s on %s" % (entry.get("name"), entry.get("host", "?"))
+    return str(entry)

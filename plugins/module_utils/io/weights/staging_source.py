@@ -1,0 +1,331 @@
+"""The staging source: a read-only HTTP server for one checkpoint, bounded in time.
+
+Why HTTP from the stdlib: every node already has python3, a Range request is all that resume
+needs, and `socket.sendfile` moves bytes from the page cache to the fabric without passing
+through Python, which leaves the source's cores free. The server binds to one address, serves
+only the files of its listing, and exits when every destination has said it is done, when idle,
+or at its deadline. Every request must be authenticated under the run's secret and the listing
+goes out signed (weights/staging_auth.py says how and why); a request that fails the check is
+refused and changes nothing: not the idle timer, not the count of destinations done.
+"""
+
+import errno
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_json,
+    cache_lookup,
+    fingerprint,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import (
+    hash_many,
+    scan_checkpoint,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import parse_json, problem_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import build_listing, fetch_units
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
+    SIGNATURE_HEADER,
+    check_request,
+    listing_signature,
+)
+
+# A destination's report of being done is a few hundred bytes; anything far larger is refused.
+MAX_REPORT_BYTES = 64 * 1024
+
+
+def _hashes_for(path, files, need, state_dir, workers, may_write):
+    """sha256 of files with no expected digest, cached per file identity so a re-run reads nothing."""
+    identity = [path] + [
+        [rel, files[rel]["size"], files[rel]["mtime_ns"], os.stat(files[rel]["abs"]).st_ino] for rel in sorted(need)
+    ]
+    key = fingerprint(identity)
+    cache_path = os.path.join(state_dir, "source-hashes-%s.json" % fingerprint(path)[:16])
+    cached = cache_lookup(cache_path, key, None)
+    if cached:
+        return cached["hashes"]
+    digests = hash_many({rel: (files[rel]["abs"], False) for rel in need}, workers)
+    hashes = {rel: digest["sha256"] for rel, digest in digests.items()}
+    if may_write:
+        atomic_write_json(cache_path, {"fingerprint": key, "measured_at_epoch": time.time(), "hashes": hashes})
+    return hashes
+
+
+def source_listing(path, revision, name, state_dir, workers=4, may_write=True):
+    """(listing, {target: absolute path}) for the checkpoint at `path`, damage included as problems."""
+    report, files = scan_checkpoint(path, revision, mode="quick")
+    problems = problem_lines(report) if not report["complete"] else []
+    present = {rel: seen for rel, seen in files.items() if not seen["dangling"]}
+    need = [
+        rel for rel, seen in present.items() if not (seen["expect"].get("sha256") or seen["expect"].get("git_sha1"))
+    ]
+    hashes = _hashes_for(path, present, need, state_dir, workers, may_write) if need and not problems else {}
+    entries = {}
+    for rel, seen in present.items():
+        expect = seen["expect"]
+        entries[rel] = {
+            "size": seen["size"],
+            "mode": seen["mode"],
+            "sha256": expect.get("sha256") or hashes.get(rel),
+            "git_sha1": expect.get("git_sha1"),
+            "blob": seen["blob"],
+        }
+    listing = build_listing(name, report["layout"], revision, report.get("refs"), entries, problems)
+    by_path = {rel: seen["abs"] for rel, seen in present.items()}
+    served = {target: by_path[unit["source_path"]] for target, unit in fetch_units(listing).items()} if entries else {}
+    return listing, served, report
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "seatwright-weight-source"
+
+    def log_message(self, *args):
+        """Requests are counted in the server's stats, not printed into the module's output."""
+
+    def _authenticated(self, body=b""):
+        """The client name when this request is authenticated under the run's secret and fresh, else None."""
+        checked = check_request(self.server.secret, self.command, self.path, self.headers.get("Authorization"), body)
+        if checked is None or not self.server.fresh_nonce(checked[1]):
+            self.server.refused()
+            return None
+        return checked
+
+    def _reply(self, code, body, content_type="application/json", headers=None):
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self):  # noqa: N802 (the name http.server dispatches to)
+        checked = self._authenticated()
+        if checked is None:
+            self._reply(403, {"error": "request not authenticated for this run"})
+            return
+        client, nonce = checked
+        with self.server.activity():
+            if self.path == "/listing":
+                body = self.server.listing_bytes
+                self._reply(200, body, headers={SIGNATURE_HEADER: listing_signature(self.server.secret, nonce, body)})
+            elif self.path.startswith("/file/"):
+                self._send_file(unquote(self.path[len("/file/") :]), client)
+            else:
+                self._reply(404, {"error": "no such resource"})
+
+    def do_POST(self):  # noqa: N802
+        length = _content_length(self.headers.get("Content-Length"))
+        if length is None:
+            self.close_connection = True
+            self._reply(400, {"error": "Content-Length must be a whole number of bytes up to %d" % MAX_REPORT_BYTES})
+            return
+        body = self.rfile.read(length)
+        checked = self._authenticated(body)
+        if checked is None:
+            self._reply(403, {"error": "request not authenticated for this run"})
+            return
+        with self.server.activity():
+            try:
+                report = parse_json(body or b"{}")
+            except ValueError:
+                report = None
+            if self.path != "/done" or not isinstance(report, dict):
+                self._reply(404 if self.path != "/done" else 400, {"error": "expected POST /done with a JSON object"})
+                return
+            self.server.client_done(checked[0], report)
+            self._reply(200, {"ok": True})
+
+    def _send_file(self, target, client):
+        path = self.server.served.get(target)
+        if path is None:
+            self._reply(404, {"error": "%s is not part of this checkpoint" % target})
+            return
+        expected = self.server.sizes[target]
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size != expected:
+                self._reply(
+                    409,
+                    {
+                        "error": "%s changed on the source since it was listed (%d bytes, listed %d)"
+                        % (target, size, expected)
+                    },
+                )
+                return
+            start = _range_start(self.headers.get("Range"), size)
+            if start is None:
+                self._reply(416, {"error": "unsupported range %s" % self.headers.get("Range")})
+                return
+            self.send_response(206 if start else 200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size - start))
+            if start:
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
+            self.end_headers()
+            sent = self.connection.sendfile(handle, start, size - start) if size > start else 0
+        self.server.count(client, sent)
+
+
+def _content_length(header):
+    """The body length a POST announces, or None when it is not a plain count within bounds."""
+    text = (header or "0").strip()
+    if not text.isdigit() or len(text) > 9:
+        return None
+    length = int(text)
+    return length if length <= MAX_REPORT_BYTES else None
+
+
+def _range_start(header, size):
+    """The first byte asked for by `bytes=N-`; 0 without a header; None for anything else."""
+    if not header:
+        return 0
+    if not header.startswith("bytes=") or not header.endswith("-"):
+        return None
+    try:
+        start = int(header[len("bytes=") : -1])
+    except ValueError:
+        return None
+    return start if 0 <= start <= size else None
+
+
+class SourceServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    # Every destination opens one connection per stream at once; the default backlog of 5 is too small.
+    request_queue_size = 128
+
+    def __init__(self, address, secret, listing, served, clients):
+        self.secret = secret
+        self.listing = listing
+        self.listing_bytes = json.dumps(listing, sort_keys=True).encode("utf-8")
+        self.nonces = set()
+        self.refused_requests = 0
+        self.handler_errors = 0
+        self.served = served
+        self.sizes = {unit["target"]: unit["size"] for unit in fetch_units(listing).values()} if served else {}
+        self.expected_clients = clients
+        self.done_reports = {}
+        self.bytes_by_client = {}
+        self.active = 0
+        self.last_activity = time.monotonic()
+        self._lock = threading.Lock()
+        ThreadingHTTPServer.__init__(self, address, _Handler)
+
+    def activity(self):
+        server = self
+
+        class _Active:
+            def __enter__(self):
+                with server._lock:
+                    server.active += 1
+
+            def __exit__(self, *exc):
+                with server._lock:
+                    server.active -= 1
+                    server.last_activity = time.monotonic()
+
+        return _Active()
+
+    def fresh_nonce(self, nonce):
+        """True the first time a nonce is seen: a captured request cannot be replayed."""
+        with self._lock:
+            if nonce in self.nonces:
+                return False
+            self.nonces.add(nonce)
+            return True
+
+    def refused(self):
+        with self._lock:
+            self.refused_requests += 1
+
+    def handle_error(self, request, client_address):
+        """A broken request ends its connection; it never prints a traceback into the module's output."""
+        with self._lock:
+            self.handler_errors += 1
+
+    def count(self, client, sent):
+        with self._lock:
+            self.bytes_by_client[client] = self.bytes_by_client.get(client, 0) + sent
+
+    def client_done(self, client, report):
+        with self._lock:
+            self.done_reports[client] = report
+
+    def finished_reason(self, idle_timeout_s, deadline):
+        with self._lock:
+            if len(self.done_reports) >= self.expected_clients:
+                return "every destination reported done"
+            if self.active == 0 and time.monotonic() - self.last_activity > idle_timeout_s:
+                return "idle for %ds" % idle_timeout_s
+        if time.monotonic() > deadline:
+            return "reached its lifetime"
+        return None
+
+
+def _stop_stale(pidfile):
+    """Stop a server an interrupted run left on our port; only a process that is ours."""
+    try:
+        with open(pidfile) as handle:
+            pid = int(handle.read().split()[0])
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read()
+    except (OSError, ValueError, IndexError):
+        return False
+    if b"weight_source" not in cmdline:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(50):
+        if not os.path.exists("/proc/%d" % pid):
+            return True
+        time.sleep(0.1)
+    return True
+
+
+class SourceServer6(SourceServer):
+    address_family = socket.AF_INET6
+
+
+def bind_server(address, port, secret, listing, served, clients, pidfile):
+    """A bound SourceServer; a stale one of ours holding the port is stopped first."""
+    server_class = SourceServer6 if ":" in address else SourceServer
+    for attempt in (1, 2):
+        try:
+            return server_class((address, port), secret, listing, served, clients)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or attempt == 2 or not _stop_stale(pidfile):
+                raise
+    raise OSError(errno.EADDRINUSE, "address in use")
+
+
+def serve_until_done(server, idle_timeout_s, lifetime_s, poll_s=0.2):
+    """Serve in a thread; return why serving stopped and what was served."""
+    started = time.monotonic()
+    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_s})
+    worker.daemon = True
+    worker.start()
+    try:
+        while True:
+            reason = server.finished_reason(idle_timeout_s, started + lifetime_s)
+            if reason:
+                break
+            time.sleep(poll_s)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return {
+        "stopped": reason,
+        "served_s": round(time.monotonic() - started, 3),
+        "bytes_by_client": dict(server.bytes_by_client),
+        "done_reports": dict(server.done_reports),
+        "refused_requests": server.refused_requests,
+        "handler_errors": server.handler_errors,
+    }

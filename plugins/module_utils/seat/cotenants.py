@@ -1,0 +1,164 @@
+"""Exclusive mode: which co-tenant services a seat evicts, what was running, and what to restore.
+
+Co-tenants are declared per host in the inventory (`seatwright_node_cotenants`): a list of
+{name, kind: container|systemd, gpus: [indices] | all}. A seat that is exclusive stops every
+co-tenant that shares a GPU with it (`all` claims every GPU of the node, so an exclusive seat
+always evicts it, even a CPU seat). Before anything is stopped the prior state of each is recorded
+on the node; teardown, and any failure of bring-up, restarts exactly those that were running.
+"""
+
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+
+RECORD_FORMAT = "seatwright-cotenants/1"
+KINDS = ("container", "systemd")
+# Docker container names and systemd unit names; no shell metacharacters reach a command line.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,254}$")
+
+
+def _is_index(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_cotenants(host, declared):
+    """The host's declared co-tenants, normalised; a SeatError naming the entry and field otherwise."""
+    where = "host %s: seatwright_node_cotenants" % host
+    if declared is None:
+        return []
+    if not isinstance(declared, list):
+        raise SeatError(
+            "%s is %s; expected a list of {name, kind: container|systemd, gpus: [indices] | all}; "
+            "fix it in the inventory (host_vars/%s.yml)" % (where, type(declared).__name__, host)
+        )
+    problems, entries, seen = [], [], set()
+    for position, item in enumerate(declared):
+        at = "%s[%d]" % (where, position)
+        if not isinstance(item, dict):
+            problems.append("%s is %r; expected a mapping with name, kind and gpus" % (at, item))
+            continue
+        unknown = sorted(set(item) - {"name", "kind", "gpus"})
+        if unknown:
+            problems.append(
+                "%s: unknown field%s %s; allowed: name, kind, gpus"
+                % (at, "" if len(unknown) == 1 else "s", ", ".join(unknown))
+            )
+        name, kind, gpus = item.get("name"), item.get("kind"), item.get("gpus")
+        if not isinstance(name, str) or not _NAME.match(name):
+            problems.append(
+                "%s.name is %r; expected a container or unit name (letters, digits, _ . @ : -)" % (at, name)
+            )
+        elif name in seen:
+            problems.append("%s.name %s is declared twice; keep one entry" % (at, name))
+        seen.add(name)
+        if kind not in KINDS:
+            problems.append("%s.kind is %r; expected container or systemd" % (at, kind))
+        if gpus != "all" and not (isinstance(gpus, list) and gpus and all(_is_index(g) for g in gpus)):
+            problems.append("%s.gpus is %r; expected all, or a non-empty list of GPU indices like [0, 1]" % (at, gpus))
+        if kind == "systemd" and isinstance(name, str) and "." not in name:
+            name = name + ".service"
+        entries.append({"name": name, "kind": kind, "gpus": gpus if gpus == "all" else sorted(set(gpus or []))})
+    if problems:
+        raise SeatError("\n".join(problems) + "\nfix them in the inventory (host_vars/%s.yml)" % host)
+    return entries
+
+
+def eviction_plan(host, declared, seat_gpus, exclusive):
+    """{'stop': [co-tenant], 'keep': [co-tenant + reason]} for one host of the seat.
+
+    `seat_gpus` are the GPU indices the seat uses on this host (empty for a CPU seat).
+    """
+    cotenants = check_cotenants(host, declared)
+    stop, keep = [], []
+    for item in cotenants:
+        shared = sorted(set(seat_gpus)) if item["gpus"] == "all" else sorted(set(item["gpus"]) & set(seat_gpus))
+        if not exclusive:
+            keep.append(
+                dict(
+                    item,
+                    reason="the seat is not exclusive (topology.exclusive: false); it stays "
+                    "resident and the seat leaves it GPU memory",
+                )
+            )
+        elif item["gpus"] == "all" or shared:
+            stop.append(
+                dict(
+                    item,
+                    reason="claims %s, which the exclusive seat needs"
+                    % ("every GPU of the node" if item["gpus"] == "all" else "GPU %s" % ",".join(map(str, shared))),
+                )
+            )
+        else:
+            keep.append(
+                dict(item, reason="uses GPU %s only, which the seat does not use" % ",".join(map(str, item["gpus"])))
+            )
+    return {"host": host, "stop": stop, "keep": keep}
+
+
+def merge_record(host, seat, existing, observed):
+    """The prior-state record to write before stopping anything.
+
+    `observed` is [{name, kind, running}] as found now. An existing record (a seat already up, or a
+    bring-up that failed before it could restore) keeps the state it saw first: a co-tenant we
+    stopped ourselves must not be recorded as "was stopped" by the next run.
+    """
+    entries = {}
+    if existing:
+        check_record(host, existing)
+        for entry in existing["entries"]:
+            entries[entry["name"]] = dict(entry)
+    for item in observed:
+        if item["name"] not in entries:
+            entries[item["name"]] = {"name": item["name"], "kind": item["kind"], "was_running": bool(item["running"])}
+    return {
+        "format": RECORD_FORMAT,
+        "host": host,
+        "seat": (existing or {}).get("seat") or seat,
+        "entries": [entries[name] for name in sorted(entries)],
+    }
+
+
+def check_record(host, record):
+    """A SeatError unless `record` is a co-tenant record this code wrote."""
+    if (
+        not isinstance(record, dict)
+        or record.get("format") != RECORD_FORMAT
+        or not isinstance(record.get("entries"), list)
+    ):
+        raise SeatError(
+            "host %s: the co-tenant record is not a %s record; restore the services by hand, "
+            "then delete the record" % (host, RECORD_FORMAT)
+        )
+    for entry in record["entries"]:
+        if (
+            not isinstance(entry, dict)
+            or entry.get("kind") not in KINDS
+            or not isinstance(entry.get("name"), str)
+            or not _NAME.match(entry["name"])
+            or not isinstance(entry.get("was_running"), bool)
+        ):
+            raise SeatError(
+                "host %s: co-tenant record entry %r is malformed; restore the services by hand, "
+                "then delete the record" % (host, entry)
+            )
+
+
+def restore_actions(host, record, observed):
+    """[{name, kind, action: start|none, reason}] that puts every recorded co-tenant back.
+
+    `observed` maps name -> running (bool) now. Only those that were running are started; one that
+    was stopped before the seat stays stopped.
+    """
+    if not record:
+        return []
+    check_record(host, record)
+    actions = []
+    for entry in record["entries"]:
+        running = observed.get(entry["name"])
+        if entry["was_running"] and not running:
+            actions.append(dict(entry, action="start", reason="was running before the seat evicted it"))
+        elif entry["was_running"]:
+            actions.append(dict(entry, action="none", reason="running again already"))
+        else:
+            actions.append(dict(entry, action="none", reason="was not running before the seat; left stopped"))
+    return actions

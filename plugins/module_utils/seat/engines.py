@@ -1,0 +1,362 @@
+"""One table per engine: how each recipe field becomes an engine flag, for vLLM and SGLang.
+
+Everything seatwright knows about an engine's command line lives here as data: the entry point,
+the default port and memory utilisation (with where each number comes from), the names the engine
+gives the KV cache types, and one row per recipe field (flag, value transform, when it applies).
+The argv of every rank (seat/launch.py), the README's rules table and each rule's launch text
+(seat/rules.py) are generated from these rows. Adding a serving field: the schema, one row here,
+and a rule in rules.py if one needs it.
+
+A row is {field, flag, transform, ...}:
+- field: the recipe field read (dotted path), or None for a value the launch itself decides;
+- flag: the engine flag the row renders; `also` lists further flags the same row may emit;
+- transform: how the value becomes arguments (see _TRANSFORMS);
+- scope: 'any' (default), 'multi-node' (only across nodes), 'mp' (only vLLM's multiprocessing
+  multi-node launch), 'mp-follower' (the same, node ranks above 0), 'cuda' (GPU seats only);
+- note: words the rules table adds after the flag.
+"""
+
+import json
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+
+SERVE_HOST = "0.0.0.0"
+SGLANG_DIST_PORT = 20000
+# torch.distributed's rendezvous on node rank 0 for vLLM's multiprocessing multi-node launch.
+MP_MASTER_PORT = 29501
+
+
+def _row(field, flag, transform="text", **extra):
+    row = {"field": field, "flag": flag, "transform": transform, "scope": "any", "also": (), "note": None}
+    row.update(extra)
+    return row
+
+
+VLLM = {
+    "name": "vllm",
+    "label": "vLLM",
+    # The OpenAI-compatible server as a module: the `vllm` console script is missing from some builds.
+    "entry": ("-m", "vllm.entrypoints.openai.api_server"),
+    # vLLM's multiprocessing multi-node launch needs the `serve` CLI: its --headless follower is not
+    # in the module server; the model is then positional.
+    "mp_entry": ("-m", "vllm.entrypoints.cli.main", "serve"),
+    "default_port": {"value": 8000, "source": "vLLM's default --port"},
+    "default_memory_utilization": {
+        "value": 0.9,
+        "source": "vLLM's default --gpu-memory-utilization (engine arguments, docs.vllm.ai)",
+    },
+    # What the fraction covers: vLLM's budget holds weights, activations and the KV cache together.
+    "memory_fraction_covers": "all",
+    "kv_dtypes": {"auto": "auto", "bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
+    "rows": (
+        _row("model.served_name", "--model", "model_dir"),
+        _row("model.served_name", "--served-model-name"),
+        _row(None, "--host", "serve_host"),
+        _row("serving.port", "--port"),
+        _row("topology.tensor_parallel", "--tensor-parallel-size"),
+        _row("topology.nodes", "--nnodes", scope="mp"),
+        _row(None, "--node-rank", "node_rank", scope="mp"),
+        _row(None, "--master-addr", "head_ip", scope="mp"),
+        _row(None, "--master-port", "mp_master_port", scope="mp"),
+        _row(
+            None,
+            "--headless",
+            "switch_always",
+            scope="mp-follower",
+            note="on node ranks above 0 of the multiprocessing launch",
+        ),
+        _row("topology.expert_parallel", "--enable-expert-parallel", "switch_above_one"),
+        _row(
+            "topology.executor",
+            "--distributed-executor-backend",
+            note="ray: node rank 0 starts the Ray head and the other nodes join it; mp: vLLM's own "
+            "multi-node launch, --headless on the other nodes; VLLM_HOST_IP is each node's "
+            "fabric address",
+        ),
+        _row("serving.max_model_len", "--max-model-len"),
+        _row("serving.kv_cache_dtype", "--kv-cache-dtype", "kv_dtype"),
+        _row("serving.gpu_memory_utilization", "--gpu-memory-utilization", scope="cuda"),
+        _row("serving.max_num_seqs", "--max-num-seqs"),
+        _row("serving.block_size", "--block-size"),
+        _row("serving.enforce_eager", "--enforce-eager", "switch"),
+        _row("serving.max_cudagraph_capture_size", "--max-cudagraph-capture-size"),
+        _row("serving.custom_all_reduce", "--disable-custom-all-reduce", "switch_if_false"),
+        _row("serving.allreduce_fusion", "--compilation-config", "vllm_fusion_config"),
+        _row("serving.distributed_timeout_s", "--distributed-timeout-seconds"),
+        _row("serving.moe_backend", "--moe-backend"),
+        _row("serving.attention_backend", "--attention-backend"),
+        _row("serving.speculation", "--speculative-config", "vllm_speculative_config"),
+        _row("serving.reasoning_parser", "--reasoning-parser"),
+        _row("serving.tool_call_parser", "--tool-call-parser", "vllm_tool_parser", also=("--enable-auto-tool-choice",)),
+    ),
+}
+
+SGLANG = {
+    "name": "sglang",
+    "label": "SGLang",
+    "entry": ("-m", "sglang.launch_server"),
+    "mp_entry": None,
+    "default_port": {"value": 30000, "source": "SGLang's default --port"},
+    "default_memory_utilization": {
+        "value": 0.9,
+        "source": "seatwright's assumption: SGLang derives --mem-fraction-static from the "
+        "GPU's memory when it is unset; no field figure",
+    },
+    # SGLang's --mem-fraction-static holds weights and the KV pool; activations and graphs live outside it.
+    "memory_fraction_covers": "weights-and-kv",
+    "kv_dtypes": {"auto": "auto", "bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
+    "speculation_algorithms": {"mtp": "NEXTN", "eagle": "EAGLE", "ngram": "NGRAM"},
+    "rows": (
+        _row("model.served_name", "--model-path", "model_dir"),
+        _row("model.served_name", "--served-model-name"),
+        _row(None, "--host", "serve_host"),
+        _row("serving.port", "--port"),
+        _row("topology.tensor_parallel", "--tp", aliases=("--tp-size",)),
+        _row("topology.expert_parallel", "--ep-size", "above_one"),
+        _row("topology.nodes", "--nnodes", scope="multi-node"),
+        _row(None, "--node-rank", "node_rank", scope="multi-node"),
+        _row(None, "--dist-init-addr", "sglang_dist_init_addr", scope="multi-node"),
+        _row("serving.max_model_len", "--context-length"),
+        _row("serving.kv_cache_dtype", "--kv-cache-dtype", "kv_dtype"),
+        _row("serving.gpu_memory_utilization", "--mem-fraction-static"),
+        _row("serving.max_num_seqs", "--max-running-requests"),
+        _row("serving.block_size", "--page-size"),
+        _row("serving.enforce_eager", "--disable-cuda-graph", "switch"),
+        _row("serving.max_cudagraph_capture_size", "--cuda-graph-max-bs"),
+        _row("serving.custom_all_reduce", "--disable-custom-all-reduce", "switch_if_false"),
+        _row("serving.allreduce_fusion", "--enable-flashinfer-allreduce-fusion", "switch"),
+        _row("serving.distributed_timeout_s", "--dist-timeout"),
+        _row("serving.moe_backend", "--moe-runner-backend"),
+        _row("serving.attention_backend", "--attention-backend"),
+        _row(
+            "serving.speculation",
+            "--speculative-algorithm",
+            "sglang_speculation",
+            also=("--speculative-num-draft-tokens",),
+        ),
+        _row("serving.reasoning_parser", "--reasoning-parser"),
+        _row("serving.tool_call_parser", "--tool-call-parser"),
+    ),
+}
+
+ENGINES = {"vllm": VLLM, "sglang": SGLANG}
+# A recipe whose engine the field did not name still gets a port; nothing is launched for it.
+UNKNOWN_ENGINE_PORT = {"value": 8000, "source": "seatwright's placeholder: the engine is unknown"}
+
+
+def engine(name):
+    """The table of engine `name`; SeatError for a name seatwright has no table for."""
+    if name not in ENGINES:
+        raise SeatError("engine %r has no table in seatwright (known: %s)" % (name, ", ".join(sorted(ENGINES))))
+    return ENGINES[name]
+
+
+def default_port(name):
+    """{value, source} of the port an engine serves on when the recipe leaves serving.port unset."""
+    return ENGINES[name]["default_port"] if name in ENGINES else UNKNOWN_ENGINE_PORT
+
+
+def default_memory_utilization(name):
+    """{value, source} of the memory fraction an engine takes when the recipe leaves it unset."""
+    if name in ENGINES:
+        return ENGINES[name]["default_memory_utilization"]
+    return {"value": 0.9, "source": "seatwright's assumption: the engine is unknown, so vLLM's 0.9 is used"}
+
+
+def memory_fraction_covers(name):
+    """'all' (weights, runtime and KV inside the fraction) or 'weights-and-kv' (runtime outside it)."""
+    return ENGINES[name]["memory_fraction_covers"] if name in ENGINES else "all"
+
+
+def kv_dtype_name(name, kv_cache_dtype):
+    """The engine's own name for a recipe KV cache type ('fp8' -> SGLang 'fp8_e4m3')."""
+    return engine(name)["kv_dtypes"][kv_cache_dtype]
+
+
+def _number(value):
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _lookup(settings, field):
+    node = settings
+    for part in field.split("."):
+        node = node[part]
+    return node
+
+
+# transform(table, row, value, ctx) -> arguments (flag included), or [] to leave the flag out.
+def _text(table, row, value, ctx):
+    return [] if value is None or value is False else [row["flag"], _number(value)]
+
+
+def _switch(table, row, value, ctx):
+    return [row["flag"]] if value else []
+
+
+def _json(value):
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+_TRANSFORMS = {
+    "text": _text,
+    "switch": _switch,
+    "switch_always": lambda table, row, value, ctx: [row["flag"]],
+    "switch_if_false": lambda table, row, value, ctx: [row["flag"]] if value is False else [],
+    "switch_above_one": lambda table, row, value, ctx: [row["flag"]] if value > 1 else [],
+    "above_one": lambda table, row, value, ctx: [row["flag"], str(value)] if value > 1 else [],
+    "model_dir": lambda table, row, value, ctx: [row["flag"], ctx["model_dir"]],
+    "serve_host": lambda table, row, value, ctx: [row["flag"], ctx["serve_host"]],
+    "node_rank": lambda table, row, value, ctx: [row["flag"], str(ctx["node_rank"])],
+    "head_ip": lambda table, row, value, ctx: [row["flag"], ctx["head_ip"]],
+    "mp_master_port": lambda table, row, value, ctx: [row["flag"], str(MP_MASTER_PORT)],
+    "sglang_dist_init_addr": lambda table, row, value, ctx: [row["flag"], "%s:%d" % (ctx["head_ip"], SGLANG_DIST_PORT)],
+    "kv_dtype": lambda table, row, value, ctx: [] if value is None else [row["flag"], table["kv_dtypes"][value]],
+    "vllm_fusion_config": lambda table, row, value, ctx: (
+        []
+        if value is None
+        else [row["flag"], json.dumps({"pass_config": {"fuse_allreduce_rms": value}}, separators=(",", ":"))]
+    ),
+    "vllm_speculative_config": lambda table, row, value, ctx: (
+        []
+        if not value
+        else [
+            row["flag"],
+            _json({"method": value["method"], "num_speculative_tokens": value["num_speculative_tokens"]}),
+        ]
+    ),
+    "sglang_speculation": lambda table, row, value, ctx: (
+        []
+        if not value
+        else [
+            row["flag"],
+            table["speculation_algorithms"][value["method"]],
+            row["also"][0],
+            str(value["num_speculative_tokens"]),
+        ]
+    ),
+    "vllm_tool_parser": lambda table, row, value, ctx: [] if not value else [row["also"][0], row["flag"], value],
+}
+
+
+def _in_scope(row, ctx):
+    scope = row["scope"]
+    if scope == "any":
+        return True
+    if scope == "cuda":
+        return ctx["device"] == "cuda"
+    if scope == "multi-node":
+        return ctx["nodes"] > 1
+    if scope == "mp":
+        return ctx["mp"]
+    if scope == "mp-follower":
+        return ctx["mp"] and ctx["node_rank"] > 0
+    raise SeatError("engine table row %s has an unknown scope %r" % (row["flag"], scope))
+
+
+def server_argv(settings, model_dir, node_rank=0, head_ip=None, serve_host=SERVE_HOST):
+    """The engine server's argv for one node rank, generated from the engine's table.
+
+    vLLM across nodes with topology.executor 'mp' uses its multiprocessing multi-node launch (every
+    node runs the server, the others --headless); with Ray only node rank 0 runs it.
+    """
+    table = engine(settings["engine"]["name"])
+    topo = settings["topology"]
+    mp = table["name"] == "vllm" and topo["nodes"] > 1 and topo["executor"] == "mp"
+    ctx = {
+        "model_dir": model_dir,
+        "node_rank": node_rank,
+        "head_ip": head_ip,
+        "serve_host": serve_host,
+        "device": settings["engine"]["device"],
+        "nodes": topo["nodes"],
+        "mp": mp,
+    }
+    argv = [settings["engine"]["python"]] + list(table["mp_entry"] if mp else table["entry"])
+    for row in table["rows"]:
+        if not _in_scope(row, ctx):
+            continue
+        value = _lookup(settings, row["field"]) if row["field"] else None
+        args = _TRANSFORMS[row["transform"]](table, row, value, ctx)
+        if mp and row["transform"] == "model_dir":
+            args = args[1:]  # the serve CLI takes the model as its first, positional argument
+        argv += args
+    return argv + list(settings["serving"]["extra_args"])
+
+
+def rendered_flags(name):
+    """{flag: recipe field} of every flag engine `name` renders from the recipe or the launch."""
+    flags = {}
+    for row in engine(name)["rows"]:
+        field = row["field"] or "the launch (node rank, addresses)"
+        for flag in (row["flag"],) + tuple(row.get("aliases", ())) + tuple(row["also"]):
+            flags[flag] = field
+    return flags
+
+
+def argv_flags(argv):
+    """The engine flags a rendered argv uses, in order, each once ('--x=1' counts as '--x').
+
+    For checking against the flags an engine image really knows (its --help).
+    """
+    seen = []
+    for arg in argv:
+        if isinstance(arg, str) and arg.startswith("--") and len(arg) > 2:
+            flag = arg.split("=", 1)[0]
+            if flag not in seen:
+                seen.append(flag)
+    return seen
+
+
+def check_extra_args(settings, source):
+    """SeatError when serving.extra_args repeats a flag the table renders from a recipe field."""
+    name = settings["engine"]["name"]
+    if name not in ENGINES:
+        return
+    flags = rendered_flags(name)
+    problems = []
+    for index, arg in enumerate(settings["serving"]["extra_args"]):
+        flag = arg.split("=", 1)[0]
+        if flag in flags:
+            problems.append(
+                "%s: serving.extra_args[%d]: %s is rendered from %s; set that field instead"
+                % (source, index, flag, flags[flag])
+            )
+    if problems:
+        raise SeatError("\n".join(problems))
+
+
+def flag_text(field, value=None, limit=None):
+    """How each engine expresses `field` (set to `value`), for rule launch texts and the README.
+
+    limit: 'at_most' / 'multiple_of' say the value is a bound, not the value itself.
+    Returns e.g. 'vLLM --disable-custom-all-reduce; SGLang --disable-custom-all-reduce', or None
+    when no engine renders the field (it is checked against the image instead).
+    """
+    parts = []
+    for table in (VLLM, SGLANG):
+        rows = [row for row in table["rows"] if row["field"] == field]
+        if not rows:
+            continue
+        row = rows[-1]
+        if limit is not None or value is None:
+            shown = row["flag"]
+            if limit == "at_most":
+                shown += " (at most %s)" % _number(value)
+            elif limit == "multiple_of":
+                shown += " (a multiple of %s)" % _number(value)
+        else:
+            ctx = {
+                "model_dir": "DIR",
+                "node_rank": 0,
+                "head_ip": "HEAD",
+                "serve_host": SERVE_HOST,
+                "device": "cuda",
+                "nodes": 2,
+                "mp": False,
+            }
+            args = _TRANSFORMS[row["transform"]](table, row, value, ctx)
+            shown = " ".join(args) if args else "%s is not passed" % row["flag"]
+        if row["note"]:
+            shown += " (%s)" % row["note"]
+        parts.append("%s %s" % (table["label"], shown))
+    return "; ".join(parts) or None

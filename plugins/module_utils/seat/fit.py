@@ -1,0 +1,424 @@
+"""Does a seat fit its GPUs? Checkpoint bytes against VRAM, per-rank weights, KV headroom.
+
+Pure arithmetic over a normalised recipe (after the rules) and the seat's GPUs. Verdicts give
+their reasons in bytes, decimal GB and GiB, since the field reports mix both.
+
+How the estimate is made:
+- loaded bytes = checkpoint bytes minus the multi-token-prediction (MTP) block, which engines skip
+  at load unless speculation uses it [000];
+- per-rank weights = (loaded - replicated) / TP + replicated; expert parallelism equal to TP moves
+  whole experts instead of slicing them, which leaves the bytes per rank unchanged;
+- each GPU gives the engine utilisation x its memory (its engine's default when unset, labelled
+  with where that default comes from); weights and the non-weight runtime reserve come off it
+  (for SGLang the runtime lives outside the fraction), and what is left holds the KV cache;
+- the runtime reserve is a property of the engine and model family: a measured record of the seat
+  (fit.runtime_reserve_bytes with its source), the family's field figure, or a labelled stand-in;
+- a seat fits only when its KV headroom holds one sequence of the served context: the recipe's
+  max_model_len, a context the field gives (fit.context_tokens), or the model's own from its
+  config.json; KV bytes per token are declared (fit.kv_bytes_per_token) or computed from the
+  config (seat/kv.py). Zero or negative headroom never fits; when the context or the KV size is
+  unknown the verdict is 'unknown'.
+A CPU seat has no VRAM to fit: its verdict is 'not-applicable' and says so.
+"""
+
+import math
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import MIB
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import (
+    default_memory_utilization,
+    memory_fraction_covers,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import kv_bytes_per_token, model_context
+
+GB = 10**9
+GIB = 2**30
+FIELD_RUNTIME_RESERVE_BYTES = 10200000000
+# Non-weight runtime per GPU by engine and model family (matched on model.architecture.family).
+RUNTIME_RESERVES = (
+    {
+        "engine": "vllm",
+        "family": "GLM-5.3",
+        "bytes": FIELD_RUNTIME_RESERVE_BYTES,
+        "source": "field figure for vLLM with GLM-5.3-Flash: about 10.2 GB of non-weight runtime per card [000]",
+    },
+)
+
+
+def size_text(count):
+    """204500000000 -> '204.5 GB (190.46 GiB)'."""
+    return "%.1f GB (%.2f GiB)" % (count / GB, count / GIB)
+
+
+def _skipped_mtp(settings):
+    """Bytes of the MTP block left out at load: all of it unless speculation is MTP."""
+    mtp = settings["model"]["checkpoint"]["mtp_bytes"] or 0
+    speculation = settings["serving"]["speculation"]
+    return 0 if speculation and speculation["method"] == "mtp" else mtp
+
+
+def weight_estimate(settings):
+    """{'loaded_bytes', 'per_rank_bytes', 'basis', 'notes'} for the recipe's TP; bytes None if unknown."""
+    checkpoint = settings["model"]["checkpoint"]
+    observed = settings["model"]["observed"]
+    tp = settings["topology"]["tensor_parallel"]
+    notes = []
+    total = checkpoint["bytes"]
+    if total is None and observed is None:
+        return {
+            "loaded_bytes": None,
+            "per_rank_bytes": None,
+            "basis": "unknown",
+            "notes": [
+                "checkpoint size unknown: declare model.checkpoint.bytes, or gather checkpoint "
+                "facts on a node that holds the weights"
+            ],
+        }
+    if total is None:
+        loaded = observed["per_rank_weight_bytes"] * observed["tensor_parallel"]
+        notes.append(
+            "checkpoint size unknown: loaded bytes taken as the field's %s per rank x TP%d "
+            "(%s); replicated tensors make this an upper bound"
+            % (size_text(observed["per_rank_weight_bytes"]), observed["tensor_parallel"], observed["source"])
+        )
+        return {"loaded_bytes": loaded, "per_rank_bytes": -(-loaded // tp), "basis": "observed", "notes": notes}
+    skipped = _skipped_mtp(settings)
+    if checkpoint["mtp_bytes"]:
+        if skipped:
+            notes.append(
+                "MTP block of %s is skipped at load because speculation does not use it: "
+                "not counted in the weights per rank" % size_text(skipped)
+            )
+        else:
+            notes.append("MTP block of %s is loaded because speculation uses it" % size_text(checkpoint["mtp_bytes"]))
+    loaded = total - skipped
+    replicated = checkpoint["replicated_bytes"]
+    if replicated is None:
+        replicated = 0
+        if tp > 1:
+            notes.append(
+                "bytes kept whole on every rank are unknown: all weights are treated as "
+                "sharded, so the estimate is low by (TP-1)/TP of whatever is replicated"
+            )
+    per_rank = -(-(loaded - replicated) // tp) + replicated
+    if settings["topology"]["expert_parallel"] > 1:
+        notes.append(
+            "expert parallel %d: experts go whole to ranks instead of being sliced; the "
+            "bytes per rank are the same" % settings["topology"]["expert_parallel"]
+        )
+    if observed is not None and observed["tensor_parallel"] == tp:
+        seen = observed["per_rank_weight_bytes"]
+        notes.append(
+            "estimate %.2f GiB per rank against %.2f GiB seen loaded at TP%d (%s): %+.1f%%"
+            % (per_rank / GIB, seen / GIB, tp, observed["source"], 100.0 * (per_rank - seen) / seen)
+        )
+    return {"loaded_bytes": loaded, "per_rank_bytes": per_rank, "basis": checkpoint["bytes_status"], "notes": notes}
+
+
+def runtime_reserve(settings):
+    """{'bytes', 'source', 'kind'}: the recipe's measured figure, the family's, or a labelled stand-in."""
+    fit = settings.get("fit", {})
+    if fit.get("runtime_reserve_bytes") is not None:
+        return {
+            "bytes": fit["runtime_reserve_bytes"],
+            "kind": "recipe",
+            "source": fit.get("reserve_source")
+            or "declared in the recipe (fit.runtime_reserve_bytes) without a source",
+        }
+    engine = settings["engine"]["name"]
+    family = settings["model"]["architecture"].get("family") or ""
+    for known in RUNTIME_RESERVES:
+        if known["engine"] == engine and family.startswith(known["family"]):
+            return {"bytes": known["bytes"], "kind": "family", "source": known["source"]}
+    return {
+        "bytes": FIELD_RUNTIME_RESERVE_BYTES,
+        "kind": "stand-in",
+        "source": "stand-in: 10.2 GB was measured for vLLM with GLM-5.3-Flash only [000]; untested for %s "
+        "with %s; give a measured figure in fit.runtime_reserve_bytes" % (engine, family or "this model"),
+    }
+
+
+def _reserve(settings):
+    return runtime_reserve(settings)["bytes"]
+
+
+def _utilization(settings):
+    """(fraction of each GPU the engine takes, whether the recipe set it, where the number comes from)."""
+    value = settings["serving"]["gpu_memory_utilization"]
+    if value is not None:
+        return value, True, "serving.gpu_memory_utilization"
+    default = default_memory_utilization(settings["engine"]["name"])
+    return default["value"], False, default["source"]
+
+
+def served_context(settings, config):
+    """(tokens, where from) of one sequence of the served context, or (None, why unknown)."""
+    if settings["serving"]["max_model_len"]:
+        return settings["serving"]["max_model_len"], "serving.max_model_len"
+    fit = settings.get("fit", {})
+    if fit.get("context_tokens"):
+        return fit["context_tokens"], fit.get("context_source") or "fit.context_tokens"
+    own = model_context(config)
+    if own:
+        return own, "the model's own context (config.json max_position_embeddings)"
+    return None, "serving.max_model_len is unset and the model's config.json is not in the checkpoint facts"
+
+
+def kv_per_token(settings, config):
+    """(KV bytes per token on each rank, where from) or (None, why unknown)."""
+    fit = settings.get("fit", {})
+    if fit.get("kv_bytes_per_token"):
+        return fit["kv_bytes_per_token"], fit.get("kv_source") or "fit.kv_bytes_per_token"
+    computed = kv_bytes_per_token(
+        config, settings["serving"]["kv_cache_dtype"], settings["topology"]["tensor_parallel"]
+    )
+    if computed["bytes"]:
+        return computed["bytes"], "computed from config.json: " + computed["how"]
+    return None, "fit.kv_bytes_per_token is unset and it cannot be computed (%s)" % computed["how"]
+
+
+def one_node(settings, node):
+    """The field's first rule [002]: can the checkpoint live on one node at all?
+
+    Even at 100% memory and no KV cache, each GPU needs its weight share plus the runtime reserve.
+    """
+    estimate = weight_estimate(settings)
+    gpus = node["gpus"]
+    raw = sum(gpu["memory_total_mib"] for gpu in gpus) * MIB
+    head = "one node (%s, %d GPU%s)" % (node["host"], len(gpus), "" if len(gpus) == 1 else "s")
+    if estimate["loaded_bytes"] is None:
+        return {
+            "host": node["host"],
+            "fits": None,
+            "raw_vram_bytes": raw,
+            "reasons": ["%s: %s raw VRAM; checkpoint size unknown, so no comparison" % (head, size_text(raw))],
+        }
+    if not gpus:
+        return {
+            "host": node["host"],
+            "fits": False,
+            "raw_vram_bytes": 0,
+            "reasons": ["%s: no GPUs to hold %s" % (head, size_text(estimate["loaded_bytes"]))],
+        }
+    loaded = estimate["loaded_bytes"]
+    replicated = settings["model"]["checkpoint"]["replicated_bytes"] or 0
+    per_gpu = -(-(loaded - replicated) // len(gpus)) + replicated
+    smallest = min(gpu["memory_total_mib"] for gpu in gpus) * MIB
+    reserve = _reserve(settings)
+    left = smallest - per_gpu
+    declared = settings["model"]["checkpoint"]["bytes"]
+    what = (
+        "checkpoint %s" % size_text(loaded)
+        if declared in (None, loaded)
+        else "checkpoint %s, %s of it loaded" % (size_text(declared), size_text(loaded))
+    )
+    comparison = "%s: %s against %s raw VRAM" % (head, what, size_text(raw))
+    if loaded >= raw:
+        return {
+            "host": node["host"],
+            "fits": False,
+            "raw_vram_bytes": raw,
+            "reasons": ["%s: larger than the node even at 100%% memory with no KV cache [002]" % comparison],
+        }
+    if left <= reserve:
+        return {
+            "host": node["host"],
+            "fits": False,
+            "raw_vram_bytes": raw,
+            "reasons": [
+                "%s: even at 100%% memory with no KV cache each GPU would hold %s of weights, leaving %.2f GB "
+                "of its %.1f GB, below the %.1f GB non-weight runtime [000][002]; it needs more than one node"
+                % (comparison, size_text(per_gpu), left / GB, smallest / GB, reserve / GB)
+            ],
+        }
+    return {
+        "host": node["host"],
+        "fits": True,
+        "raw_vram_bytes": raw,
+        "reasons": [
+            "%s: at 100%% memory each GPU would hold %s of weights plus the %.1f GB runtime reserve, "
+            "leaving %s for KV cache" % (comparison, size_text(per_gpu), reserve / GB, size_text(left - reserve))
+        ],
+    }
+
+
+def fit_seat(settings, seat_nodes, config=None):
+    """Verdict for the seat on its nodes: {'fits', 'verdict', 'reasons', 'per_rank', ...}.
+
+    `seat_nodes` lists the seat's nodes in rank order, each with exactly the GPUs the seat uses;
+    `config` holds the model's config.json values from checkpoint facts, or None.
+    verdict: 'fits', 'does-not-fit', 'unknown' (weights, context or KV size unknown) or
+    'not-applicable' (CPU).
+    """
+    if settings["engine"]["device"] == "cpu":
+        return {
+            "fits": True,
+            "verdict": "not-applicable",
+            "per_rank_bytes": None,
+            "per_rank": [],
+            "estimate_notes": [],
+            "loaded_bytes": None,
+            "basis": None,
+            "needed_utilization": None,
+            "inputs": {},
+            "reasons": [
+                "CPU seat: no GPU memory to fit; the engine holds the weights in host "
+                "memory and its KV cache in the space VLLM_CPU_KVCACHE_SPACE gives it"
+            ],
+        }
+    estimate = weight_estimate(settings)
+    tp = settings["topology"]["tensor_parallel"]
+    observed = settings["model"]["observed"]
+    base = {
+        "per_rank_bytes": estimate["per_rank_bytes"],
+        "per_rank": [],
+        "needed_utilization": None,
+        "estimate_notes": estimate["notes"],
+        "loaded_bytes": estimate["loaded_bytes"],
+        "basis": estimate["basis"],
+        "inputs": {},
+    }
+    if estimate["basis"] == "unknown" or (estimate["basis"] == "observed" and observed["tensor_parallel"] != tp):
+        return dict(
+            base,
+            fits=False,
+            verdict="unknown",
+            reasons=["checkpoint size unknown: no verdict until model.checkpoint.bytes is declared or gathered"],
+        )
+
+    per_rank = estimate["per_rank_bytes"]
+    utilization, chosen, utilization_source = _utilization(settings)
+    reserve = runtime_reserve(settings)
+    covers = memory_fraction_covers(settings["engine"]["name"])
+    context, context_source = served_context(settings, config)
+    kv_token, kv_source = kv_per_token(settings, config)
+    base["inputs"] = {
+        "utilization": {"value": utilization, "source": utilization_source},
+        "runtime_reserve": {"value": reserve["bytes"], "source": reserve["source"], "kind": reserve["kind"]},
+        "memory_fraction_covers": covers,
+        "context_tokens": {"value": context, "source": context_source},
+        "kv_bytes_per_token": {"value": kv_token, "source": kv_source},
+    }
+    gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
+    raw = sum(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
+    smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
+    one_sequence = kv_token * context if kv_token and context else None
+    inside = per_rank + (reserve["bytes"] if covers == "all" else 0) + (one_sequence or 0)
+    base["needed_utilization"] = round(inside / float(smallest), 4)
+    reasons = [
+        "seat (%s, %d GPUs): loads %s against %s raw VRAM"
+        % (
+            " + ".join(node["host"] for node in seat_nodes),
+            len(gpus),
+            size_text(estimate["loaded_bytes"]),
+            size_text(raw),
+        )
+    ]
+    if estimate["basis"] == "observed":
+        reasons.append("weights per rank as the field saw them loaded at TP%d (%s)" % (tp, observed["source"]))
+    reasons.append("runtime reserve %.2f GB per GPU: %s" % (reserve["bytes"] / GB, reserve["source"]))
+
+    ranks = []
+    for rank, (host, gpu) in enumerate(gpus):
+        total = gpu["memory_total_mib"] * MIB
+        budget = int(total * utilization)
+        if covers == "all":
+            headroom = budget - per_rank - reserve["bytes"]
+        else:
+            headroom = budget - per_rank
+        ranks.append(
+            {
+                "rank": rank,
+                "host": host,
+                "gpu_index": gpu["index"],
+                "total_bytes": total,
+                "budget_bytes": budget,
+                "weight_bytes": per_rank,
+                "reserve_bytes": reserve["bytes"],
+                "kv_headroom_bytes": headroom,
+                "kv_tokens": max(headroom, 0) // kv_token if kv_token else None,
+                "outside_budget_bytes": total - budget,
+            }
+        )
+    tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
+    used = "%.2f%s" % (utilization, "" if chosen else " (engine default: %s)" % utilization_source)
+    if covers == "all":
+        reasons.append(
+            "per rank: %s of weights + %.1f GB runtime reserve within %s x %.1f GB = %s leaves %s "
+            "for the KV cache on the tightest GPU (rank %d, %s)"
+            % (
+                size_text(per_rank),
+                reserve["bytes"] / GB,
+                used,
+                tightest["total_bytes"] / GB,
+                size_text(tightest["budget_bytes"]),
+                size_text(tightest["kv_headroom_bytes"]),
+                tightest["rank"],
+                tightest["host"],
+            )
+        )
+    else:
+        reasons.append(
+            "per rank: %s of weights within the static fraction %s x %.1f GB = %s leaves %s for the "
+            "KV pool on the tightest GPU (rank %d, %s); the %.1f GB runtime reserve lives outside "
+            "the fraction"
+            % (
+                size_text(per_rank),
+                used,
+                tightest["total_bytes"] / GB,
+                size_text(tightest["budget_bytes"]),
+                size_text(tightest["kv_headroom_bytes"]),
+                tightest["rank"],
+                tightest["host"],
+                reserve["bytes"] / GB,
+            )
+        )
+        short = [item for item in ranks if item["outside_budget_bytes"] < reserve["bytes"]]
+        if short:
+            reasons.append(
+                "the %.1f GB runtime reserve does not fit in the %.1f GB outside the static fraction "
+                "(rank %d, %s); lower the fraction"
+                % (reserve["bytes"] / GB, short[0]["outside_budget_bytes"] / GB, short[0]["rank"], short[0]["host"])
+            )
+            return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    headroom = tightest["kv_headroom_bytes"]
+    if headroom <= 0:
+        reasons.append(
+            "no KV cache room: zero or negative headroom is not a fit; %s"
+            % needed_hint(base["needed_utilization"], chosen)
+        )
+        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    if context is None or kv_token is None:
+        missing = [
+            text
+            for value, text in (
+                (context, "the served context: " + context_source),
+                (kv_token, "KV bytes per token: " + kv_source),
+            )
+            if value is None
+        ]
+        reasons.append(
+            "whether %s of headroom holds one sequence is unknown: %s" % (size_text(headroom), "; ".join(missing))
+        )
+        return dict(base, fits=False, verdict="unknown", reasons=reasons, per_rank=ranks)
+    if headroom < one_sequence:
+        reasons.append(
+            "KV headroom {} holds {:,} tokens per rank, less than one {:,}-token sequence of the served "
+            "context ({}; {:,} B per token: {}): not a fit".format(
+                size_text(headroom), tightest["kv_tokens"], context, context_source, kv_token, kv_source
+            )
+        )
+        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    reasons.append(
+        "KV headroom holds {:,} tokens per rank: {:.1f} sequences of {:,} tokens ({}; {:,} B per token: {})".format(
+            tightest["kv_tokens"], tightest["kv_tokens"] / float(context), context, context_source, kv_token, kv_source
+        )
+    )
+    return dict(base, fits=True, verdict="fits", reasons=reasons, per_rank=ranks)
+
+
+def needed_hint(needed, chosen):
+    """Words for the utilisation a seat would need, when a higher one could help."""
+    if needed > 1:
+        return "the weights and reserve need %.3f of the smallest GPU: more than the whole GPU" % needed
+    least = math.ceil(needed * 100) / 100.0
+    return "it needs at least %.2f of each GPU%s" % (least, "" if chosen else "; set serving.gpu_memory_utilization")

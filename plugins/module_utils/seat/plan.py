@@ -1,0 +1,635 @@
+"""The plan of one seat: recipe + the hosts' hardware -> rules, fit, and the launch of every rank.
+
+Needs no node: each host's GPUs come from its cached facts (seatwright_gpus) when present, else
+from what the inventory declares (GPU profile x count). Hosts are taken in the order given; the
+seat uses the first topology.nodes of them and node rank 0 is the first.
+"""
+
+import re
+import shlex
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import flag_refusals, recipe_with_image
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
+    fit_seat,
+    one_node,
+    size_text,
+    weight_estimate,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import MODEL_ROOT, render
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
+
+PLAN_FORMAT = "seatwright-plan/1"
+_CC = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _cached_gpus(host, facts):
+    """GPUs from a host's cached seatwright_gpus facts, checked so bad caches get a clear message."""
+    if not isinstance(facts, list):
+        raise SeatError(
+            "host %s: cached fact seatwright_gpus is %s, expected a list; re-gather GPU facts "
+            "or delete .cache/facts/*%s" % (host, type(facts).__name__, host)
+        )
+    gpus = []
+    for position, gpu in enumerate(facts):
+        where = "host %s: cached fact seatwright_gpus[%d]" % (host, position)
+        if not isinstance(gpu, dict):
+            raise SeatError("%s is %r, expected a mapping of GPU facts; re-gather GPU facts" % (where, gpu))
+        checks = (
+            ("index", lambda v: _is_int(v) and v >= 0, "a GPU index (0, 1, ...)"),
+            ("name", lambda v: isinstance(v, str) and v != "", "the GPU's name"),
+            ("compute_capability", lambda v: isinstance(v, str) and _CC.match(v), "a capability like '12.0'"),
+            ("memory_total_mib", lambda v: _is_int(v) and v > 0, "total memory in MiB, a whole number"),
+        )
+        for key, valid, expected in checks:
+            if not valid(gpu.get(key)):
+                raise SeatError("%s.%s is %r; expected %s; re-gather GPU facts" % (where, key, gpu.get(key), expected))
+        gpus.append(
+            {
+                "index": gpu["index"],
+                "name": gpu["name"],
+                "compute_capability": gpu["compute_capability"],
+                "sm": sm_of(gpu["compute_capability"]),
+                "memory_total_mib": gpu["memory_total_mib"],
+            }
+        )
+    indexes = [gpu["index"] for gpu in gpus]
+    if len(set(indexes)) != len(indexes):
+        raise SeatError(
+            "host %s: cached fact seatwright_gpus repeats a GPU index %s; re-gather GPU facts" % (host, indexes)
+        )
+    return sorted(gpus, key=lambda gpu: gpu["index"])
+
+
+def _cached_fabric(host, facts):
+    """The host's cached seatwright_fabric facts (module fabric_facts), or None when not gathered."""
+    if facts in (None, {}):
+        return None
+    if not isinstance(facts, dict):
+        raise SeatError(
+            "host %s: cached fact seatwright_fabric is %s, expected a mapping; re-gather fabric "
+            "facts or delete .cache/facts/*%s" % (host, type(facts).__name__, host)
+        )
+    return facts
+
+
+def _nccl_options(host, candidate):
+    """The host's nccl_env_* settings, as the nccl_env role hands them to nccl_env_render."""
+    try:
+        return node_options(
+            candidate.get("nccl_env_ib_dscp"),
+            candidate.get("nccl_env_gdr_level"),
+            candidate.get("nccl_env_p2p_disable"),
+            candidate.get("nccl_env_gid_index"),
+        )
+    except NcclError as exc:
+        raise SeatError("host %s: %s" % (host, exc))
+
+
+def node_hardware(candidate, position):
+    """One host's hardware for planning, from cached facts or the inventory's declaration."""
+    if not isinstance(candidate, dict):
+        raise SeatError(
+            "seat_hosts[%d]: %r is not a host's variables; the plan needs a mapping per host" % (position, candidate)
+        )
+    host = candidate.get("host")
+    if not isinstance(host, str) or not _HOST.match(host):
+        raise SeatError("seat_hosts[%d]: host name %r is not a valid inventory host name" % (position, host))
+    if candidate.get("in_inventory") is False:
+        raise SeatError("host %s is not in the inventory; list hosts of group gpu_nodes in seat_hosts" % host)
+    problems = check_node(host, candidate)
+    if problems:
+        raise SeatError("%s\nfix these in the inventory (host_vars/%s.yml)" % ("\n".join(problems), host))
+    profile = GPU_PROFILES[candidate["seatwright_node_gpu_profile"]]
+    declared = [
+        {
+            "index": index,
+            "name": profile["name"],
+            "compute_capability": profile["compute_capability"],
+            "sm": sm_of(profile["compute_capability"]),
+            "memory_total_mib": profile["memory_mib"],
+        }
+        for index in range(candidate["seatwright_node_gpu_count"])
+    ]
+    facts = candidate.get("seatwright_gpus")
+    notes = []
+    if facts:
+        gpus, source = _cached_gpus(host, facts), "facts"
+        if [g["name"] for g in gpus] != [g["name"] for g in declared]:
+            notes.append(
+                "host %s: cached facts show %d x %s, the inventory declares %d x %s; the facts "
+                "are used"
+                % (host, len(gpus), ", ".join(sorted({g["name"] for g in gpus})), len(declared), profile["name"])
+            )
+    else:
+        gpus, source = declared, "inventory"
+    return {
+        "host": host,
+        "source": source,
+        "gpus": gpus,
+        "notes": notes,
+        "checkpoint": candidate.get("seatwright_checkpoint"),
+        "fabric_ip": str(candidate["seatwright_node_fabric_ip"]),
+        "fabric_iface": candidate["seatwright_node_fabric_iface"],
+        # Where the seat's API listens on this node; the fabric address unless the inventory says.
+        "serve_address": str(candidate.get("seatwright_node_serve_address") or candidate["seatwright_node_fabric_ip"]),
+        "rdma_devices": list(candidate.get("seatwright_node_rdma_devices") or []),
+        "fabric": _cached_fabric(host, candidate.get("seatwright_fabric")),
+        "nccl_options": _nccl_options(host, candidate),
+    }
+
+
+def _placement(settings, candidates):
+    """(seat nodes with the GPUs the seat uses, every candidate's hardware, shortfall reasons)."""
+    if not isinstance(candidates, list):
+        raise SeatError("seat_hosts: expected a list of hosts, found %s" % type(candidates).__name__)
+    names = [c.get("host") for c in candidates if isinstance(c, dict)]
+    repeated = sorted({str(name) for name in names if names.count(name) > 1})
+    if repeated:
+        raise SeatError("seat_hosts: %s listed more than once; each node can hold one rank" % ", ".join(repeated))
+    topo = settings["topology"]
+    wanted = candidates[: topo["nodes"]]
+    hardware = [node_hardware(candidate, position) for position, candidate in enumerate(wanted)]
+    # The same fleet-wide checks as preflight, over every candidate host.
+    problems = check_fleet(
+        dict((c["host"], c) for c in candidates if isinstance(c, dict) and isinstance(c.get("host"), str))
+    )
+    if problems:
+        raise SeatError("%s\nfix these in the inventory" % "\n".join(problems))
+    shortfall = []
+    if len(hardware) < topo["nodes"]:
+        shortfall.append(
+            "the seat needs %d node%s (TP%d = %d x %d GPUs); %d host%s given (%s)"
+            % (
+                topo["nodes"],
+                "" if topo["nodes"] == 1 else "s",
+                topo["tensor_parallel"],
+                topo["nodes"],
+                topo["gpus_per_node"],
+                len(hardware),
+                "" if len(hardware) == 1 else "s",
+                ", ".join(node["host"] for node in hardware) or "none",
+            )
+        )
+    seat_nodes = []
+    for node in hardware:
+        if len(node["gpus"]) < topo["gpus_per_node"]:
+            shortfall.append(
+                "host %s has %d GPU%s (%s), the seat needs %d per node"
+                % (
+                    node["host"],
+                    len(node["gpus"]),
+                    "" if len(node["gpus"]) == 1 else "s",
+                    node["source"],
+                    topo["gpus_per_node"],
+                )
+            )
+        seat_nodes.append(dict(node, gpus=node["gpus"][: topo["gpus_per_node"]]))
+    return seat_nodes, hardware, shortfall
+
+
+def _model_config(recipe, hardware):
+    """(config.json values from a seat host's checkpoint facts of the pinned revision, or None, a note)."""
+    revision = recipe["model"]["revision"]
+    for node in hardware:
+        facts = node["checkpoint"]
+        if revision is None or not isinstance(facts, dict) or facts.get("revision") != revision:
+            continue
+        config = facts.get("model_config")
+        if isinstance(config, dict) and config:
+            return config, "model config.json values from the checkpoint facts on %s" % node["host"]
+    return None, None
+
+
+def _gpu_kind_problem(seat_nodes):
+    """A refusal when the seat's ranks are not one kind of GPU (compute capability and memory)."""
+    kinds = {}
+    for node in seat_nodes:
+        for gpu in node["gpus"]:
+            kinds.setdefault((gpu["compute_capability"], gpu["memory_total_mib"]), []).append(
+                "%s gpu %d (%s, capability %s, %d MiB)"
+                % (node["host"], gpu["index"], gpu["name"], gpu["compute_capability"], gpu["memory_total_mib"])
+            )
+    if len(kinds) < 2:
+        return None
+    groups = ["; ".join(members) for members in kinds.values()]
+    return {
+        "id": "one-gpu-kind",
+        "reason": "a tensor-parallel group runs at the pace and memory of its weakest "
+        "rank, and SM12x rules are decided per rank: a seat spans one kind of GPU",
+        "detail": "the seat's ranks mix GPU kinds: %s" % " | ".join(groups),
+        "remedy": "place the seat on hosts with the same GPU (seat_hosts), or fix the inventory's GPU profile",
+    }
+
+
+def fleet_cost(settings, seat_nodes, candidates, first):
+    """What the seat costs the fleet: nodes used, co-tenant services it evicts, one-node comparison."""
+    declared = {c.get("host"): c.get("seatwright_node_cotenants") or [] for c in candidates if isinstance(c, dict)}
+    evicted, stay = [], []
+    for node in seat_nodes:
+        # The same decision bring-up acts on (seat/cotenants.py): who shares the seat's GPUs goes.
+        decided = eviction_plan(
+            node["host"],
+            declared.get(node["host"]),
+            [gpu["index"] for gpu in node["gpus"]],
+            settings["topology"]["exclusive"],
+        )
+        for key, bucket in (("stop", evicted), ("keep", stay)):
+            bucket.extend(
+                {
+                    "host": node["host"],
+                    "name": item["name"],
+                    "kind": item["kind"],
+                    "gpus": item["gpus"],
+                    "reason": item["reason"],
+                }
+                for item in decided[key]
+            )
+    exceeds = bool(first and first["fits"] is False and settings["topology"]["nodes"] > 1)
+    summary = "uses %d node%s (%s)" % (
+        len(seat_nodes),
+        "" if len(seat_nodes) == 1 else "s",
+        ", ".join(node["host"] for node in seat_nodes),
+    )
+    if evicted:
+        summary += "; evicts %d co-tenant service%s (%s)" % (
+            len(evicted),
+            "" if len(evicted) == 1 else "s",
+            ", ".join("%s on %s" % (e["name"], e["host"]) for e in evicted),
+        )
+    elif settings["topology"]["exclusive"]:
+        summary += "; evicts every other GPU service on them (none declared in seatwright_node_cotenants)"
+    if stay:
+        summary += "; %d co-tenant service%s stay resident beside it" % (len(stay), "" if len(stay) == 1 else "s")
+    if exceeds:
+        summary += "; the checkpoint does not fit one node's raw VRAM, so this seat needs more than one node [002]"
+    return {
+        "nodes": [node["host"] for node in seat_nodes],
+        "node_count": len(seat_nodes),
+        "exclusive": settings["topology"]["exclusive"],
+        "cotenants": {"evicted": evicted, "stay_resident": stay},
+        "checkpoint_exceeds_one_node": exceeds,
+        "summary": summary,
+    }
+
+
+def provenance(settings, fit):
+    """Every number the plan uses that is not a field measurement, with where it comes from."""
+    items = []
+    inputs = fit.get("inputs") or {}
+    for key, label in (
+        ("utilization", "memory utilisation"),
+        ("runtime_reserve", "runtime reserve per GPU"),
+        ("context_tokens", "served context"),
+        ("kv_bytes_per_token", "KV bytes per token"),
+    ):
+        item = inputs.get(key)
+        if item and item.get("value") is not None:
+            items.append({"what": label, "value": item["value"], "source": item["source"]})
+    qualification = settings["qualification"]
+    items.append(
+        {
+            "what": "start-up timeout (s)",
+            "value": qualification["startup_timeout_s"],
+            "source": qualification.get("startup_timeout_source") or "the recipe gives no source",
+        }
+    )
+    if "port" not in settings.get("_declared_serving", ()):
+        items.append(
+            {
+                "what": "port",
+                "value": settings["serving"]["port"],
+                "source": default_port(settings["engine"]["name"])["source"],
+            }
+        )
+    return items
+
+
+def _measured_checkpoint(recipe, hardware):
+    """The recipe with checkpoint bytes from a seat host's cached checkpoint facts, and a note.
+
+    Only facts for the recipe's pinned revision that judged the checkpoint complete count; the
+    tensor bytes of its safetensors headers replace the declared size.
+    """
+    revision = recipe["model"]["revision"]
+    for node in hardware:
+        facts = node["checkpoint"]
+        if revision is None or not isinstance(facts, dict) or facts.get("revision") != revision:
+            continue
+        tensors = facts.get("safetensors")
+        measured = tensors.get("tensor_bytes") if isinstance(tensors, dict) else None
+        if facts.get("complete") is not True or not _is_int(measured) or measured <= 0:
+            return (
+                recipe,
+                "host %s: cached checkpoint facts for revision %s are incomplete; the declared size "
+                "is used" % (node["host"], revision[:12]),
+            )
+        checkpoint = recipe["model"]["checkpoint"]
+        declared = checkpoint["bytes"]
+        note = "checkpoint bytes measured from the safetensors headers on %s: %s" % (node["host"], size_text(measured))
+        if declared is not None:
+            note += " (the recipe declares %s)" % size_text(declared)
+        updated = dict(
+            recipe,
+            model=dict(
+                recipe["model"],
+                checkpoint=dict(
+                    checkpoint,
+                    bytes=measured,
+                    bytes_status="measured",
+                    bytes_source="checkpoint facts on %s, revision %s" % (node["host"], revision[:12]),
+                ),
+            ),
+        )
+        return updated, note
+    return recipe, None
+
+
+def _image_facts(recipe, candidates):
+    """Cached facts of the image the recipe builds (engine.image.build), from the first host holding them."""
+    build = recipe["engine"]["image"].get("build")
+    for candidate in candidates if build else []:
+        images = candidate.get("seatwright_engine_images") if isinstance(candidate, dict) else None
+        if isinstance(images, dict) and isinstance(images.get(build), dict):
+            return images[build]
+    return None
+
+
+def _unknowns(settings, rules, fit):
+    model, engine = settings["model"], settings["engine"]
+    items = []
+    if model["revision_status"] == "unknown":
+        items.append("model.revision: not given by the field; pin the full 40-hex commit before bring-up")
+    # A revision pinned by content (a checkpoint made or converted locally) needs no repository.
+    if model["repo"] is None and model["revision_status"] == "unknown":
+        items.append("model.repo: the field does not name the checkpoint's repository")
+    if engine["name"] == "unknown":
+        items.append("engine.name: the field does not say which engine served it; no launch is rendered")
+    if engine["image"]["status"] == "unknown":
+        items.append("engine.image: no reference or digest from the field; pin the image before bring-up")
+    elif engine["image"]["reference"] is None:
+        items.append("engine.image.reference: the repository is not named; the digest alone cannot be pulled")
+    if fit["verdict"] == "unknown" and not fit.get("inputs"):
+        items.append("model.checkpoint.bytes: unknown; declare it or gather checkpoint facts")
+    elif fit["verdict"] == "unknown":
+        items.append("fit: %s" % fit["reasons"][-1])
+    items.extend(rules["unverified"])
+    grouped = {}
+    for item in rules["undecided"]:
+        grouped.setdefault(item["reason"], []).append(item["id"])
+    items.extend(
+        "rule%s %s: %s" % ("s" if len(ids) > 1 else "", ", ".join(ids), reason) for reason, ids in grouped.items()
+    )
+    return items
+
+
+def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
+    """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order."""
+    recipe = validate_recipe(data, schema, source, RULE_IDS)
+    if recipe["name"] != seat:
+        raise SeatError(
+            "%s: name is %r but the seat asked for is %r; the name must equal the file name"
+            % (source, recipe["name"], seat)
+        )
+    gpus_per_node = recipe["topology"]["gpus_per_node"]
+    seat_nodes, hardware, shortfall = _placement(recipe, candidates)
+    recipe, measured_note = _measured_checkpoint(recipe, hardware)
+    config, config_note = _model_config(recipe, hardware)
+    image = _image_facts(recipe, candidates)
+    recipe, image_notes = recipe_with_image(recipe, image)
+    seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
+    rules = evaluate(recipe, seat_gpus, source)
+    settings = rules["settings"]
+    settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
+    kind = _gpu_kind_problem(seat_nodes)
+    if kind:
+        rules["refusals"].append(kind)
+
+    if shortfall:
+        estimate = weight_estimate(settings)
+        fit = {
+            "fits": False,
+            "verdict": "does-not-fit",
+            "reasons": shortfall,
+            "per_rank": [],
+            "per_rank_bytes": estimate["per_rank_bytes"],
+            "estimate_notes": estimate["notes"],
+            "loaded_bytes": estimate["loaded_bytes"],
+            "basis": estimate["basis"],
+            "inputs": {},
+        }
+        ranks = []
+    else:
+        fit = fit_seat(settings, seat_nodes, config)
+        ranks = render(settings, seat_nodes, source, model_root)
+        rules["refusals"] += flag_refusals(settings, ranks, image)
+        for rank in ranks:
+            rank["container"] = container_name(seat, rank["rank"])
+            rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
+    first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
+
+    reasons = list(first["reasons"] if first else []) + list(fit["reasons"])
+    blockers = list(fit["reasons"]) if fit["verdict"] == "does-not-fit" else []
+    if shortfall and first and first["fits"] is False:
+        blockers = list(first["reasons"]) + blockers
+    blockers += [
+        "refused by rule %s: %s; %s. %s" % (item["id"], item["detail"], item["remedy"], item["reason"])
+        for item in rules["refusals"]
+    ]
+    reasons += [
+        "refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"]) for item in rules["refusals"]
+    ]
+    unknowns = _unknowns(settings, rules, fit)
+    cost = fleet_cost(settings, seat_nodes, candidates, first)
+    origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
+    settings.pop("_declared_serving")
+    launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
+    return {
+        "format": PLAN_FORMAT,
+        "seat": seat,
+        "title": recipe["title"],
+        "sources": recipe["sources"],
+        "fits": bool(fit["fits"]),
+        "verdict": fit["verdict"],
+        "launchable": launchable,
+        "ready": launchable and not unknowns,
+        "reasons": reasons,
+        "blockers": blockers,
+        "checkpoint_bytes": settings["model"]["checkpoint"]["bytes"],
+        "checkpoint_bytes_status": settings["model"]["checkpoint"]["bytes_status"],
+        "loaded_bytes": fit.get("loaded_bytes"),
+        "node_vram_bytes": {node["host"]: sum(g["memory_total_mib"] for g in node["gpus"]) * MIB for node in hardware},
+        "per_rank_weight_bytes": fit["per_rank_bytes"],
+        "per_rank": fit["per_rank"],
+        "estimate_notes": fit["estimate_notes"],
+        "one_node": first,
+        "rules": [
+            {key: item[key] for key in ("id", "reason", "sources", "seen", "effect", "launch", "details", "overridden")}
+            for item in rules["applied"]
+        ],
+        "refusals": rules["refusals"],
+        "undecided": rules["undecided"],
+        "unused_overrides": rules["unused_overrides"],
+        "warnings": [item["message"] for item in rules["warnings"]],
+        "unknowns": unknowns,
+        "fleet_cost": cost,
+        "provenance": origin,
+        "fit_inputs": fit.get("inputs") or {},
+        "notes": list(recipe["notes"])
+        + [note for node in hardware for note in node["notes"]]
+        + ([measured_note] if measured_note else [])
+        + ([config_note] if config_note else [])
+        + image_notes,
+        "model": {
+            key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status", "served_name")
+        },
+        "engine": {
+            "name": settings["engine"]["name"],
+            "version": settings["engine"]["version"],
+            "device": settings["engine"]["device"],
+            "image": settings["engine"]["image"],
+            # The built image the plan was checked against (its facts): bring-up runs exactly it.
+            "image_checked": {"reference": image.get("reference"), "id": image.get("id")} if image else None,
+        },
+        "topology": settings["topology"],
+        "serving": settings["serving"],
+        "qualification": settings["qualification"],
+        "hosts": [
+            {
+                "host": node["host"],
+                "node_rank": index,
+                "source": node["source"],
+                "fabric_ip": node["fabric_ip"],
+                "fabric_iface": node["fabric_iface"],
+                "nccl_env_source": "facts" if node["fabric"] else "inventory",
+                "serve_address": node["serve_address"],
+                "gpus": [
+                    "%d: %s (%s, %d MiB)" % (g["index"], g["name"], g["sm"], g["memory_total_mib"])
+                    for g in node["gpus"]
+                ],
+            }
+            for index, node in enumerate(seat_nodes)
+        ],
+        "ranks": ranks,
+    }
+
+
+def _command(argv):
+    return " ".join(shlex.quote(str(arg)) for arg in argv)
+
+
+def plan_lines(plan):
+    """The plan as lines a person reads: verdict, reasons, rules, unknowns, then each rank's launch."""
+    verdict = {
+        "fits": "FITS",
+        "does-not-fit": "DOES NOT FIT",
+        "unknown": "FIT UNKNOWN",
+        "not-applicable": "FIT N/A (CPU)",
+    }[plan["verdict"]]
+    state = (
+        "ready to launch"
+        if plan["ready"]
+        else ("launchable once the unknowns are pinned" if plan["launchable"] else "not launchable")
+    )
+    model = plan["model"]
+    image = plan["engine"]["image"]
+    lines = [
+        "seat %s: %s" % (plan["seat"], plan["title"]),
+        "model: %s, repo %s, revision %s"
+        % (
+            model["name"],
+            model["repo"]
+            or {"local": "none (built on the node)", "pinned": "none (pinned by content)"}.get(
+                model["revision_status"], "unknown"
+            ),
+            model["revision"] or model["revision_status"],
+        ),
+        "engine: %s %s, image %s"
+        % (
+            plan["engine"]["name"],
+            plan["engine"]["version"] or "(version unknown)",
+            image["digest"] or image["reference"] or image["status"],
+        ),
+        "verdict: %s; %s" % (verdict, state),
+    ]
+    if plan["checkpoint_bytes"] is not None:
+        lines.append("checkpoint: %s, %s" % (size_text(plan["checkpoint_bytes"]), plan["checkpoint_bytes_status"]))
+    if plan["per_rank_weight_bytes"] is not None:
+        lines.append("weights per rank: %s" % size_text(plan["per_rank_weight_bytes"]))
+    lines += ["reason: " + reason for reason in plan["reasons"]]
+    lines += ["estimate: " + note for note in plan["estimate_notes"]]
+    for item in plan["per_rank"]:
+        lines.append(
+            "rank %d (%s gpu %d): %s total, %s budget, %s weights, %s reserve, %s KV headroom%s"
+            % (
+                item["rank"],
+                item["host"],
+                item["gpu_index"],
+                size_text(item["total_bytes"]),
+                size_text(item["budget_bytes"]),
+                size_text(item["weight_bytes"]),
+                size_text(item["reserve_bytes"]),
+                size_text(max(item["kv_headroom_bytes"], 0)),
+                "" if item["kv_tokens"] is None else " = {:,} tokens".format(item["kv_tokens"]),
+            )
+        )
+    for rule in plan["rules"]:
+        lines.append("rule %s: %s" % (rule["id"], "; ".join(rule["details"]) or rule["effect"]))
+        lines.append("  why: %s" % rule["reason"])
+        lines.append("  required where seen: %s" % rule["seen"])
+    lines += ["REFUSED by %s: %s; %s" % (item["id"], item["detail"], item["remedy"]) for item in plan["refusals"]]
+    lines += ["warning: " + item for item in plan["warnings"]]
+    lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
+    lines += [
+        "not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"]) for item in plan["provenance"]
+    ]
+    lines += ["unknown: " + item for item in plan["unknowns"]]
+    lines += ["override of %s is not needed by this placement" % rule for rule in plan["unused_overrides"]]
+    lines += ["note: " + note for note in plan["notes"]]
+    for rank in plan["ranks"]:
+        lines.append(
+            "launch node rank %d on %s (%s, TP ranks %s, GPUs %s):"
+            % (
+                rank["rank"],
+                rank["host"],
+                rank["role"],
+                ",".join(str(r) for r in rank["tp_ranks"]) or "-",
+                ",".join(str(g) for g in rank["gpus"]) or "none",
+            )
+        )
+        for step in rank["setup"]:
+            lines.append("  setup: " + _command(step))
+        if rank["wait_for"]:
+            lines.append(
+                "  wait for Ray nodes alive: %s"
+                % ", ".join(
+                    "%s at %s with %s"
+                    % (
+                        item["host"],
+                        item["address"],
+                        ", ".join("%s %s" % resource for resource in sorted(item["resources"].items())),
+                    )
+                    for item in rank["wait_for"]["ray_nodes"]
+                )
+            )
+        lines.append("  env: " + " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(rank["env"].items())))
+        lines.append("  run: " + _command(rank["argv"]))
+    if not plan["ranks"]:
+        lines.append(
+            "launch: none rendered (%s)"
+            % ("engine unknown" if plan["engine"]["name"] == "unknown" else "the seat cannot be placed")
+        )
+    return lines

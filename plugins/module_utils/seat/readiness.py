@@ -1,0 +1,162 @@
+"""Bounded waits of a bring-up: is the engine ready, dead, or out of time; is the Ray cluster whole.
+
+The field's failures this answers: ranks that hung for 30 minutes printing nothing (a timeout
+with a stack dump of every engine process, not an endless wait) and a container that died before
+readiness while the client kept waiting (fail at once, with its last log lines).
+"""
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+
+LOG_TAIL_LINES = 40
+
+
+def last_lines(text, count=LOG_TAIL_LINES):
+    """The last `count` non-empty lines of a log, oldest first."""
+    lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-count:] if count > 0 else []
+
+
+def readiness_verdict(probe, elapsed_s, timeout_s, served_name):
+    """The verdict of one readiness probe, with the seconds since the engine started (elapsed_s)."""
+    verdict = _readiness(probe, elapsed_s, timeout_s, served_name)
+    verdict["elapsed_s"] = round(elapsed_s, 1)
+    return verdict
+
+
+def _readiness(probe, elapsed_s, timeout_s, served_name):
+    """{state: ready|waiting|exited|timeout, done, failed, message} from one probe of the seat.
+
+    `probe`: {containers: [{host, name, running, exit_code}], health_status: HTTP status of
+    /health or None, models: ids listed by /v1/models or None, error: why HTTP failed}.
+    A container that is not running ends the wait at once, before the clock is looked at.
+    """
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
+        raise SeatError(
+            "the startup timeout is %r; expected a positive number of seconds "
+            "(qualification.startup_timeout_s in the recipe)" % (timeout_s,)
+        )
+    containers = probe.get("containers") or []
+    if not containers:
+        return {
+            "state": "exited",
+            "done": True,
+            "failed": True,
+            "message": "no engine container is present; it was removed before it became ready",
+        }
+    dead = [c for c in containers if not c.get("running")]
+    if dead:
+        first = dead[0]
+        return {
+            "state": "exited",
+            "done": True,
+            "failed": True,
+            "message": "engine container %s on %s is not running (exit code %s) after %.0f s, before it "
+            "became ready" % (first["name"], first.get("host", "?"), first.get("exit_code"), elapsed_s),
+        }
+    models = probe.get("models")
+    healthy = probe.get("health_status") == 200
+    if healthy and isinstance(models, list) and served_name in models:
+        return {
+            "state": "ready",
+            "done": True,
+            "failed": False,
+            "message": "ready after %.0f s: /health answers 200 and /v1/models lists %s" % (elapsed_s, served_name),
+        }
+    if healthy and isinstance(models, list):
+        # Serving, but not the model the plan named: waiting longer will not change that.
+        return {
+            "state": "exited",
+            "done": True,
+            "failed": True,
+            "message": "the engine serves %s, not %s; the plan's served name and the engine disagree"
+            % (", ".join(models) or "no model", served_name),
+        }
+    if elapsed_s >= timeout_s:
+        return {
+            "state": "timeout",
+            "done": True,
+            "failed": True,
+            "message": "not ready after %.0f s (startup timeout %s s) while every engine container is "
+            "still running: a hang; stack dumps of every engine process are in the evidence" % (elapsed_s, timeout_s),
+        }
+    return {
+        "state": "waiting",
+        "done": False,
+        "failed": False,
+        "message": "waiting %.0f/%s s (%s)"
+        % (elapsed_s, timeout_s, probe.get("error") or "health %s" % (probe.get("health_status"),)),
+    }
+
+
+def ray_alive_verdict(nodes, expected, elapsed_s, timeout_s):
+    """{alive, done, failed, missing, message}: every expected node alive in Ray with its resources.
+
+    `nodes` is ray.nodes() as JSON (NodeManagerAddress, Alive, Resources); `expected` is
+    [{host, address, resources: {name: minimum}}].
+    """
+    if not isinstance(nodes, list):
+        raise SeatError("ray.nodes() gave %s, expected a list of nodes" % type(nodes).__name__)
+    alive = {}
+    for node in nodes:
+        if isinstance(node, dict) and node.get("Alive"):
+            alive[node.get("NodeManagerAddress")] = node.get("Resources") or {}
+    missing = []
+    for want in expected:
+        have = alive.get(want["address"])
+        if have is None:
+            missing.append("%s (%s) is not alive in the Ray cluster" % (want["host"], want["address"]))
+            continue
+        for name, minimum in sorted((want.get("resources") or {}).items()):
+            if have.get(name, 0) < minimum:
+                missing.append(
+                    "%s (%s) offers %s %s, the seat needs %s"
+                    % (want["host"], want["address"], name, have.get(name, 0), minimum)
+                )
+    if not missing:
+        return {
+            "alive": True,
+            "done": True,
+            "failed": False,
+            "missing": [],
+            "message": "Ray cluster whole after %.0f s: %s"
+            % (elapsed_s, ", ".join("%s (%s)" % (w["host"], w["address"]) for w in expected)),
+        }
+    if elapsed_s >= timeout_s:
+        return {
+            "alive": False,
+            "done": True,
+            "failed": True,
+            "missing": missing,
+            "message": "Ray cluster not whole after %.0f s (bound %s s): %s"
+            % (elapsed_s, timeout_s, "; ".join(missing)),
+        }
+    return {
+        "alive": False,
+        "done": False,
+        "failed": False,
+        "missing": missing,
+        "message": "waiting for Ray: %s" % "; ".join(missing),
+    }
+
+
+def engine_pids(ps_text):
+    """PIDs of the Python processes in an engine container, from `ps -eo pid=,args=`.
+
+    Every one is dumped on a hang: the API server, the engine core and each worker (the field's
+    rank-divergent deadlock showed only when local rank 0 and 1 were compared).
+    """
+    pids = []
+    for line in (ps_text or "").splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) != 2 or not parts[0].isdigit():
+            continue
+        command = parts[1]
+        program = command.split()[0].rsplit("/", 1)[-1]
+        if (
+            program.startswith("python")
+            or program in ("vllm", "ray", "sglang")
+            or command.startswith(("VLLM::", "ray::"))
+        ):
+            if "py-spy" not in command:
+                pids.append(int(parts[0]))
+    return pids

@@ -1,0 +1,314 @@
+"""Staging decisions: the source's listing, what each destination fetches, skips or resumes.
+
+Pure functions only; the HTTP source lives in staging_source.py and the pulling destination in
+staging_pull.py.
+"""
+
+import ipaddress
+import posixpath
+import re
+from urllib.parse import urlsplit
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, is_sha256
+
+LISTING_FORMAT = "seatwright-listing/2"
+LAYOUTS = ("folder", "hf-cache")
+_GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_BLOB = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def build_listing(name, layout, revision, refs, files, problems):
+    """What the source serves: every file with its size, mode and the digest it must hash to.
+
+    `files`: {rel: {size, mode, sha256, git_sha1, blob}}. `refs` are the cache refs that point at
+    the pinned revision, mirrored on destinations so that an offline engine resolves the name.
+    """
+    return {
+        "format": LISTING_FORMAT,
+        "name": name,
+        "layout": layout,
+        "revision": revision,
+        "refs": {ref: value for ref, value in sorted((refs or {}).items()) if value == revision and safe_rel(ref)},
+        "files": [
+            {
+                "path": rel,
+                "size": entry["size"],
+                "mode": entry.get("mode", 0o644),
+                "sha256": entry.get("sha256"),
+                "git_sha1": entry.get("git_sha1"),
+                "blob": entry.get("blob"),
+            }
+            for rel, entry in sorted(files.items())
+        ],
+        "problems": list(problems),
+    }
+
+
+def safe_rel(rel):
+    """A relative path that stays inside the checkpoint folder once joined, with no hidden part.
+
+    Hidden parts (`.git/`, dotfiles) are never checkpoint files and may hold credentials.
+    """
+    if (
+        not isinstance(rel, str)
+        or not rel
+        or len(rel) > 4096
+        or rel.startswith("/")
+        or "\\" in rel
+        or "\x00" in rel
+        or "\n" in rel
+    ):
+        return False
+    normal = posixpath.normpath(rel)
+    return normal == rel and not any(part.startswith(".") for part in rel.split("/"))
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_listing(doc, source):
+    """Validate the listing a source sent; StagingError names the first thing wrong with it.
+
+    Every field is checked for its type before it is used: a listing is input from the network.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != LISTING_FORMAT:
+        raise StagingError(
+            "source %s did not send a %s listing: is another service on that port?" % (source, LISTING_FORMAT)
+        )
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise StagingError("source %s sent a listing whose field 'name' is %r, expected a text label" % (source, name))
+    problems = doc.get("problems", [])
+    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+        raise StagingError("source %s sent a listing whose field 'problems' is not a list of sentences" % source)
+    if problems:
+        raise StagingError(
+            "source %s refuses to serve checkpoint %s: %s. Nothing was written here; "
+            "repair or re-download the source copy, then run again." % (source, name, "; ".join(problems))
+        )
+    if doc.get("layout") not in LAYOUTS:
+        raise StagingError("source %s sent layout %r, expected one of %s" % (source, doc.get("layout"), LAYOUTS))
+    revision = doc.get("revision")
+    if doc["layout"] == "hf-cache" and not is_revision(revision):
+        raise StagingError("source %s sent a cache entry without a 40-hex revision" % source)
+    if revision is not None and not is_revision(revision):
+        raise StagingError("source %s sent revision %r, expected a 40-hex commit id or none" % (source, revision))
+    refs = doc.get("refs")
+    if not isinstance(refs, dict):
+        raise StagingError(
+            "source %s sent a listing whose field 'refs' is %s, expected an object of ref names"
+            % (source, type(refs).__name__ if refs is not None else "missing")
+        )
+    for ref, value in refs.items():
+        if not safe_rel(ref):
+            raise StagingError(
+                "source %s lists an unsafe ref name %r: a ref must be a plain relative name "
+                "inside refs/" % (source, ref)
+            )
+        if value != revision:
+            raise StagingError(
+                "source %s lists ref %s -> %r, which is not the pinned revision %s" % (source, ref, value, revision)
+            )
+    files = doc.get("files")
+    if not isinstance(files, list) or not files:
+        raise StagingError("source %s lists no files for checkpoint %s" % (source, name))
+    seen = set()
+    for entry in files:
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        if not safe_rel(rel):
+            raise StagingError("source %s lists an unsafe path %r" % (source, rel))
+        if rel in seen:
+            raise StagingError("source %s lists %s twice" % (source, rel))
+        seen.add(rel)
+        if not _is_int(entry.get("size")) or entry["size"] < 0:
+            raise StagingError("source %s lists %s without a size" % (source, rel))
+        if not _is_int(entry.get("mode")) or not 0 <= entry["mode"] <= 0o777:
+            raise StagingError(
+                "source %s lists %s with mode %r, expected permission bits (0-0o777)" % (source, rel, entry.get("mode"))
+            )
+        for field in ("sha256", "git_sha1", "blob"):
+            if entry.get(field) is not None and not isinstance(entry[field], str):
+                raise StagingError(
+                    "source %s lists %s with a %s of type %s, expected text"
+                    % (source, rel, field, type(entry[field]).__name__)
+                )
+        if not (is_sha256(entry.get("sha256")) or _GIT_SHA1.match(entry.get("git_sha1") or "")):
+            raise StagingError("source %s lists %s without a sha256 or git blob digest" % (source, rel))
+        if doc["layout"] == "hf-cache" and not _BLOB.match(entry.get("blob") or ""):
+            raise StagingError("source %s lists %s without a cache blob name" % (source, rel))
+    return doc
+
+
+def check_bind_address(address):
+    """None when `address` is one IP address a source may listen on, else why not.
+
+    The source listens on the node's declared fabric address only: never the wildcard (0.0.0.0,
+    ::, empty), which would serve on every network the node is on, nor a host name that could
+    resolve anywhere.
+    """
+    try:
+        parsed = ipaddress.ip_address(str(address or "").strip())
+    except ValueError:
+        return "bind address %r is not an IP address; give the node's fabric address (seatwright_node_fabric_ip)" % (
+            address,
+        )
+    if parsed.is_unspecified or parsed.is_multicast or str(parsed) == "255.255.255.255":
+        return (
+            "bind address %s would listen on every network or none; give the node's fabric address "
+            "(seatwright_node_fabric_ip)" % parsed
+        )
+    return None
+
+
+def fetch_units(listing):
+    """{target: unit}: one transfer per distinct blob (cache) or file (folder).
+
+    A target is the destination path relative to the destination root: `blobs/<name>` in a
+    cache entry, the file's own path in a folder.
+    """
+    units = {}
+    for entry in listing["files"]:
+        if listing["layout"] == "hf-cache":
+            target = "blobs/" + entry["blob"]
+        else:
+            target = entry["path"]
+        unit = units.setdefault(
+            target,
+            {
+                "target": target,
+                "source_path": entry["path"],
+                "size": entry["size"],
+                "mode": 0o777,
+                "sha256": entry.get("sha256"),
+                "git_sha1": entry.get("git_sha1"),
+                "paths": [],
+            },
+        )
+        unit["paths"].append(entry["path"])
+        # One blob serves every path that names it: it gets no permission any of them lacks.
+        unit["mode"] &= entry.get("mode", 0o644)
+    return units
+
+
+def partial_name(target, layout, unit):
+    """Where a transfer in progress lives; tied to the expected digest so a new version never resumes an old one."""
+    if layout == "hf-cache":
+        return target + ".incomplete"
+    head, base = posixpath.split(target)
+    digest = unit.get("sha256") or unit.get("git_sha1")
+    return posixpath.join(head, ".%s.%s.partial" % (base, digest[:12]))
+
+
+def digest_problem(unit, digests):
+    """Why computed digests do not match a unit's expectation, or None when they do."""
+    if unit.get("sha256"):
+        if digests.get("sha256") != unit["sha256"]:
+            return "sha256 %s, expected %s" % (digests.get("sha256"), unit["sha256"])
+        return None
+    if digests.get("git_sha1") != unit["git_sha1"]:
+        return "git blob sha1 %s, expected %s" % (digests.get("git_sha1"), unit["git_sha1"])
+    return None
+
+
+def needs_hash(unit, final, manifest_entries, verify):
+    """Whether a destination file already in place must be hashed before it can be trusted.
+
+    In 'full' mode every present file is hashed. In 'quick' mode the parity manifest vouches for
+    a file it recorded with the same size, modification time and expected digest.
+    """
+    if final is None or final["size"] != unit["size"]:
+        return False
+    if verify == "full":
+        return True
+    for rel in unit["paths"]:
+        entry = manifest_entries.get(rel)
+        if (
+            entry is None
+            or entry["size"] != unit["size"]
+            or entry.get("mtime_ns") != final["mtime_ns"]
+            or (unit.get("sha256") and entry["sha256"] != unit["sha256"])
+        ):
+            return True
+    return False
+
+
+def plan_unit(unit, final, digests, partial_size):
+    """One of skip / fetch / resume for a unit, with the offset to start at and a reason.
+
+    final: {size, mtime_ns} of the file in place, or None. digests: its digests when it was
+    hashed, None when the manifest vouched for it. partial_size: bytes of an interrupted
+    transfer of the same version, or None.
+    """
+    reason = None
+    if final is not None:
+        if final["size"] != unit["size"]:
+            reason = "in place with %d bytes, the source has %d" % (final["size"], unit["size"])
+        elif digests is None:
+            return {"action": "skip", "offset": 0, "reason": "vouched for by the parity manifest"}
+        else:
+            problem = digest_problem(unit, digests)
+            if problem is None:
+                return {"action": "skip", "offset": 0, "reason": "in place and hashes as expected"}
+            reason = "in place but corrupt (%s)" % problem
+    if partial_size is not None and 0 < partial_size <= unit["size"]:
+        return {
+            "action": "resume",
+            "offset": partial_size,
+            "reason": (reason or "missing") + "; resuming an interrupted transfer at byte %d" % partial_size,
+        }
+    return {"action": "fetch", "offset": 0, "reason": reason or "missing"}
+
+
+def link_target(rel, blob):
+    """The relative symlink a cache snapshot uses for `rel`: ../../blobs/<blob>, deeper for nested files."""
+    depth = rel.count("/")
+    return "../" * (2 + depth) + "blobs/" + blob
+
+
+def throttle_delay(rate_bytes_s, started_at, sent_bytes, now):
+    """Seconds to wait so that the average rate since `started_at` stays at or under the cap."""
+    if not rate_bytes_s:
+        return 0.0
+    return max(0.0, sent_bytes / float(rate_bytes_s) - (now - started_at))
+
+
+def progress_record(name, pid, state, done, total, started_at, now, units):
+    """The progress file's content: totals, rate, time left and each transfer's share."""
+    elapsed = max(now - started_at, 1e-6)
+    rate = done / elapsed
+    return {
+        "name": name,
+        "pid": pid,
+        "state": state,
+        "bytes_done": done,
+        "bytes_total": total,
+        "percent": round(100.0 * done / total, 1) if total else 100.0,
+        "rate_mb_per_s": round(rate / 1e6, 1),
+        "eta_s": round((total - done) / rate, 1) if rate > 0 and total > done else 0.0,
+        "elapsed_s": round(elapsed, 1),
+        "transfers": units,
+    }
+
+
+def parse_source_url(url):
+    """(host, port) from http://host:port; StagingError when it is anything else."""
+    parts = urlsplit(url or "")
+    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
+        raise StagingError("source_url %r is not http://<address>:<port> (the weights source on the fabric)" % url)
+    try:
+        port = parts.port or 80
+    except ValueError:
+        raise StagingError("source_url %r has an invalid port" % url)
+    return parts.hostname, port
+
+
+def failure_summary(name, failures):
+    """One paragraph for a failed run: each file that failed and why, and what happened here."""
+    lines = ["%s: %s" % (target, why) for target, why in sorted(failures.items())]
+    return (
+        "staging %s failed for %d file(s): %s. Files already in place were left as they were and "
+        "no parity manifest was written; fix the cause and run again (completed files are kept, "
+        "interrupted ones resume)." % (name, len(lines), "; ".join(lines))
+    )

@@ -1,0 +1,84 @@
+#!/usr/bin/python
+"""Ansible module: pack an engine image's build context on the controller, once per content tag."""
+
+DOCUMENTATION = r"""
+---
+module: engine_image_context
+short_description: Pack the build context of an engine image into one tar, named by its content tag
+description:
+  - Writes one tar holding the rendered Dockerfile, the patch script, the patches, extra CA
+    certificates and, for offline builds, every wheel of the wheelhouse under C(wheelhouse/). One
+    file crosses to the building node instead of hundreds.
+  - The tar's name carries the content tag, so an existing file is complete and nothing is
+    written (C(changed=false)). The write is atomic; owners and times inside are fixed so the same
+    inputs give the same bytes.
+  - In check mode nothing is written and C(changed) says whether it would have been.
+options:
+  dest:
+    description: Path of the tar to write (its name should carry the content tag).
+    type: path
+    required: true
+  files:
+    description: Files to pack, as a mapping of the name inside the context to the path on the controller.
+    type: dict
+    required: true
+  wheelhouse:
+    description: Folder whose C(*.whl) files go under C(wheelhouse/) in the context.
+    type: path
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: seatwright
+"""
+
+EXAMPLES = r"""
+- name: Pack the lab image's context
+  engine_image_context:
+    dest: .cache/images/lab-vllm-cpu/3f0c2a9e1b7d4c55.context.tar
+    files:
+      Dockerfile: .cache/images/lab-vllm-cpu/3f0c2a9e1b7d4c55.Dockerfile
+      apply-patches: roles/engine_image/files/apply-patches
+    wheelhouse: .cache/wheelhouse/9a8b7c6d5e4f3a2b
+"""
+
+RETURN = r"""
+dest:
+  description: The tar.
+  returned: success
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import write_context
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "dest": {"type": "path", "required": True},
+            "files": {"type": "dict", "required": True},
+            "wheelhouse": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    dest, files, wheelhouse = module.params["dest"], module.params["files"], module.params["wheelhouse"]
+    missing = sorted(
+        path for path in list(files.values()) + ([wheelhouse] if wheelhouse else []) if not os.path.exists(path)
+    )
+    if missing:
+        module.fail_json(msg="engine image context %s: %s missing on the controller" % (dest, ", ".join(missing)))
+    if module.check_mode:
+        module.exit_json(changed=not os.path.exists(dest), dest=dest)
+    try:
+        changed = write_context(dest, files, wheelhouse)
+    except OSError as exc:
+        module.fail_json(msg="engine image context %s could not be written: %s" % (dest, exc))
+    module.exit_json(changed=changed, dest=dest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+#!/usr/bin/python
+"""Ansible module: the node's NVIDIA GPUs, their limits and links, and the IOMMU/ACS state, as facts."""
+
+DOCUMENTATION = r"""
+module: gpu_facts
+short_description: Read the node's NVIDIA GPUs (NVML first, nvidia-smi as the fallback) as facts
+description:
+  - Sets C(seatwright_gpus), one entry per GPU (index, name, uuid, PCI bus id, compute capability as
+    C("12.0"), sm as C("sm_120"), memory in MiB, requested and enforced power limit, min/max/default
+    limit in W, persistence mode, IOMMU group), and C(seatwright_gpu_summary) (count, driver and CUDA
+    versions, is_sm120, total VRAM, the link between each GPU pair as NVLink count or PCIe path,
+    IOMMU and ACS state and whether peer-to-peer can hang).
+  - Reads through NVML (nvidia-ml-py) when it is importable and answers, else through nvidia-smi.
+  - A host with no NVIDIA driver gets C(count=0) and the reason; it fails only when I(require_gpus) is true.
+  - Changes no GPU setting. Writes the facts, with the time they were read, to I(cache_path) (atomic
+    write; skipped in check mode).
+options:
+  require_gpus:
+    description: Fail, naming the reason, when no GPU answers.
+    type: bool
+    default: false
+  backend:
+    description: Which reader to use; C(auto) tries NVML, then nvidia-smi.
+    type: str
+    choices: [auto, nvml, nvidia-smi]
+    default: auto
+  cache_path:
+    description: Where the node keeps the last facts read; an empty string writes nothing.
+    type: path
+    default: /var/lib/seatwright/gpu_facts.json
+  host:
+    description: The name used for this host in messages (usually C(inventory_hostname)).
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads the GPUs; in check mode writes no cache.
+  diff_mode:
+    support: none
+author: seatwright
+"""
+
+EXAMPLES = r"""
+- name: Read GPU facts, failing on a node without GPUs
+  gpu_facts:
+    require_gpus: true
+    host: "{{ inventory_hostname }}"
+
+- name: Show the GPU summary
+  ansible.builtin.debug:
+    var: ansible_facts.seatwright_gpu_summary
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The GPU facts.
+  returned: always
+  type: dict
+  contains:
+    seatwright_gpus:
+      description: One dict per GPU, ordered by index.
+      type: list
+      elements: dict
+      sample:
+        - index: 0
+          name: NVIDIA H200
+          compute_capability: "9.0"
+          sm: sm_90
+          memory_total_mib: 143771
+          power_limit_w: 700.0
+          power_enforced_w: 700.0
+          power_min_w: 200.0
+          power_max_w: 700.0
+          power_default_w: 700.0
+          persistence_mode: true
+    seatwright_gpu_summary:
+      description: Count, versions, SM120 flag, total VRAM, links, IOMMU/ACS and the peer-to-peer assessment.
+      type: dict
+      sample:
+        count: 2
+        driver_version: 580.159.04
+        cuda_version: "13.0"
+        is_sm120: false
+        total_vram_mib: 287542
+        source: nvml
+        reason: null
+cache_path:
+  description: The file the facts were written to, or null when nothing was written.
+  returned: always
+  type: str
+"""
+
+import datetime
+import platform
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import read_gpus
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.platform_probe import read_platform
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
+    assemble_facts,
+    no_gpu_facts,
+    sysfs_pci_address,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import interpret_acs, interpret_iommu
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "require_gpus": {"type": "bool", "default": False},
+            "backend": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},
+            "cache_path": {"type": "path", "default": STATE_DIR + "/gpu_facts.json"},
+            "host": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+    host = module.params["host"] or platform.node()
+    read_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        reading = read_gpus(module, module.params["backend"])
+    except ProbeUnavailable as exc:
+        reading = None
+        reason = str(exc)
+    bus_ids = [sysfs_pci_address(d["pci_bus_id"]) for d in reading["devices"]] if reading else []
+    found = read_platform(module, bus_ids)
+    iommu = interpret_iommu(found["iommu_group_count"], found["cmdline"], found["iommu_reason"])
+    acs = interpret_acs(found["lspci"], found["lspci_reason"], found["bridge_configs"])
+    if reading is None or not reading["devices"]:
+        reason = reason if reading is None else "the driver answered but reports no GPU"
+        gpus, summary = no_gpu_facts(reason, read_at, iommu, acs)
+        if module.params["require_gpus"]:
+            module.fail_json(
+                msg="host %s: no NVIDIA GPU found (%s). This play requires GPUs: install or load the NVIDIA "
+                "driver, or run it only on hosts that have GPUs." % (host, reason),
+                ansible_facts={"seatwright_gpus": gpus, "seatwright_gpu_summary": summary},
+            )
+    else:
+        gpus, summary = assemble_facts(
+            reading["devices"],
+            reading["driver_version"],
+            reading["cuda_version"],
+            reading["links"],
+            reading["source"],
+            read_at,
+            iommu,
+            acs,
+            found["gpu_groups"],
+        )
+    written = None
+    if module.params["cache_path"] and not module.check_mode:
+        record = {
+            "read_at": read_at,
+            "measured_at_epoch": time.time(),
+            "host": host,
+            "seatwright_gpus": gpus,
+            "seatwright_gpu_summary": summary,
+        }
+        try:
+            atomic_write_json(module.params["cache_path"], record)
+            written = module.params["cache_path"]
+        except OSError as exc:
+            module.warn("host %s: could not cache GPU facts at %s: %s" % (host, module.params["cache_path"], exc))
+    module.exit_json(
+        changed=False, cache_path=written, ansible_facts={"seatwright_gpus": gpus, "seatwright_gpu_summary": summary}
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+#!/usr/bin/python
+"""Ansible module: the NCCL/Gloo environment of a node, decided from its fabric facts."""
+
+DOCUMENTATION = r"""
+module: nccl_env_render
+short_description: Decide a node's NCCL environment from its fabric facts
+description:
+  - Returns the variables NCCL and Gloo need on this node, each with the reason it was set, and
+    the text of C(/etc/nccl.conf) and of an env file for engine containers.
+  - C(NCCL_SOCKET_IFNAME) and C(GLOO_SOCKET_IFNAME) name the fabric port; with active RDMA ports,
+    C(NCCL_IB_HCA) lists them in the exact-match C(=) form, C(NCCL_IB_GID_INDEX) is the RoCE v2
+    IPv4 GID index shared by all of them, C(NCCL_IB_TC) is DSCP x 4 when a DSCP is given, and
+    C(NCCL_NET_GDR_LEVEL) is raised to PHB or SYS when GPUDirect is possible but the GPU-NIC path
+    crosses the CPU. Without RDMA, C(NCCL_IB_DISABLE=1). When ACS redirects peer traffic,
+    C(NCCL_P2P_DISABLE=1) is the fallback.
+  - Decides only; writing the files is the caller's (roles/nccl_env). Changes nothing.
+options:
+  host:
+    description: Inventory name of the node, used in messages.
+    type: str
+    required: true
+  fabric:
+    description: The node's C(seatwright_fabric) facts (module fabric_facts).
+    type: dict
+    required: true
+  socket_ifname:
+    description: Netdev of the fabric port.
+    type: str
+    required: true
+  rdma_devices:
+    description: RDMA devices declared for NCCL; empty means every device the facts list.
+    type: list
+    elements: str
+    default: []
+  ib_dscp:
+    description: DSCP of the lossless RoCE class; NCCL_IB_TC is rendered as DSCP x 4 when set.
+    type: int
+  gdr_level:
+    description: C(auto) to decide from the GPU-NIC path, or a level to force.
+    type: str
+    choices: [auto, LOC, PIX, PXB, PHB, SYS]
+    default: auto
+  p2p_disable:
+    description: C(auto) sets NCCL_P2P_DISABLE=1 when ACS is on; C(true)/C(false) force it.
+    type: str
+    choices: [auto, "true", "false"]
+    default: auto
+  gid_index:
+    description: RoCE GID index to force instead of the one found in the facts.
+    type: int
+attributes:
+  check_mode:
+    support: full
+    description: Decides only; runs the same in check mode.
+  diff_mode:
+    support: none
+author: seatwright
+"""
+
+EXAMPLES = r"""
+- name: Decide the NCCL environment
+  nccl_env_render:
+    host: "{{ inventory_hostname }}"
+    fabric: "{{ ansible_facts.seatwright_fabric }}"
+    socket_ifname: "{{ seatwright_node_fabric_iface }}"
+    rdma_devices: "{{ seatwright_node_rdma_devices }}"
+    ib_dscp: 26
+  register: nccl
+"""
+
+RETURN = r"""
+env:
+  description: Ordered list of {name, value, reason}.
+  returned: success
+  type: list
+  elements: dict
+variables:
+  description: The same as a name to value mapping.
+  returned: success
+  type: dict
+defaults:
+  description: Variables deliberately left to NCCL's defaults, with the reason.
+  returned: success
+  type: list
+  elements: str
+nccl_conf:
+  description: Text of /etc/nccl.conf (the NCCL_ variables).
+  returned: success
+  type: str
+env_file:
+  description: Text of the engines' env file (every variable, KEY=VALUE, no quoting).
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
+    env_decisions,
+    nccl_conf_names,
+    node_options,
+    render_file,
+)
+
+BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "host": {"type": "str", "required": True},
+            "fabric": {"type": "dict", "required": True},
+            "socket_ifname": {"type": "str", "required": True},
+            "rdma_devices": {"type": "list", "elements": "str", "default": []},
+            "ib_dscp": {"type": "int"},
+            "gdr_level": {"type": "str", "choices": ["auto", "LOC", "PIX", "PXB", "PHB", "SYS"], "default": "auto"},
+            "p2p_disable": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
+            "gid_index": {"type": "int"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        options = node_options(params["ib_dscp"], params["gdr_level"], params["p2p_disable"], params["gid_index"])
+        entries, defaults = env_decisions(
+            params["host"],
+            params["fabric"],
+            params["socket_ifname"],
+            declared_devices=params["rdma_devices"],
+            **options,
+        )
+    except NcclError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(
+        changed=False,
+        env=entries,
+        variables={entry["name"]: entry["value"] for entry in entries},
+        defaults=defaults,
+        nccl_conf=render_file(entries, BANNER, nccl_conf_names(entries)),
+        env_file=render_file(entries, BANNER),
+    )
+
+
+if __name__ == "__main__":
+    main()

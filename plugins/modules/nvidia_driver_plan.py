@@ -1,0 +1,212 @@
+#!/usr/bin/python
+"""Ansible module: plan a pinned NVIDIA driver install, and verify the repository keyrings."""
+
+DOCUMENTATION = r"""
+module: nvidia_driver_plan
+short_description: Decide the NVIDIA repository, keys, packages and pin for one driver branch
+description:
+  - From the node's distribution, architecture and GPUs, returns NVIDIA's CUDA repository for it,
+    the signing key to trust (URL and fingerprint), the packages of the pinned branch with the
+    open kernel modules, the container toolkit repository and packages, the apt preferences that
+    hold the branch, and whether the running driver already is of that branch.
+  - The running driver version comes from O(current_version) (GPU facts) or, when not given, from
+    C(/sys/module/nvidia/version).
+  - With O(verify_keyrings), also checks that each keyring file holds the expected primary key
+    fingerprint (C(gpg --show-keys)) and fails naming the file and both fingerprints when not.
+  - Changes nothing on the node.
+options:
+  distribution:
+    description: C(ansible_facts.distribution) (Debian, Ubuntu).
+    type: str
+    required: true
+  distribution_version:
+    description: C(ansible_facts.distribution_version) (12, 22.04, 24.04).
+    type: str
+    required: true
+  architecture:
+    description: C(ansible_facts.architecture) (x86_64, aarch64).
+    type: str
+    required: true
+  branch:
+    description: Driver branch to pin, three digits (e.g. 580).
+    type: str
+    required: true
+  open_kernel_modules:
+    description: Install the open kernel modules (required for Blackwell GPUs).
+    type: bool
+    default: true
+  compute_capabilities:
+    description: Compute capabilities of the node's GPUs (e.g. ["12.0", "12.0"]), for the Blackwell checks.
+    type: list
+    elements: str
+    default: []
+  gpu_profile:
+    description: The node's declared GPU profile (C(seatwright_node_gpu_profile)); its compute
+      capability is used when O(compute_capabilities) is empty (before any GPU facts exist).
+    type: str
+  current_version:
+    description: Driver version the node runs now; read from sysfs when not given.
+    type: str
+  container_toolkit:
+    description: Also plan the NVIDIA Container Toolkit repository and package.
+    type: bool
+    default: true
+  toolkit_version:
+    description: Pin the container toolkit to this package version.
+    type: str
+  cuda_key_url:
+    description: Signing key URL to use instead of the one recorded for the repository.
+    type: str
+  cuda_key_fingerprint:
+    description: Fingerprint of O(cuda_key_url).
+    type: str
+  repo_base_url:
+    description: Base of NVIDIA's CUDA repositories (a mirror can replace it).
+    type: str
+    default: https://developer.download.nvidia.com/compute/cuda/repos
+  verify_keyrings:
+    description:
+      - Keyring files to check, each with C(path) and the expected C(fingerprint). A keyring must
+        hold exactly that primary key and no other (apt's signed-by trusts every key in the file).
+    type: list
+    elements: dict
+    default: []
+  allow_http:
+    description:
+      - Accept plain C(http://) repository and key URLs (a mirror on a network you trust).
+        Otherwise only C(https://) is accepted.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Decides and reads keyrings only; runs the same in check mode.
+  diff_mode:
+    support: none
+author: seatwright
+"""
+
+EXAMPLES = r"""
+- name: Plan the driver
+  nvidia_driver_plan:
+    distribution: "{{ ansible_facts.distribution }}"
+    distribution_version: "{{ ansible_facts.distribution_version }}"
+    architecture: "{{ ansible_facts.architecture }}"
+    branch: "580"
+  register: plan
+
+- name: Verify the keyring written for the CUDA repository
+  nvidia_driver_plan:
+    distribution: Debian
+    distribution_version: "12"
+    architecture: x86_64
+    branch: "580"
+    verify_keyrings:
+      - path: /etc/apt/keyrings/nvidia-cuda.asc
+        fingerprint: EB693B3035CD5710E231E123A4B469963BF863CC
+"""
+
+RETURN = r"""
+plan:
+  description: >-
+    branch, open_kernel_modules, cuda_repository (url, suite, key_url, key_fingerprint),
+    toolkit_repository, driver_packages, toolkit_packages, pin_preferences (text), action
+    (install, change or none), reason, current_version.
+  returned: success
+  type: dict
+keyrings:
+  description: Per verified file, its path and the primary key fingerprints found.
+  returned: when verify_keyrings is given
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import (
+    driver_plan,
+    key_fingerprints,
+    keyring_problem,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+
+
+def read_loaded_version():
+    try:
+        with open("/sys/module/nvidia/version") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def verify(module, keyrings):
+    gpg = module.get_bin_path("gpg")
+    if keyrings and not gpg:
+        module.fail_json(msg="gpg is needed to verify the repository keyrings; install gnupg")
+    results = []
+    for keyring in keyrings:
+        path, expected = keyring.get("path"), str(keyring.get("fingerprint") or "").replace(" ", "").upper()
+        rc, out, err = module.run_command([gpg, "--batch", "--show-keys", "--with-colons", path])
+        found = key_fingerprints(out) if rc == 0 else []
+        problem = keyring_problem(path, found, expected)
+        if problem:
+            module.fail_json(msg=problem + ("; gpg: %s" % err.strip() if rc else ""))
+        results.append({"path": path, "fingerprints": found})
+    return results
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "distribution": {"type": "str", "required": True},
+            "distribution_version": {"type": "str", "required": True},
+            "architecture": {"type": "str", "required": True},
+            "branch": {"type": "str", "required": True},
+            "open_kernel_modules": {"type": "bool", "default": True},
+            "compute_capabilities": {"type": "list", "elements": "str", "default": []},
+            "gpu_profile": {"type": "str"},
+            "current_version": {"type": "str"},
+            "container_toolkit": {"type": "bool", "default": True},
+            "toolkit_version": {"type": "str"},
+            "cuda_key_url": {"type": "str"},
+            "cuda_key_fingerprint": {"type": "str"},
+            "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
+            "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
+            "allow_http": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    current = params["current_version"] or read_loaded_version()
+    capabilities = params["compute_capabilities"]
+    profile = params["gpu_profile"]
+    if not capabilities and profile:
+        if profile not in GPU_PROFILES:
+            module.fail_json(msg="gpu_profile %r is not one of %s" % (profile, ", ".join(sorted(GPU_PROFILES))))
+        capabilities = [GPU_PROFILES[profile]["compute_capability"]]
+    try:
+        plan = driver_plan(
+            params["distribution"],
+            params["distribution_version"],
+            params["architecture"],
+            params["branch"],
+            params["open_kernel_modules"],
+            capabilities,
+            current,
+            params["container_toolkit"],
+            params["toolkit_version"],
+            params["cuda_key_url"],
+            params["cuda_key_fingerprint"],
+            params["repo_base_url"],
+            params["allow_http"],
+        )
+    except DriverError as exc:
+        module.fail_json(msg=str(exc))
+    result = {"changed": False, "plan": plan}
+    if params["verify_keyrings"]:
+        result["keyrings"] = verify(module, params["verify_keyrings"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+#!/usr/bin/python
+"""Ansible module: plan one seat from its recipe and the hosts' declared or cached hardware."""
+
+DOCUMENTATION = r"""
+module: seat_plan
+short_description: Plan a seat (rules, fit, per-rank launch) without touching any node
+description:
+  - Loads the seat's recipe, validates it against the JSON Schema, applies the SM120 and multi-node
+    compatibility rules, checks that the checkpoint fits the GPUs, and renders the exact argv and
+    environment of every node rank for vLLM or SGLang.
+  - Reads only files on the controller. Each host's GPUs come from its cached C(seatwright_gpus)
+    facts when present, else from the inventory's declared profile and count.
+  - The seat uses the first C(topology.nodes) hosts of O(nodes), in order; node rank 0 (the Ray head
+    or SGLang's dist-init address) is the first.
+  - Writing O(plan_out) is the only change; in check mode the plan is computed and shown but not
+    written, and C(changed) says whether it would have been. With C(--diff) the old and new plan
+    files are compared.
+  - Bad recipes and bad inventories fail with a message naming the file or host, the field, what is
+    expected and what to do.
+options:
+  seat:
+    description: The seat's name; the recipe's C(name) must equal it.
+    type: str
+    required: true
+  recipe_path:
+    description: Path of the recipe file, normally C(seats/<seat>.yml).
+    type: path
+    required: true
+  schema_path:
+    description: Path of C(schemas/seat.schema.json), the recipe schema.
+    type: path
+    required: true
+  nodes:
+    description:
+      - The candidate hosts in order, each a mapping with C(host), C(in_inventory) and the host's
+        C(seatwright_node_*) variables, plus C(seatwright_gpus) and C(seatwright_checkpoint) from the
+        fact cache when present.
+      - A host may also carry C(rdma_fabric_mtu), C(rdma_fabric_probe_threshold) (with its
+        C(_reason)) and C(nvidia_driver_branch) from the inventory; the plan's C(provenance) shows
+        each host's value in effect, the inventory's or the role default with where it comes from.
+      - Checkpoint facts count only for the recipe's pinned revision and when they judged the
+        checkpoint complete; their safetensors tensor bytes then replace the declared size.
+    type: list
+    elements: dict
+    required: true
+  plan_out:
+    description: Where to write the plan as JSON; nothing is written when omitted.
+    type: path
+  model_root:
+    description: Folder inside the engine container that holds each seat's weights under its served name.
+    type: str
+    default: /models
+requirements:
+  - jsonschema (on the controller)
+attributes:
+  check_mode:
+    support: full
+    description: Plans and reports whether the plan file would change; writes nothing.
+  diff_mode:
+    support: full
+    description: The plan file before and after.
+author: seatwright
+"""
+
+EXAMPLES = r"""
+- name: Plan the GLM-5.3-Flash seat on the first two gpu_nodes hosts
+  seat_plan:
+    seat: glm53
+    recipe_path: "{{ playbook_dir }}/../seats/glm53.yml"
+    schema_path: "{{ playbook_dir }}/../schemas/seat.schema.json"
+    nodes:
+      - host: node-a
+        in_inventory: true
+        seatwright_node_gpu_profile: rtx-pro-6000-maxq
+        seatwright_node_gpu_count: 2
+        seatwright_node_fabric_ip: 10.77.0.11
+        seatwright_node_fabric_iface: enp65s0f0np0
+        seatwright_node_rdma_devices: [mlx5_0]
+      - host: node-b
+        in_inventory: true
+        seatwright_node_gpu_profile: rtx-pro-6000-ws
+        seatwright_node_gpu_count: 2
+        seatwright_node_fabric_ip: 10.77.0.12
+        seatwright_node_fabric_iface: enp65s0f0np0
+        seatwright_node_rdma_devices: [mlx5_0]
+    plan_out: .cache/plans/glm53.json
+"""
+
+RETURN = r"""
+plan:
+  description:
+    - The plan, as written to O(plan_out). Keys include C(seat), C(fits), C(verdict),
+      C(launchable), C(ready), C(reasons), C(checkpoint_bytes), C(node_vram_bytes),
+      C(per_rank_weight_bytes), C(rules) (each with C(id) and C(reason)), C(refusals), C(unknowns),
+      and C(ranks) (each with C(host), C(rank), C(argv) and C(env)).
+  returned: success
+  type: dict
+summary:
+  description: The plan as lines for people, ending with each rank's environment and command.
+  returned: success
+  type: list
+  elements: str
+plan_out:
+  description: Where the plan was (or in check mode would be) written.
+  returned: when O(plan_out) is set
+  type: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import HAS_JSONSCHEMA, recipe_from_text
+
+
+def _read(path, what):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SeatError("cannot read the %s %s: %s" % (what, path, exc))
+
+
+def _missing_recipe_message(seat, recipe_path):
+    folder = os.path.dirname(recipe_path)
+    try:
+        known = sorted(name[:-4] for name in os.listdir(folder) if name.endswith(".yml"))
+    except OSError:
+        known = []
+    return "seat %r: no recipe at %s; known seats: %s" % (seat, recipe_path, ", ".join(known) or "none")
+
+
+ARGUMENT_SPEC = {
+    "seat": {"type": "str", "required": True},
+    "recipe_path": {"type": "path", "required": True},
+    "schema_path": {"type": "path", "required": True},
+    "nodes": {"type": "list", "elements": "dict", "required": True},
+    "plan_out": {"type": "path"},
+    "model_root": {"type": "str", "default": "/models"},
+}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    if not HAS_JSONSCHEMA:
+        module.fail_json(msg=missing_required_lib("jsonschema"))
+    params = module.params
+    try:
+        if not os.path.isfile(params["recipe_path"]):
+            raise SeatError(_missing_recipe_message(params["seat"], params["recipe_path"]))
+        try:
+            schema = json.loads(_read(params["schema_path"], "recipe schema"))
+        except ValueError as exc:
+            raise SeatError("the recipe schema %s is not valid JSON: %s" % (params["schema_path"], exc))
+        source = os.path.relpath(params["recipe_path"])
+        data = recipe_from_text(_read(params["recipe_path"], "recipe"), source)
+        plan = make_plan(data, schema, params["seat"], params["nodes"], source, params["model_root"])
+    except SeatError as exc:
+        module.fail_json(msg=str(exc))
+
+    result = {"changed": False, "plan": plan, "summary": plan_lines(plan)}
+    out = params["plan_out"]
+    if out:
+        payload = (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        try:
+            with open(out, "rb") as handle:
+                before = handle.read()
+        except OSError:
+            before = None
+        result["plan_out"] = out
+        result["changed"] = before != payload
+        if module._diff:
+            result["diff"] = {
+                "before": (before or b"").decode("utf-8", "replace"),
+                "after": payload.decode("utf-8"),
+                "before_header": out,
+                "after_header": out,
+            }
+        if result["changed"] and not module.check_mode:
+            try:
+                atomic_write_bytes(out, payload)
+            except OSError as exc:
+                module.fail_json(msg="seat %s: cannot write the plan to %s: %s" % (plan["seat"], out, exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+#!/usr/bin/python
+"""Serve one checkpoint read-only over the fabric for a bounded time, for weight_stage to pull."""
+
+DOCUMENTATION = r"""
+---
+module: weight_source
+short_description: Serve a checkpoint read-only to the nodes that stage it
+description:
+  - Lists the checkpoint at I(path) (a model folder, or a Hugging Face cache entry at I(revision)),
+    checks it as C(checkpoint_facts) does in quick mode, and serves its files over HTTP on
+    I(bind_address):I(port) to callers that authenticate each request under the run's secret
+    I(token). Destinations run C(weight_stage).
+  - Transport choice. Plain HTTP from the Python standard library runs on every node without
+    installing anything; C(Range) requests give resume; C(socket.sendfile) moves file bytes from
+    the page cache to the network without copying them through Python, so the source spends
+    almost no CPU. Integrity does not rely on the transport; every destination hashes what it
+    receives against the digest listed here, and the listing goes out signed (HMAC-SHA256 under
+    the run's secret, bound to the destination's nonce), so a process that took the port first
+    cannot pass for the source. The secret never crosses the network; each request carries a
+    single-use MAC instead, and requests that fail the check are refused and do not count as
+    activity or as a destination done. Only the listed files are served.
+  - Hidden files (C(.git/), dotfiles) are not served; a link that resolves outside the folder
+    (outside C(blobs/) in a cache entry) makes the source refuse the checkpoint. Each file's
+    permission bits are listed, and destinations keep theirs no wider.
+  - Each file's expected digest comes from its cache blob name, or else from the folder's parity
+    manifest, or else from hashing the source file once (remembered per file identity under
+    I(state_dir), so a later run does not read it again).
+  - Meant to run as an async task (C(async), C(poll) 0). It stops when I(clients) destinations
+    have reported done, after I(idle_timeout_s) without a request, or after I(lifetime_s).
+  - A damaged source (missing, truncated or malformed files, wrong revision) is served as a
+    listing of its problems, so every destination fails with the reason and writes nothing, and
+    this module fails too.
+  - Serving reads only; the module reports C(changed=false). Check mode serves as well, so that
+    destinations in check mode can predict their changes, and writes no hash cache or pid file.
+options:
+  path:
+    description: Model folder or Hugging Face cache entry on this host.
+    type: path
+    required: true
+  revision:
+    description: Pinned 40-hex commit id; required for a cache entry.
+    type: str
+  name:
+    description: Label for the checkpoint in listings, progress and manifests.
+    type: str
+    required: true
+  bind_address:
+    description:
+      - Address to listen on, the source's fabric address, as an IP address. The wildcard
+        addresses (C(0.0.0.0), C(::), empty) are refused.
+    type: str
+    required: true
+  port:
+    description: TCP port to listen on.
+    type: int
+    default: 8473
+  token:
+    description: Per-run secret (16 characters or more) that signs the listing and authenticates requests; never sent.
+    type: str
+    required: true
+  clients:
+    description: Number of destinations; serving stops once this many have reported done.
+    type: int
+    default: 1
+  idle_timeout_s:
+    description: Stop after this many seconds with no request in flight.
+    type: int
+    default: 120
+  lifetime_s:
+    description: Stop after this many seconds in any case.
+    type: int
+    default: 7200
+  state_dir:
+    description: Where the pid file and the source hash cache live.
+    type: path
+    default: /var/lib/seatwright/staging
+  hash_workers:
+    description: Files hashed at once when a folder has no expected digests.
+    type: int
+    default: 4
+attributes:
+  check_mode:
+    support: full
+    description: Serves as well, so that destinations in check mode can predict their changes; writes no hash cache or pid file.
+  diff_mode:
+    support: none
+author:
+  - seatwright
+"""
+
+EXAMPLES = r"""
+- name: Serve the checkpoint from node-a while the other nodes pull it
+  weight_source:
+    path: /srv/hf/hub/models--zai-org--GLM-5.3-Flash
+    revision: 0123456789abcdef0123456789abcdef01234567
+    name: glm-5.3-flash
+    bind_address: 10.77.0.11
+    token: "{{ __weights_token }}"
+    clients: 2
+  async: 7200
+  poll: 0
+"""
+
+RETURN = r"""
+listing:
+  description: What was served.
+  returned: always
+  type: dict
+  contains:
+    files: {description: Files listed., type: int}
+    bytes: {description: Bytes listed., type: int}
+    layout: {description: C(folder) or C(hf-cache)., type: str}
+    revision: {description: Revision served., type: str}
+stopped:
+  description: Why serving stopped.
+  returned: success
+  type: str
+served_s:
+  description: Seconds spent serving.
+  returned: success
+  type: float
+bytes_by_client:
+  description: Bytes of file data sent to each destination.
+  returned: success
+  type: dict
+done_reports:
+  description: What each destination reported when it finished (ok, bytes).
+  returned: success
+  type: dict
+refused_requests:
+  description: Requests refused because they were not authenticated for this run (or replayed).
+  returned: success
+  type: int
+handler_errors:
+  description: Connections ended by a malformed request.
+  returned: success
+  type: int
+"""
+
+import errno
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import (
+    bind_server,
+    serve_until_done,
+    source_listing,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import check_bind_address
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import MIN_SECRET_CHARS
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            revision=dict(type="str"),
+            name=dict(type="str", required=True),
+            bind_address=dict(type="str", required=True),
+            port=dict(type="int", default=8473),
+            token=dict(type="str", required=True, no_log=True),
+            clients=dict(type="int", default=1),
+            idle_timeout_s=dict(type="int", default=120),
+            lifetime_s=dict(type="int", default=7200),
+            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            hash_workers=dict(type="int", default=4),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["revision"] is not None and not is_revision(params["revision"]):
+        module.fail_json(msg="revision %r is not a pinned 40-hex commit id" % params["revision"])
+    if not os.path.isdir(params["path"]):
+        module.fail_json(
+            msg="source checkpoint %s is not a directory on this host; check weights_source_path "
+            "and weights_source_host" % params["path"]
+        )
+    if len(params["token"]) < MIN_SECRET_CHARS:
+        module.fail_json(
+            msg="token is too short to protect the source (%d characters or more expected)" % MIN_SECRET_CHARS
+        )
+    address_problem = check_bind_address(params["bind_address"])
+    if address_problem:
+        module.fail_json(msg="weight_source: %s" % address_problem)
+    for field in ("port", "clients", "idle_timeout_s", "lifetime_s", "hash_workers"):
+        if params[field] < 1:
+            module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))
+    may_write = not module.check_mode
+    try:
+        listing, served, _report = source_listing(
+            params["path"], params["revision"], params["name"], params["state_dir"], params["hash_workers"], may_write
+        )
+    except (CheckpointError, OSError) as exc:
+        module.fail_json(msg="cannot list source checkpoint %s: %s" % (params["path"], exc))
+    summary = {
+        "files": len(listing["files"]),
+        "bytes": sum(f["size"] for f in listing["files"]),
+        "layout": listing["layout"],
+        "revision": listing["revision"],
+    }
+    pidfile = os.path.join(params["state_dir"], "source-%d.pid" % params["port"])
+    try:
+        server = bind_server(
+            params["bind_address"], params["port"], params["token"], listing, served, params["clients"], pidfile
+        )
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            module.fail_json(
+                msg="another process already listens on %s:%d, so this run's source cannot: "
+                "destinations must not talk to it. Find it (ss -ltnp 'sport = :%d'), stop it or "
+                "choose another weights_source_port, and run again."
+                % (params["bind_address"], params["port"], params["port"]),
+                listing=summary,
+            )
+        module.fail_json(
+            msg="cannot listen on %s:%d (%s): is the address this host's fabric address?"
+            % (params["bind_address"], params["port"], exc),
+            listing=summary,
+        )
+    if may_write:
+        atomic_write_bytes(pidfile, b"%d\n" % os.getpid())
+    try:
+        stats = serve_until_done(server, params["idle_timeout_s"], params["lifetime_s"])
+    finally:
+        if may_write and os.path.exists(pidfile):
+            os.unlink(pidfile)
+    if listing["problems"]:
+        module.fail_json(
+            msg="source checkpoint %s is damaged, nothing was served: %s"
+            % (params["path"], "; ".join(listing["problems"])),
+            listing=summary,
+            **stats,
+        )
+    module.exit_json(changed=False, listing=summary, **stats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+#!/usr/bin/python
+"""Pull a checkpoint from a weight_source onto this node, verified, resumable and idempotent."""
+
+DOCUMENTATION = r"""
+---
+module: weight_stage
+short_description: Stage a checkpoint onto this node from a weight_source, verifying every byte
+description:
+  - Fetches the listing from the C(weight_source) at I(source_url) and brings every file of the
+    checkpoint into I(dest), several files at once (I(streams)).
+  - Trusts nothing before the listing's signature checks out under the run's secret I(token)
+    (HMAC-SHA256 bound to a fresh nonce; the secret itself is never sent). A listener that cannot
+    sign it, such as a process that took the source's port first, is reported and nothing is
+    written. The listing is then checked field by field (safe relative paths and ref names, refs
+    equal to the pinned revision, types) before it is used.
+  - Every path written is resolved and must stay under I(dest); transfers in progress are opened
+    without following links (a leftover is removed first), and each file gets permission bits no
+    wider than the source's copy.
+  - Each stream hashes the bytes as they arrive (sha256; the git blob sha1 for small files of a
+    cache entry), writes them under a temporary name, fsyncs, compares the digest with the one
+    the source listed, and only then renames the file into place. Hashing while streaming costs
+    no second read, and on a multi-core node the hashing of one stream overlaps the network and
+    disk work of the others.
+  - sha256 everywhere. Cache entries name their LFS blobs by sha256, so that digest is needed
+    anyway; one hash keeps manifests comparable between nodes. Measured on the two-core lab it
+    keeps verified staging at the plain-copy rate (see bench/results/staging.md).
+  - An interrupted transfer (lost connection, killed run) leaves its temporary file; the next
+    attempt hashes the bytes already there and asks the source for the rest with a Range
+    request. A temporary file is named after the expected digest, so a new version never
+    resumes an old one.
+  - Files already in place are hashed (I(verify=full)) or taken on the word of the parity
+    manifest when their size and modification time are unchanged (I(verify=quick)); verified
+    files are skipped, so a second run moves nothing and reports no change. A corrupt file in
+    place is fetched again. Bytes from the source that do not match the expected digest are
+    reported and never replace anything.
+  - The parity manifest C(.seatwright-manifest.json) (revision, each file's size, sha256 and
+    modification time, verified_at) is written atomically in the checkpoint folder only after
+    every file has verified, and rewritten only when its content changes.
+  - A cache entry is staged as a cache entry (C(blobs/), C(snapshots/<revision>/) symlinks, and
+    the refs that name the revision) so that an engine started offline finds it.
+  - Progress (bytes done, rate, time left) is written every I(progress_interval_s) seconds to
+    C(<state_dir>/progress-<name>.json) on the node.
+  - Supports check mode (reads the source listing and the files in place, writes nothing) and
+    diff (the manifest's file list before and after).
+options:
+  source_url:
+    description: C(http://<source fabric address>:<port>) of the running C(weight_source).
+    type: str
+    required: true
+  token:
+    description: The run's token, as given to C(weight_source).
+    type: str
+    required: true
+  dest:
+    description: Destination folder, or cache entry folder (C(.../models--org--name)) for a cache entry.
+    type: path
+    required: true
+  name:
+    description: Label for progress and lock files; letters, digits, C(.), C(_) and C(-).
+    type: str
+    required: true
+  revision:
+    description: Pinned 40-hex commit id the source must serve; the run stops before writing if it does not.
+    type: str
+  client:
+    description: This node's name in the source's statistics.
+    type: str
+    default: destination
+  streams:
+    description: Files transferred at once.
+    type: int
+    default: 4
+  verify:
+    description: How files already in place are trusted before being skipped.
+    type: str
+    choices: [full, quick]
+    default: full
+  direct_io:
+    description:
+      - Write with O_DIRECT, bypassing the page cache, and fall back to buffered writes where the
+        filesystem refuses it. Staging hundreds of GB through the page cache evicts what running
+        services keep cached, and on the lab's VM the cache's bookkeeping cost more CPU than hashing.
+    type: bool
+    default: true
+  bandwidth_limit_mb_per_s:
+    description: Cap on this node's total receive rate in MB/s (10^6 bytes); 0 means no cap.
+    type: float
+    default: 0
+  state_dir:
+    description: Where the lock and progress files live.
+    type: path
+    default: /var/lib/seatwright/staging
+  connect_timeout_s:
+    description: How long to keep trying to reach the source before giving up.
+    type: int
+    default: 60
+  io_timeout_s:
+    description: Seconds without data after which a connection counts as lost (and the transfer resumes).
+    type: int
+    default: 60
+  retries:
+    description: Resumes allowed per file after lost connections.
+    type: int
+    default: 3
+  progress_interval_s:
+    description: Seconds between progress file updates; 0 writes none.
+    type: int
+    default: 2
+  source_label:
+    description: Where the bytes came from, recorded in the manifest (a host name and path, not an address).
+    type: str
+    default: ""
+  prune:
+    description:
+      - Remove files in the checkpoint folder that the listing does not name (shards of an earlier
+        revision, files left by hand). They are always reported in C(extra_files); hidden files are
+        left alone. Temporary files of interrupted runs are removed in any case.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Predicts which files would be fetched or rewritten; writes nothing.
+  diff_mode:
+    support: full
+    description: The files that would be fetched, repaired or removed.
+author:
+  - seatwright
+"""
+
+EXAMPLES = r"""
+- name: Pull the checkpoint from node-a
+  weight_stage:
+    source_url: "http://10.77.0.11:8473"
+    token: "{{ __weights_token }}"
+    dest: /srv/hf/hub/models--zai-org--GLM-5.3-Flash
+    name: glm-5.3-flash
+    revision: 0123456789abcdef0123456789abcdef01234567
+    client: "{{ inventory_hostname }}"
+    streams: 4
+  async: 7200
+  poll: 10
+"""
+
+RETURN = r"""
+name: {description: The checkpoint's label., returned: success, type: str}
+revision: {description: Revision staged., returned: success, type: str}
+layout: {description: C(folder) or C(hf-cache)., returned: success, type: str}
+dest: {description: Destination root., returned: success, type: str}
+manifest: {description: Path of the parity manifest., returned: success, type: str}
+manifest_written: {description: Whether the manifest was (re)written., returned: success, type: bool}
+verified: {description: Every file verified and the manifest describes them., returned: success, type: bool}
+bytes_total: {description: Bytes of the checkpoint., returned: success, type: int}
+bytes_transferred: {description: Bytes moved over the fabric by this run., returned: success, type: int}
+bytes_reused: {description: Bytes of interrupted transfers that were kept and resumed., returned: success, type: int}
+files_skipped: {description: Files already in place and verified., returned: success, type: int}
+files_fetched: {description: Files transferred from the start., returned: success, type: int}
+files_resumed: {description: Files whose interrupted transfer was resumed., returned: success, type: int}
+transfer_s: {description: Seconds from the start of the run to the last verified file., returned: success, type: float}
+throughput_mb_per_s: {description: Bytes moved per second over transfer_s, in MB/s., returned: success, type: float}
+elapsed_s: {description: Seconds for the whole run., returned: success, type: float}
+plan:
+  description: For each file (cache blob or folder path), the action (skip, fetch, resume) and why.
+  returned: success
+  type: dict
+transfers:
+  description: For each file moved, bytes, bytes_reused, seconds, mb_per_s, sha256, interruptions and direct_io.
+  returned: success
+  type: list
+  elements: dict
+extra_files:
+  description: Files in the checkpoint folder that the listing does not name.
+  returned: success
+  type: list
+  elements: str
+pruned:
+  description: The extra files removed because I(prune) was set.
+  returned: success
+  type: list
+  elements: str
+modes_narrowed:
+  description: Files already in place whose permissions were narrowed to the source's.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import stage
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import parse_source_url
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import valid_client_name
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            source_url=dict(type="str", required=True),
+            token=dict(type="str", required=True, no_log=True),
+            dest=dict(type="path", required=True),
+            name=dict(type="str", required=True),
+            revision=dict(type="str"),
+            client=dict(type="str", default="destination"),
+            streams=dict(type="int", default=4),
+            verify=dict(type="str", choices=["full", "quick"], default="full"),
+            direct_io=dict(type="bool", default=True),
+            bandwidth_limit_mb_per_s=dict(type="float", default=0),
+            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            connect_timeout_s=dict(type="int", default=60),
+            io_timeout_s=dict(type="int", default=60),
+            retries=dict(type="int", default=3),
+            progress_interval_s=dict(type="int", default=2),
+            source_label=dict(type="str", default=""),
+            prune=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["revision"] is not None and not is_revision(params["revision"]):
+        module.fail_json(msg="revision %r is not a pinned 40-hex commit id" % params["revision"])
+    if not re.match(r"^[A-Za-z0-9._-]+$", params["name"]):
+        module.fail_json(msg="name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
+    if not valid_client_name(params["client"]):
+        module.fail_json(
+            msg="client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"]
+        )
+    for field in ("streams", "connect_timeout_s", "io_timeout_s"):
+        if params[field] < 1:
+            module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))
+    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
+        if params[field] < 0:
+            module.fail_json(msg="%s is %s; give 0 or more" % (field, params[field]))
+    try:
+        parse_source_url(params["source_url"])
+        options = dict(params, bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6))
+        result = stage(options, check_mode=module.check_mode)
+    except StagingError as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:
+        module.fail_json(msg="staging %s into %s failed on this host: %s" % (params["name"], params["dest"], exc))
+    diff = result.pop("diff", None)
+    if module._diff and diff is not None:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
