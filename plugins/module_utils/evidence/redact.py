@@ -2,19 +2,29 @@
 
 Pure (no I/O, no globals that change). Everything that leaves a node as evidence (bring-up
 records, qualification and benchmark results, device probes copied into fixtures) goes through
-`redact`. What it replaces, and with what:
+`redact`.
 
-| what                                   | replaced by (numbered in order of first appearance)     |
-|----------------------------------------|----------------------------------------------------------|
-| GPU UUIDs `GPU-...`, `MIG-...`, any UUID | `GPU-00000000-0000-4000-8000-00000000000N` (0-based, the convention of the H200 fixtures); bare UUIDs keep no prefix |
-| serial numbers: `Serial Number : X`, `serial=X`, JSON keys `serial*`, CSV columns named `serial` | zeros of the same length ending in N |
-| IPv4 addresses other than loopback, 0.0.0.0, netmasks and the documentation ranges | `192.0.2.N` (then 198.51.100.N, 203.0.113.N) |
-| IPv6 addresses other than `::`, `::1` and `2001:db8::/32` (IPv4-mapped and link-local included) | `2001:db8::N` |
-| MAC addresses with colons or dashes   | `02:00:00:00:00:NN` (same separator)                     |
-| 20-byte IPoIB hardware addresses       | the 4-byte QPN/flags kept, the 16-byte GID replaced: `fe:80:00:...:00:NN` |
-| InfiniBand GUIDs: `0x` + 16 hex digits, `xxxx:xxxx:xxxx:xxxx`, perftest `GID: 16 bytes` | `0x000000000000000N`, `0000:0000:0000:000N`, `0:...:N` |
-| host names: those configured (and their short form), values of JSON keys `hostname`/`fqdn`/`nodename` | `host-N` |
-| secrets: bearer tokens, `hf_...` tokens, URL passwords, `*TOKEN*=`/`*SECRET*=`/`*PASSWORD*=`/`*API_KEY*=` values, JSON keys of that kind | `<redacted>` |
+What is replaced, and by what (numbered in order of first appearance):
+
+- GPU UUIDs `GPU-...`, `MIG-...`, any UUID: `GPU-00000000-0000-4000-8000-00000000000N` (0-based,
+  the convention of the H200 fixtures); bare UUIDs keep no prefix.
+- Serial numbers (`Serial Number : X`, `serial=X`, JSON keys `serial*`, CSV columns named
+  `serial`): zeros of the same length ending in N.
+- IPv4 addresses other than loopback, 0.0.0.0, netmasks and the documentation ranges:
+  `192.0.2.N` (then 198.51.100.N, 203.0.113.N).
+- IPv6 addresses other than `::`, `::1` and `2001:db8::/32` (IPv4-mapped and link-local
+  included): `2001:db8::N`.
+- MAC addresses with colons or dashes: `02:00:00:00:00:NN` (same separator).
+- 20-byte IPoIB hardware addresses: the 4-byte QPN/flags kept, the 16-byte GID replaced:
+  `fe:80:00:...:00:NN`.
+- InfiniBand GUIDs (`0x` + 16 hex digits, `xxxx:xxxx:xxxx:xxxx`, perftest `GID: 16 bytes`):
+  `0x000000000000000N`, `0000:0000:0000:000N`, `0:...:N`.
+- Host names (those configured and their short form, values of JSON keys `hostname`/`fqdn`/
+  `nodename`): `host-N`.
+- Secrets (bearer tokens, `hf_...` tokens, URL passwords, `*TOKEN*=`/`*SECRET*=`/`*PASSWORD*=`/
+  `*API_KEY*=` values, JSON keys and env names of that kind): `<redacted>`.
+- The controller's checkout, when given as `root` (`/home/me/seatwright/seats/lab.yml`): the
+  project-relative path (`seats/lab.yml`; the checkout itself is `.`).
 
 Placeholders are left alone, so redacting twice gives the same result. One `Redactor` keeps its
 numbering across calls: use one per evidence folder so one GPU or host keeps one name across files.
@@ -77,9 +87,18 @@ def _is_serial_column(name):
 class Redactor:
     """Redacts text and JSON-like values; numbering is kept across calls of one instance."""
 
-    def __init__(self, hostnames=()):
+    def __init__(self, hostnames=(), root=None):
         self._names = {}
         self._hostnames = self._hostname_pattern(hostnames)
+        self._root = self._root_pattern(root)
+
+    @staticmethod
+    def _root_pattern(root):
+        root = str(root or "").rstrip("/")
+        # "/" or a relative root would rewrite unrelated paths; only a real checkout is made relative.
+        if not root.startswith("/") or root.count("/") < 1 or len(root) < 2:
+            return None
+        return re.compile(r"(?<![\w./-])%s(?:(/)(?=[\w.~-])|(?![\w.-]))" % re.escape(root))
 
     @staticmethod
     def _hostname_pattern(hostnames):
@@ -222,6 +241,8 @@ class Redactor:
 
     def text(self, text):
         """Return `text` with every identifier and secret replaced."""
+        if self._root is not None:
+            text = self._root.sub(lambda m: "" if m.group(1) else ".", text)
         text = URL_PASSWORD.sub(lambda m: m.group(1) + SECRET + m.group(3), text)
         text = BEARER.sub(lambda m: m.group(1) + SECRET, text)
         text = HF_TOKEN.sub(SECRET, text)
@@ -279,6 +300,16 @@ def _secret_value(name, item):
     return isinstance(item, (int, float)) and not isinstance(item, bool) and not TOKEN_NAME.search(name)
 
 
-def redact(value, hostnames=()):
+def secret_name(name):
+    """True for a key or env name whose value is a secret (VLLM_API_KEY, HF_TOKEN, db_password)."""
+    return bool(SECRET_KEY.search(str(name)))
+
+
+def redact_env(env):
+    """A copy of an environment with the values of secret names replaced, for messages and evidence."""
+    return {key: (SECRET if secret_name(key) and value not in (None, "") else value) for key, value in env.items()}
+
+
+def redact(value, hostnames=(), root=None):
     """Redact one text or JSON-like value (fresh numbering); see the module docstring."""
-    return Redactor(hostnames).redact(value)
+    return Redactor(hostnames, root).redact(value)

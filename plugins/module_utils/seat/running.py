@@ -11,10 +11,13 @@ import json
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 
+# The project's one redactor decides which env names hold secrets; redact_env is kept importable here.
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import (  # noqa: F401
+    redact_env,
+    secret_name,
+)
+
 LABEL_PREFIX = "io.seatwright."
-# Env names whose values are secrets: never compared in the open, never written to evidence.
-SECRET_ENV = ("VLLM_API_KEY", "SGLANG_API_KEY", "HF_TOKEN")
-REDACTED = "<redacted>"
 
 
 def container_name(seat, rank, part=None):
@@ -88,11 +91,6 @@ def spec_hash(image_id, argv, env, extra=None):
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def redact_env(env):
-    """A copy of env with secret values replaced, for messages and evidence."""
-    return {k: (REDACTED if k in SECRET_ENV else v) for k, v in env.items()}
-
-
 def _same_program(expected, running):
     # The kernel reports argv[0] as it was exec'ed; an image may resolve python3 to a full path.
     return expected == running or expected.rsplit("/", 1)[-1] == running.rsplit("/", 1)[-1]
@@ -122,7 +120,7 @@ def compare_running(host, expected_argv, running_argv, expected_env, running_env
         if have is None:
             problems.append("%s: env %s is not set in the engine process (the plan sets it)" % (host, key))
         elif have != want:
-            if key in SECRET_ENV:
+            if secret_name(key):
                 problems.append("%s: env %s differs from the plan (value not shown)" % (host, key))
             else:
                 problems.append("%s: env %s is %r in the engine process, the plan says %r" % (host, key, have, want))
