@@ -15,6 +15,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench import anal
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.folder import evidence_dir_parts
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer as evidence
 from conftest import FIXTURES, ROOT
@@ -55,6 +57,7 @@ def plan(hosts):
     return {
         "seat": "x",
         "fits": True,
+        "model": {"served_name": "m", "revision": "781dac1f55540a048a8efb9ac343c771b6fa7ad4"},
         "reasons": [],
         "ranks": [
             {
@@ -71,12 +74,17 @@ def plan(hosts):
 def record(seat, rates, hosts=("node-a",), evicted=(), qualification=True, **bench_kw):
     parts = {
         "plan": plan(list(hosts)),
-        "bringup": {
-            "ranks": plan(list(hosts))["ranks"],
-            "image_id": "sha256:" + "ab" * 32,
-            "model_revision": "781dac1f55540a048a8efb9ac343c771b6fa7ad4",
-            "evicted": [{"host": h, "name": n, "kind": "container"} for h, n in evicted],
-        },
+        "bringup": bringup_record(
+            seat,
+            plan(list(hosts)),
+            {
+                "state": "serving",
+                "ranks": plan(list(hosts))["ranks"],
+                "image_id": "sha256:" + "ab" * 32,
+                "evicted": [{"host": h, "name": n, "kind": "container"} for h, n in evicted],
+            },
+            NOW - 3700,
+        ),
         "qualification": None
         if qualification is None
         else {
@@ -340,7 +348,7 @@ def test_assemble_refuses_a_zero_byte_part(tmp_path):
 
 def test_evidence_folder_name_must_be_a_utc_stamp(tmp_path):
     with pytest.raises(Exception, match="evidence/<seat>/<UTC"):
-        evidence.evidence_dir_parts(str(tmp_path / "lab" / "yesterday"))
+        evidence_dir_parts(str(tmp_path / "lab" / "yesterday"))
 
 
 def test_report_of_emulated_telemetry_says_so():

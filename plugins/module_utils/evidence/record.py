@@ -8,13 +8,10 @@ co-tenant services evicted) and a summary the promotion decision reads. A missin
 and listed, never guessed.
 """
 
-import re
-
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import summarise as summarise_telemetry
 
 RECORD_SCHEMA = "seatwright-record/1"
 PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotion")
-RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
 _PASSED = ("pass", "passed", "ok", "success", True)
 _FAILED = ("fail", "failed", "error", False)
 _QUALIFY_VERDICTS = {"qualified": "passed", "not-qualified": "failed", "incomplete": "incomplete"}
@@ -70,7 +67,11 @@ def qualification_summary(qualification):
 
 
 def launch_of(plan, bringup):
-    """Exact argv and env per rank, the image id and the model revision (bring-up first, else the plan)."""
+    """Exact argv and env per rank, the image id and the model revision (bring-up first, else the plan).
+
+    bringup.json has one shape (evidence/bringup.py); the plan names the image it was checked
+    against in engine.image_checked.
+    """
     source = "bringup.json" if isinstance(bringup, dict) and bringup.get("ranks") else "plan.json"
     ranks = (_first(bringup, "ranks") if source == "bringup.json" else _first(plan, "ranks")) or []
     out_ranks = []
@@ -79,12 +80,8 @@ def launch_of(plan, bringup):
             out_ranks.append(
                 {"host": rank.get("host"), "rank": rank.get("rank"), "argv": rank.get("argv"), "env": rank.get("env")}
             )
-    image = _first(bringup, "image_id", "image") or _first(plan, "image_id", "image")
-    if isinstance(image, dict):
-        image = _first(image, "id", "image_id", "ref")
-    revision = _first(bringup, "model_revision", "revision") or _first(plan, "model_revision")
-    if revision is None:
-        revision = _first(_first(plan, "model") or {}, "revision")
+    image = _first(bringup, "image_id") or _first(_first(_first(plan, "engine") or {}, "image_checked") or {}, "id")
+    revision = _first(bringup, "model_revision") or _first(_first(plan, "model") or {}, "revision")
     return {"source": source if out_ranks else None, "ranks": out_ranks, "image_id": image, "model_revision": revision}
 
 

@@ -23,8 +23,9 @@ What is replaced, and by what (numbered in order of first appearance):
   `nodename`): `host-N`.
 - Secrets (bearer tokens, `hf_...` tokens, URL passwords, `*TOKEN*=`/`*SECRET*=`/`*PASSWORD*=`/
   `*API_KEY*=` values, JSON keys and env names of that kind): `<redacted>`.
-- The controller's checkout, when given as `root` (`/home/me/seatwright/seats/lab.yml`): the
-  project-relative path (`seats/lab.yml`; the checkout itself is `.`).
+- The controller's checkout, when given as `root` (one path or several spellings of it): the
+  project-relative path (`/home/me/seatwright/seats/lab.yml` becomes `seats/lab.yml`; the
+  checkout itself is `.`).
 
 Placeholders are left alone, so redacting twice gives the same result. One `Redactor` keeps its
 numbering across calls: use one per evidence folder so one GPU or host keeps one name across files.
@@ -94,11 +95,14 @@ class Redactor:
 
     @staticmethod
     def _root_pattern(root):
-        root = str(root or "").rstrip("/")
+        roots = [root] if isinstance(root, str) else list(root or ())
         # "/" or a relative root would rewrite unrelated paths; only a real checkout is made relative.
-        if not root.startswith("/") or root.count("/") < 1 or len(root) < 2:
+        roots = sorted({str(r).rstrip("/") for r in roots if str(r or "").startswith("/") and len(str(r)) > 1})
+        roots = [r for r in roots if r]
+        if not roots:
             return None
-        return re.compile(r"(?<![\w./-])%s(?:(/)(?=[\w.~-])|(?![\w.-]))" % re.escape(root))
+        alternatives = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
+        return re.compile(r"(?<![\w./-])(?:%s)(?:(/)(?=[\w.~-])|(?![\w.-]))" % alternatives)
 
     @staticmethod
     def _hostname_pattern(hostnames):

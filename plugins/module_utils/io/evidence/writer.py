@@ -1,18 +1,26 @@
-"""Evidence folders on the controller: read the parts, write record.json, report.md and the plots.
+"""Evidence folders on the controller: name them, write their files, assemble record.json and report.md.
 
-Everything written here goes through the project's redactor first. The decisions (what the record
-holds, what the report says) are in evidence/record.py and evidence/report.py; this file reads,
-plots and writes.
+Everything written here goes through the project's redactor first, with the checkout's paths made
+project-relative. The decisions (the folder's name, what bringup.json and the record hold, what
+the report says) are in evidence/; this file reads, validates, plots and writes. The
+seat_evidence module and the tools (seatwright-qualify, -bench, -promote) all write through it.
 """
 
 import datetime
 import glob
 import json
 import os
-import re
+import time
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import EvidenceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.folder import (
+    RUN_ID,
+    evidence_dir,
+    evidence_dir_parts,
+    project_root_of,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import PLOTS, render
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
@@ -20,24 +28,21 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
     atomic_write_json,
 )
 
-SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "schemas", "record.schema.json")
+# The checkout this file lies in (the tools' and tests' import path); a module run by Ansible is
+# unpacked elsewhere, so the seat_evidence module finds the checkout from its evidence folder.
+PROJECT_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", ".."))
+SCHEMA = os.path.join("schemas", "record.schema.json")
+SCHEMA_PATH = os.path.join(PROJECT_ROOT, SCHEMA)
 
 
-def evidence_dir_parts(evidence_dir):
-    """(seat, run id) from evidence/<seat>/<UTC>/, checked."""
-    path = os.path.abspath(evidence_dir.rstrip("/"))
-    run_id, seat = os.path.basename(path), os.path.basename(os.path.dirname(path))
-    if not rec.RUN_ID.match(run_id):
-        raise EvidenceError(
-            "%s: the evidence folder must be evidence/<seat>/<UTC %%Y%%m%%dT%%H%%M%%SZ>/, and %r is "
-            "not such a time" % (evidence_dir, run_id)
-        )
-    return seat, run_id
+def evidence_redactor(hostnames=(), root=PROJECT_ROOT):
+    """The redactor of one evidence folder: one numbering for its files, the checkout made relative."""
+    return Redactor(hostnames, root)
 
 
-def new_evidence_dir(root, seat, now=None):
-    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y%m%dT%H%M%SZ")
-    return os.path.join(root, seat, stamp)
+def new_evidence_dir(seat, root=PROJECT_ROOT, now=None):
+    """The folder of a seat run starting now, under the checkout's evidence/."""
+    return evidence_dir(root, seat, time.time() if now is None else now)
 
 
 def read_part(evidence_dir, part):
@@ -59,20 +64,82 @@ def write_part(evidence_dir, part, data, redactor):
     atomic_write_json(os.path.join(evidence_dir, rec.part_file(part)), redactor.redact(data))
 
 
-def load_schema():
-    with open(SCHEMA_PATH, encoding="utf-8") as handle:
-        return json.load(handle)
+def load_schema(root=PROJECT_ROOT):
+    path = os.path.join(root, SCHEMA)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise EvidenceError("cannot read the record schema %s (%s): is %s a seatwright checkout?" % (path, exc, root))
 
 
-def validate_record(record):
-    """Schema errors of a record as sentences (empty when valid)."""
+def _problems(schema, value):
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(load_schema())
+    validator = jsonschema.Draft202012Validator(schema)
     return [
         "%s: %s" % ("/".join(str(p) for p in err.absolute_path) or "(top)", err.message)
-        for err in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
+        for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     ]
+
+
+def validate_record(record, root=PROJECT_ROOT):
+    """Schema errors of a record as sentences (empty when valid)."""
+    return _problems(load_schema(root), record)
+
+
+def validate_part(part, data, root=PROJECT_ROOT):
+    """Schema errors of one part file against the record schema's definition of it (`$defs/<part>`)."""
+    schema = load_schema(root)
+    return _problems({"$defs": schema["$defs"], "$ref": "#/$defs/%s" % part}, data)
+
+
+def write_evidence(dir=None, seat=None, root=None, files=None, plan=None, bringup=None, hostnames=(), check_mode=False):
+    """Write files into a run's evidence folder, naming the folder when `seat` is given instead of `dir`.
+
+    `files` maps paths inside the folder to text or JSON-like values; `bringup` (with `plan`) is a
+    bring-up's outcome, written as bringup.json after it is checked against the record schema.
+    Returns {dir, written}; in check mode nothing is written.
+    """
+    now = time.time()
+    if seat:
+        if not root:
+            raise EvidenceError("to name a new evidence folder for seat %s, give the checkout (root)" % seat)
+        folder = evidence_dir(os.path.abspath(root), seat, now)
+    elif dir:
+        folder = os.path.abspath(dir)
+    else:
+        raise EvidenceError("give the evidence folder (dir), or the seat whose new folder to name")
+    root = os.path.abspath(root) if root else project_root_of(folder)
+    contents = dict(files or {})
+    if bringup is not None:
+        if not root:
+            raise EvidenceError("%s is not <checkout>/evidence/<seat>/<UTC>: give root to check bringup.json" % folder)
+        name = (plan or {}).get("seat") or evidence_dir_parts(folder)[0]
+        record = bringup_record(name, plan, bringup, now)
+        problems = validate_part("bringup", record, root)
+        if problems:
+            raise EvidenceError(
+                "bringup.json of %s does not match schemas/record.schema.json ($defs/bringup):\n  %s"
+                % (name, "\n  ".join(problems[:20]))
+            )
+        contents["bringup.json"] = record
+    redactor = Redactor(hostnames, [r for r in {root, root and os.path.realpath(root)} if r])
+    written = []
+    for relative, content in sorted(contents.items()):
+        path = os.path.abspath(os.path.join(folder, relative))
+        if not path.startswith(folder + os.sep):
+            raise EvidenceError("evidence file %r lies outside %s; give a path inside the folder" % (relative, folder))
+        if not check_mode:
+            try:
+                if isinstance(content, str):
+                    atomic_write_bytes(path, redactor.redact(content).encode("utf-8"))
+                else:
+                    atomic_write_json(path, redactor.redact(content))
+            except OSError as exc:
+                raise EvidenceError("cannot write evidence file %s: %s" % (path, exc.strerror or exc))
+        written.append(path)
+    return {"dir": folder, "written": written}
 
 
 def assemble(evidence_dir, redactor=None, plots=True):
@@ -80,7 +147,7 @@ def assemble(evidence_dir, redactor=None, plots=True):
     seat, run_id = evidence_dir_parts(evidence_dir)
     parts = {part: read_part(evidence_dir, part) for part in rec.PARTS}
     created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    redactor = redactor or Redactor()
+    redactor = redactor or evidence_redactor()
     record = redactor.redact(rec.assemble(seat, run_id, parts, created))
     problems = validate_record(record)
     if problems:
@@ -205,10 +272,10 @@ def latest_record(evidence_root, seat, exclude=None):
     candidates = []
     for path in glob.glob(os.path.join(evidence_root, seat, "*", "record.json")):
         run_id = os.path.basename(os.path.dirname(path))
-        if not re.match(rec.RUN_ID, run_id) or (exclude and os.path.abspath(os.path.dirname(path)) == exclude):
+        if not RUN_ID.match(run_id) or (exclude and os.path.abspath(os.path.dirname(path)) == exclude):
             continue
         candidates.append((run_id, path))
-    for run_id, path in sorted(candidates, reverse=True):
+    for _run_id, path in sorted(candidates, reverse=True):
         try:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)

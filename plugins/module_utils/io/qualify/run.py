@@ -4,16 +4,17 @@ the project's redactor. Every decision is made in qualify/; this file sends, tim
 """
 
 import datetime
+import os
 import threading
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
     atomic_write_bytes,
     atomic_write_json,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import call
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import evidence_redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import quality as quality_protocol
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import soak as soak_rules
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import (
@@ -189,10 +190,12 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
 
 
 def write_evidence(evidence_dir, record, hostnames=()):
-    """qualification.json (the whole record) and qualification.md (the verdict table), redacted."""
-    redactor = Redactor(hostnames)
-    clean = redactor.redact(record)
-    atomic_write_json(evidence_dir.rstrip("/") + "/qualification.json", clean)
+    """qualification.json (the whole record) and qualification.md (the verdict table), redacted.
+
+    The redactor makes the checkout's paths project-relative (the recipe, the command line).
+    """
+    clean = evidence_redactor(hostnames).redact(record)
+    atomic_write_json(os.path.join(evidence_dir, "qualification.json"), clean)
     lines = [
         "# Qualification of %s" % clean["seat"],
         "",
@@ -201,7 +204,7 @@ def write_evidence(evidence_dir, record, hostnames=()):
         "",
     ]
     lines += verdict_table(clean)
-    atomic_write_bytes(evidence_dir.rstrip("/") + "/qualification.md", ("\n".join(lines) + "\n").encode("utf-8"))
+    atomic_write_bytes(os.path.join(evidence_dir, "qualification.md"), ("\n".join(lines) + "\n").encode("utf-8"))
     return clean
 
 
