@@ -4,17 +4,16 @@ the project's redactor. Every decision is made in qualify/; this file sends, tim
 """
 
 import datetime
-import os
 import threading
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
-    atomic_write_bytes,
-    atomic_write_json,
-)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import call
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import evidence_redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import (
+    PROJECT_ROOT,
+    evidence_redactor,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import write_evidence as write_files
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import quality as quality_protocol
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify import soak as soak_rules
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates import (
@@ -192,10 +191,10 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
 def write_evidence(evidence_dir, record, hostnames=()):
     """qualification.json (the whole record) and qualification.md (the verdict table), redacted.
 
-    The redactor makes the checkout's paths project-relative (the recipe, the command line).
+    Written through the evidence writer, whose redactor makes the checkout's paths project-relative
+    (the recipe, the command line).
     """
     clean = evidence_redactor(hostnames).redact(record)
-    atomic_write_json(os.path.join(evidence_dir, "qualification.json"), clean)
     lines = [
         "# Qualification of %s" % clean["seat"],
         "",
@@ -204,7 +203,8 @@ def write_evidence(evidence_dir, record, hostnames=()):
         "",
     ]
     lines += verdict_table(clean)
-    atomic_write_bytes(os.path.join(evidence_dir, "qualification.md"), ("\n".join(lines) + "\n").encode("utf-8"))
+    files = {"qualification.json": clean, "qualification.md": "\n".join(lines) + "\n"}
+    write_files(dir=evidence_dir, root=PROJECT_ROOT, files=files, hostnames=hostnames)
     return clean
 
 
