@@ -15,6 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench import anal
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.benchmark import benchmark_part
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.folder import evidence_dir_parts
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
@@ -41,16 +42,26 @@ def benchmark(rates, started=NOW - 3600, harness=None, load=None, spread=0.0):
     summary = analysis.summarise_sweep(levels)
     load = load or wl.workload()
     warm = {"concurrency": max(rates), "output_tok_s": [1.0, 1.0], "settled": True}
-    return {
-        "harness": harness or wl.harness(),
-        "workload": load,
-        "workload_id": wl.workload_id(load),
-        "started_at_epoch": started,
+    sweep = {
+        "concurrency": list(rates),
+        "warmup": warm,
         "levels": levels,
         "summary": summary,
-        "warmup": warm,
         "verdict": analysis.verdict(summary, warm),
     }
+    # As tools/seatwright-bench writes it: through the one builder of benchmark.json.
+    return benchmark_part(
+        harness or wl.harness(),
+        load,
+        wl.workload_id(load),
+        {"base_url": "http://127.0.0.1:8000/v1", "model": "m"},
+        {},
+        started,
+        started + 600,
+        3,
+        sweep,
+        [],
+    )
 
 
 def plan(hosts):

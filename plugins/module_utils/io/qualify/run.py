@@ -7,6 +7,7 @@ import datetime
 import threading
 import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.qualification import qualification_markdown
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import call
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import (
@@ -27,7 +28,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.verdict i
     QUALIFIED,
     gate_records,
     overall,
-    verdict_table,
 )
 
 RECORD_SCHEMA = "seatwright-qualification-1"
@@ -195,15 +195,7 @@ def write_evidence(evidence_dir, record, hostnames=()):
     (the recipe, the command line).
     """
     clean = evidence_redactor(hostnames).redact(record)
-    lines = [
-        "# Qualification of %s" % clean["seat"],
-        "",
-        "%s against `%s` (model `%s`), %s to %s."
-        % (clean["recipe"], clean["base_url"], clean["model"], clean["started_at"], clean["finished_at"]),
-        "",
-    ]
-    lines += verdict_table(clean)
-    files = {"qualification.json": clean, "qualification.md": "\n".join(lines) + "\n"}
+    files = {"qualification.json": clean, "qualification.md": qualification_markdown(clean)}
     write_files(dir=evidence_dir, root=PROJECT_ROOT, files=files, hostnames=hostnames)
     return clean
 
