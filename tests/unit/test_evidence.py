@@ -225,6 +225,19 @@ def test_the_redactor_makes_only_the_checkout_relative():
     assert Redactor(root="/").text("/etc/hosts") == "/etc/hosts"
 
 
+def test_the_home_folder_is_written_as_a_tilde_and_the_checkout_inside_it_stays_relative():
+    redactor = Redactor(root="/home/me/seatwright", home="/home/me")
+    text = "/home/me/.cache/seatwright/aiperf-1a2b/bin/aiperf --tokenizer /home/me/seatwright/.cache/tok"
+    assert redactor.text(text) == "~/.cache/seatwright/aiperf-1a2b/bin/aiperf --tokenizer .cache/tok"
+
+
+def test_the_evidence_redactor_knows_the_checkout_and_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    redactor = writer.evidence_redactor()
+    assert redactor.text(str(writer.PROJECT_ROOT) + "/seats/lab.yml") == "seats/lab.yml"
+    assert redactor.text(str(tmp_path) + "/.cache/x") == "~/.cache/x"
+
+
 # ---------------------------------------------------------------- one redactor
 
 

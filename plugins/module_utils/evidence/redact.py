@@ -25,7 +25,7 @@ What is replaced, and by what (numbered in order of first appearance):
   `*API_KEY*=` values, JSON keys and env names of that kind): `<redacted>`.
 - The controller's checkout, when given as `root` (one path or several spellings of it): the
   project-relative path (`/home/me/seatwright/seats/lab.yml` becomes `seats/lab.yml`; the
-  checkout itself is `.`).
+  checkout itself is `.`). The home folder, when given as `home`: `~` (`~/.cache/...`).
 
 Placeholders are left alone, so redacting twice gives the same result. One `Redactor` keeps its
 numbering across calls: use one per evidence folder so one GPU or host keeps one name across files.
@@ -88,21 +88,32 @@ def _is_serial_column(name):
 class Redactor:
     """Redacts text and JSON-like values; numbering is kept across calls of one instance."""
 
-    def __init__(self, hostnames=(), root=None):
+    def __init__(self, hostnames=(), root=None, home=None):
         self._names = {}
         self._hostnames = self._hostname_pattern(hostnames)
-        self._root = self._root_pattern(root)
+        # Longest first, so a checkout inside the home folder is made relative, not "~/...".
+        self._paths = {p: "" for p in self._absolute(root)}
+        self._paths.update({p: "~" for p in self._absolute(home) if p not in self._paths})
+        self._root = self._path_pattern(self._paths)
 
     @staticmethod
-    def _root_pattern(root):
-        roots = [root] if isinstance(root, str) else list(root or ())
-        # "/" or a relative root would rewrite unrelated paths; only a real checkout is made relative.
-        roots = sorted({str(r).rstrip("/") for r in roots if str(r or "").startswith("/") and len(str(r)) > 1})
-        roots = [r for r in roots if r]
-        if not roots:
+    def _absolute(paths):
+        paths = [paths] if isinstance(paths, str) else list(paths or ())
+        # "/" or a relative path would rewrite unrelated paths; only a real folder is replaced.
+        return {str(p).rstrip("/") for p in paths if str(p or "").startswith("/") and str(p).rstrip("/")}
+
+    @staticmethod
+    def _path_pattern(paths):
+        if not paths:
             return None
-        alternatives = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
-        return re.compile(r"(?<![\w./-])(?:%s)(?:(/)(?=[\w.~-])|(?![\w.-]))" % alternatives)
+        alternatives = "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True))
+        return re.compile(r"(?<![\w./-])(%s)(?:(/)(?=[\w.~-])|(?![\w.-]))" % alternatives)
+
+    def _path(self, match):
+        short = self._paths[match.group(1)]
+        if short == "~":
+            return "~/" if match.group(2) else "~"
+        return "" if match.group(2) else "."
 
     @staticmethod
     def _hostname_pattern(hostnames):
@@ -246,7 +257,7 @@ class Redactor:
     def text(self, text):
         """Return `text` with every identifier and secret replaced."""
         if self._root is not None:
-            text = self._root.sub(lambda m: "" if m.group(1) else ".", text)
+            text = self._root.sub(self._path, text)
         text = URL_PASSWORD.sub(lambda m: m.group(1) + SECRET + m.group(3), text)
         text = BEARER.sub(lambda m: m.group(1) + SECRET, text)
         text = HF_TOKEN.sub(SECRET, text)
@@ -314,6 +325,6 @@ def redact_env(env):
     return {key: (SECRET if secret_name(key) and value not in (None, "") else value) for key, value in env.items()}
 
 
-def redact(value, hostnames=(), root=None):
+def redact(value, hostnames=(), root=None, home=None):
     """Redact one text or JSON-like value (fresh numbering); see the module docstring."""
-    return Redactor(hostnames, root).redact(value)
+    return Redactor(hostnames, root, home).redact(value)

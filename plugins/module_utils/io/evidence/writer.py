@@ -35,9 +35,15 @@ SCHEMA = os.path.join("schemas", "record.schema.json")
 SCHEMA_PATH = os.path.join(PROJECT_ROOT, SCHEMA)
 
 
+def _spellings(path):
+    """A folder as given and as resolved, so a checkout reached through a link is found either way."""
+    return [p for p in {path, path and os.path.realpath(path)} if p]
+
+
 def evidence_redactor(hostnames=(), root=PROJECT_ROOT):
-    """The redactor of one evidence folder: one numbering for its files, the checkout made relative."""
-    return Redactor(hostnames, root)
+    """The redactor of one evidence folder: one numbering for its files, the checkout made relative
+    and the home folder (where the AIPerf venv and caches live) written as ~."""
+    return Redactor(hostnames, _spellings(root), _spellings(os.path.expanduser("~")))
 
 
 def new_evidence_dir(seat, root=PROJECT_ROOT, now=None):
@@ -124,7 +130,7 @@ def write_evidence(dir=None, seat=None, root=None, files=None, plan=None, bringu
                 % (name, "\n  ".join(problems[:20]))
             )
         contents["bringup.json"] = record
-    redactor = Redactor(hostnames, [r for r in {root, root and os.path.realpath(root)} if r])
+    redactor = evidence_redactor(hostnames, root)
     written = []
     for relative, content in sorted(contents.items()):
         path = os.path.abspath(os.path.join(folder, relative))
