@@ -4,6 +4,7 @@ no controller path in an evidence file."""
 
 import ast
 import datetime
+import io
 import json
 import re
 
@@ -309,3 +310,13 @@ def test_seat_evidence_is_thin():
     returns = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RETURN"]
     after = source.splitlines()[returns[0].end_lineno :]
     assert len([line for line in after if line.strip()]) <= 40
+
+
+def test_the_progress_log_in_the_evidence_folder_names_no_controller_path(tmp_path, monkeypatch):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import progress
+
+    log = tmp_path / "qualify.progress.log"
+    monkeypatch.setenv(progress.ENV, str(log))
+    monkeypatch.setitem(progress._STATE, "redactor", None)
+    progress.emit("evidence: %s/evidence/lab/%s/qualification.json" % (writer.PROJECT_ROOT, RUN), io.StringIO())
+    assert log.read_text() == "evidence: evidence/lab/%s/qualification.json\n" % RUN

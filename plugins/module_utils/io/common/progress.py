@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import evidence_redactor
 
 ENV = "SEATWRIGHT_PROGRESS_LOG"
 
@@ -27,7 +27,8 @@ def emit(line, stream=None):
         if not path or _STATE["broken"] == path:
             return
         if _STATE["redactor"] is None:
-            _STATE["redactor"] = Redactor()
+            # The log lies in the evidence folder: the same redactor, paths made project-relative.
+            _STATE["redactor"] = evidence_redactor()
         try:
             with open(path, "a", encoding="utf-8") as handle:
                 handle.write(_STATE["redactor"].text(line) + "\n")
