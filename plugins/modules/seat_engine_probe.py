@@ -103,6 +103,13 @@ evidence_files:
   description: Evidence paths (logs/<host>-<container>.log, stacks/<host>-<container>.txt) to the text read.
   returned: always
   type: dict
+progress:
+  description:
+    - How far the wait is, for the line each retry prints (callback C(seatwright.fleet.progress)).
+    - C(waiting_for), C(elapsed_s), C(timeout_s), C(detail) (what the probe saw) and C(last_log)
+      (the first container's newest log line, when I(log_tail) is above 0).
+  returned: when a verdict is returned with started_epoch and timeout_s
+  type: dict
 verdict:
   description: The readiness verdict (state, done, failed, message), when started_epoch and timeout_s are given.
   returned: when asked
@@ -118,6 +125,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine im
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
     ray_alive_verdict,
     readiness_verdict,
+    wait_progress,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import compare_running, redact_env
 
@@ -170,6 +178,10 @@ def main():
             result["ray_nodes"], result["verdict"] = nodes, verdict
         elif elapsed is not None and params["timeout_s"] is not None:
             result["verdict"] = readiness_verdict(result, elapsed, params["timeout_s"], params["served_name"])
+        if "verdict" in result and elapsed is not None and params["timeout_s"] is not None:
+            # Each retry of the wait prints this (callback seatwright.fleet.progress), not "FAILED - RETRYING".
+            kind = "engine" if params["ray_expected"] is None else "ray"
+            result["progress"] = wait_progress(kind, result, result["verdict"], elapsed, params["timeout_s"])
         if params["expected_argv"] is not None and params["read_process"]:
             result["differences"] = compare_running(
                 params["host"],

@@ -5,9 +5,19 @@ with a stack dump of every engine process, not an endless wait) and a container 
 readiness while the client kept waiting (fail at once, with its last log lines).
 """
 
+import re
+
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 
 LOG_TAIL_LINES = 40
+# One line of output per retry: a longer log line (a JSON dump, a traceback frame) is cut here.
+PROGRESS_LOG_CHARS = 200
+# What each bounded wait of a bring-up waits for, as the progress line names it.
+WAITING_FOR = {
+    "engine": "the engine to answer",
+    "ray": "every node to join the Ray cluster",
+}
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f]")
 
 
 def last_lines(text, count=LOG_TAIL_LINES):
@@ -136,6 +146,51 @@ def ray_alive_verdict(nodes, expected, elapsed_s, timeout_s):
         "failed": False,
         "missing": missing,
         "message": "waiting for Ray: %s" % "; ".join(missing),
+    }
+
+
+def progress_log_line(containers):
+    """The newest log line of the first container that has one, fit for one line of output.
+
+    Colour codes and control characters are dropped (tqdm's carriage returns already split the
+    log into lines), runs of blanks are folded and the line is cut at PROGRESS_LOG_CHARS.
+    """
+    for container in containers or []:
+        tail = container.get("log_tail") or []
+        if not tail:
+            continue
+        line = " ".join(_CONTROL.sub(" ", tail[-1]).split())
+        if len(line) > PROGRESS_LOG_CHARS:
+            line = line[: PROGRESS_LOG_CHARS - 3] + "..."
+        return line or None
+    return None
+
+
+def wait_progress(kind, probe, verdict, elapsed_s, timeout_s):
+    """How far a bounded wait of the bring-up is, for the line each retry prints.
+
+    {waiting_for, elapsed_s, timeout_s, detail, last_log}: `kind` is a key of WAITING_FOR;
+    `detail` is what the last probe saw (the endpoint's answer, or the Ray nodes still missing);
+    `last_log` the engine's newest log line. The seatwright.fleet.progress callback prints it.
+    """
+    if kind not in WAITING_FOR:
+        raise SeatError("no bounded wait is called %r; expected one of %s" % (kind, ", ".join(sorted(WAITING_FOR))))
+    if kind == "ray":
+        detail = "; ".join(verdict.get("missing") or []) or None
+    elif probe.get("health_status") is None:
+        detail = "no answer from /health yet"
+    elif probe.get("health_status") != 200:
+        detail = "/health answers %s" % probe["health_status"]
+    else:
+        detail = "/health answers 200; /v1/models %s" % (
+            "does not answer yet (%s)" % probe["error"] if probe.get("error") else "does not list the model yet"
+        )
+    return {
+        "waiting_for": WAITING_FOR[kind],
+        "elapsed_s": round(elapsed_s, 1),
+        "timeout_s": timeout_s,
+        "detail": detail,
+        "last_log": progress_log_line(probe.get("containers")),
     }
 
 
