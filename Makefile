@@ -40,8 +40,8 @@ lab-seats:
 	bash scripts/lab-models >$(RUN_DIR)/lab-models.json
 	for model in tiny-llama smollm2-135m-instruct; do \
 	  $(VENV)/ansible-playbook -i inventory/lab playbooks/weights.yml -e @lab/weights/$$model.yml; done
-	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab-tp2.yml -e seat_measure=false
-	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab.yml
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab-tp2 -e seat_measure=false
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab
 	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
 
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
