@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-down unit integration lint molecule test
+.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-down unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -40,8 +40,8 @@ lab-seats:
 	bash scripts/lab-models >$(RUN_DIR)/lab-models.json
 	for model in tiny-llama smollm2-135m-instruct; do \
 	  $(VENV)/ansible-playbook -i inventory/lab playbooks/weights.yml -e @lab/weights/$$model.yml; done
-	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab-tp2.yml -e seat_measure=false
-	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat-lab.yml
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab-tp2 -e seat_measure=false
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab
 	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
 
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
@@ -70,6 +70,17 @@ lint:
 	$(VENV)/ansible-lint
 	$(VENV)/python tools/render_rules_table.py --check
 	$(VENV)/python tools/render_role_vars.py --check
+
+# Rewrite the generated tables (docs/variables.md, docs/rules.md) after changing a role's argument
+# specs, the node contract or a rule; make lint fails while they are stale.
+docs:
+	$(VENV)/python tools/render_rules_table.py
+	$(VENV)/python tools/render_role_vars.py
+
+# The collection tarball, seatwright-fleet-<version>.tar.gz, in .cache/dist/ (galaxy.yml's
+# build_ignore keeps the venv, caches, evidence and bench results out of it).
+collection:
+	$(VENV)/ansible-galaxy collection build --force --output-path .cache/dist
 
 molecule:
 	molecule test

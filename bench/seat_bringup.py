@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Bring-up overhead of a lab seat: playbook wall time minus the engine's own time to ready.
 
-For each pass: take the seat down (playbooks/seat-down.yml, not timed), then time
-`ansible-playbook playbooks/seat-<name>.yml -e seat_measure=false` (bring-up only, no
+For each pass: take the seat down (playbooks/teardown.yml, not timed), then time
+`ansible-playbook playbooks/seat.yml -e seat=<name> -e seat_measure=false` (bring-up only, no
 qualification or benchmark) from start to exit, and read the engine's own time to ready from the run's bringup.json (seconds from `docker run` until /health answered 200 and
 /v1/models listed the model, polled every 2 s, so up to 2 s late). Overhead = wall - ready.
 Then one re-run against the running seat (no change), whose wall time is all overhead.
@@ -48,13 +48,13 @@ def main():
     parser.add_argument("--seat", default="lab")
     parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args()
-    playbook = "playbooks/seat-%s.yml" % args.seat
+    seat = ("playbooks/seat.yml", "-e", "seat=%s" % args.seat)
     rows = []
     for index in range(args.passes):
-        rc, out, _ = run("playbooks/seat-down.yml", "-e", "seat=%s" % args.seat)
+        rc, out, _ = run("playbooks/teardown.yml", "-e", "seat=%s" % args.seat)
         if rc:
-            raise SystemExit("seat-down failed:\n" + out[-3000:])
-        rc, out, wall = run(playbook, "-e", "seat_measure=false")
+            raise SystemExit("teardown failed:\n" + out[-3000:])
+        rc, out, wall = run(*seat, "-e", "seat_measure=false")
         if rc:
             raise SystemExit("bring-up failed:\n" + out[-3000:])
         ready = evidence(out)["ready"]["elapsed_s"]
@@ -67,7 +67,7 @@ def main():
             file=sys.stderr,
             flush=True,
         )
-    rc, out, rerun = run(playbook, "-e", "seat_measure=false")
+    rc, out, rerun = run(*seat, "-e", "seat_measure=false")
     if rc:
         raise SystemExit("re-run failed:\n" + out[-3000:])
     changed = re.search(r"^node-a\s*:.*changed=(\d+)", out, re.M)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Render the README's tables of variables: the node and fleet contract, and each role's inputs.
+"""Render the tables of variables in docs/variables.md: the node and fleet contract, and each role's inputs.
 
 The contract comes from plugins/module_utils/node/contract.py, the role tables from each role's
-meta/argument_specs.yml (internal roles, with no main entry point, are left out). Rewrites README.md
-between `<!-- contract:begin -->`/`<!-- contract:end -->` and `<!-- rolevars:begin -->`/
-`<!-- rolevars:end -->` and nothing else.
-  tools/render_role_vars.py           rewrite the table in place
-  tools/render_role_vars.py --check   exit 1 when the README's table is stale (for CI)
+meta/argument_specs.yml (internal roles, with no main entry point, are left out). Rewrites
+docs/variables.md between `<!-- contract:begin -->`/`<!-- contract:end -->` and
+`<!-- rolevars:begin -->`/`<!-- rolevars:end -->` and nothing else.
+  tools/render_role_vars.py           rewrite the tables in place
+  tools/render_role_vars.py --check   exit 1 when the page's tables are stale (make lint, CI)
 """
 
 import argparse
@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DOC = ROOT / "docs" / "variables.md"
 BEGIN, END = "<!-- rolevars:begin -->", "<!-- rolevars:end -->"
 CONTRACT_BEGIN, CONTRACT_END = "<!-- contract:begin -->", "<!-- contract:end -->"
 
@@ -102,24 +103,24 @@ def _replace(text, begin, end, body):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the README's table is stale")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--check", action="store_true", help="fail when the page's tables are stale")
+    parser.add_argument("--doc", type=Path, default=DEFAULT_DOC, help="the page to write (default docs/variables.md)")
     args = parser.parse_args(argv)
-    current = args.readme.read_text(encoding="utf-8")
+    current = args.doc.read_text(encoding="utf-8")
     wanted = _replace(current, BEGIN, END, role_table(ROOT / "roles"))
     wanted = wanted and _replace(wanted, CONTRACT_BEGIN, CONTRACT_END, contract_table())
     if wanted is None:
         sys.stderr.write(
-            "render_role_vars: README.md needs the lines %s, %s, %s and %s\n"
-            % (CONTRACT_BEGIN, CONTRACT_END, BEGIN, END)
+            "render_role_vars: %s needs the lines %s, %s, %s and %s\n"
+            % (args.doc, CONTRACT_BEGIN, CONTRACT_END, BEGIN, END)
         )
         return 2
     if wanted == current:
         return 0
     if args.check:
-        sys.stderr.write("render_role_vars: README's variable tables are stale; run tools/render_role_vars.py\n")
+        sys.stderr.write("render_role_vars: %s's variable tables are stale; run tools/render_role_vars.py\n" % args.doc)
         return 1
-    args.readme.write_text(wanted, encoding="utf-8")
+    args.doc.write_text(wanted, encoding="utf-8")
     return 0
 
 

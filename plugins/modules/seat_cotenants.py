@@ -182,7 +182,7 @@ def _restore(module, params):
     if failures or not_running:
         module.fail_json(
             msg="host %s: co-tenants not restored: %s; the record stays at %s so a re-run of "
-            "playbooks/seat-down.yml retries"
+            "playbooks/teardown.yml retries"
             % (params["host_name"], "; ".join(failures) or ", ".join(not_running), params["record_path"]),
             started=started,
             actions=actions,

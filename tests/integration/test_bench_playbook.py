@@ -34,7 +34,7 @@ def test_bench_playbook_writes_record_report_and_decision(tmp_path):
     folder.mkdir(parents=True)
     server, port = bench_server.serve("steady", 0, 0.004, "tiny")
     extra = {
-        "seat_bench_seat": "lab-candidate",
+        "seat": "lab-candidate",
         "seat_bench_base_url": "http://127.0.0.1:%d/v1" % port,
         "seat_bench_model": "tiny",
         "seat_bench_tokenizer": str(FIXTURES / "bench" / "tokenizer-tiny"),

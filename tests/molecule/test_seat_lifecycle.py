@@ -5,7 +5,7 @@ each node runs its own Docker engine and holds the lab engine image. On its own 
 lab-seat-test`) this module brings the lab up first and removes it at the end. Either way it makes
 and stages the lab checkpoints and starts the co-tenant container node-a declares (`lab-omni`, in
 inventory/lab). Then, in order: the lab seat answers and evicts the co-tenant; a re-run changes
-nothing; seat-down restores it; an engine that exits at start fails fast; a hung rendezvous fails
+nothing; the teardown restores it; an engine that exits at start fails fast; a hung rendezvous fails
 at its timeout with stack dumps; the two-node seat answers with both ranks in one TP group; a Ray
 head and worker come up and go down. Run it under the lab lock:
 
@@ -158,14 +158,14 @@ def lab():
         yield
     finally:
         for seat in ("lab", "lab-tp2", "lab-exits", "lab-hang", "lab-ray"):
-            playbook("playbooks/seat-down.yml", "-e", "seat=%s" % seat)
+            playbook("playbooks/teardown.yml", "-e", "seat=%s" % seat)
         node("node-a", "docker", "rm", "-f", COTENANT, check=False)
         if not LAB_READY:
             sh("molecule", "destroy", check=False)
 
 
 def test_lab_seat_answers_and_evicts_the_cotenant(lab):
-    rc, out, seconds = playbook("playbooks/seat-lab.yml", "-e", "seat_measure=false")
+    rc, out, seconds = playbook("playbooks/seat.yml", "-e", "seat=lab", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     answer = chat(LAB_URL, "smollm2-135m-instruct")
     assert answer["choices"][0]["message"]["content"].strip()
@@ -181,14 +181,14 @@ def test_lab_seat_answers_and_evicts_the_cotenant(lab):
 
 def test_rerun_changes_nothing_and_keeps_the_container(lab):
     before = container("node-a", "seatwright-lab-rank0")["Id"]
-    rc, out, _ = playbook("playbooks/seat-lab.yml", "-e", "seat_measure=false")
+    rc, out, _ = playbook("playbooks/seat.yml", "-e", "seat=lab", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     assert recap(out, "node-a")["changed"] == 0
     assert container("node-a", "seatwright-lab-rank0")["Id"] == before
 
 
-def test_seat_down_removes_the_seat_and_restores_the_cotenant(lab):
-    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab")
+def test_teardown_removes_the_seat_and_restores_the_cotenant(lab):
+    rc, out, _ = playbook("playbooks/teardown.yml", "-e", "seat=lab")
     assert rc == 0, out[-4000:]
     assert container("node-a", "seatwright-lab-rank0") is None
     assert cotenant_running()
@@ -221,14 +221,14 @@ def test_hung_engine_fails_at_its_timeout_with_stack_dumps(lab):
 
 
 def test_two_node_seat_answers_with_one_tp_group_over_both_nodes(lab):
-    rc, out, _ = playbook("playbooks/seat-lab-tp2.yml", "-e", "seat_measure=false")
+    rc, out, _ = playbook("playbooks/seat.yml", "-e", "seat=lab-tp2", "-e", "seat_measure=false")
     assert rc == 0, out[-4000:]
     assert chat("http://172.30.99.11:8001", "tiny-llama")["choices"]
     logs = evidence_dir(out) / "logs"
     for host in ("node-a", "node-b"):
         text = (logs / ("%s-seatwright-lab-tp2-rank%d.log" % (host, 0 if host == "node-a" else 1))).read_text()
         assert re.search(r"world_size=2", text), text[-2000:]
-    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab-tp2")
+    rc, out, _ = playbook("playbooks/teardown.yml", "-e", "seat=lab-tp2")
     assert rc == 0, out[-3000:]
 
 
@@ -238,7 +238,7 @@ def test_ray_head_and_worker_come_up_alive_and_go_down(lab):
     assert "Ray cluster whole after" in out
     assert container("node-a", "seatwright-lab-ray-rank0-ray-head")["State"]["Running"]
     assert container("node-b", "seatwright-lab-ray-rank1")["State"]["Running"]
-    rc, out, _ = playbook("playbooks/seat-down.yml", "-e", "seat=lab-ray")
+    rc, out, _ = playbook("playbooks/teardown.yml", "-e", "seat=lab-ray")
     assert rc == 0, out[-3000:]
     assert container("node-a", "seatwright-lab-ray-rank0-ray-head") is None
     assert container("node-b", "seatwright-lab-ray-rank1") is None

@@ -177,3 +177,33 @@ def test_project_cites_only_its_own_docs():
         for number, line in enumerate(text.splitlines(), 1):
             found += ["%s:%d: %s" % (path.relative_to(ROOT), number, name) for name in BACKGROUND if name in line]
     assert not found, "cite docs/field.md, docs/architecture.md or docs/lab.md instead:\n" + "\n".join(found)
+
+
+README_MAX_LINES = 200
+GENERATED_MARKERS = ("<!-- rules:begin -->", "<!-- contract:begin -->", "<!-- rolevars:begin -->")
+
+
+def test_readme_fits_on_a_few_screens():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < README_MAX_LINES, "README.md has %d lines; move reference material to docs/" % len(lines)
+
+
+def test_readme_holds_no_generated_table_and_links_the_pages_that_do():
+    text = (ROOT / "README.md").read_text()
+    for marker in GENERATED_MARKERS:
+        assert marker not in text, "README.md still holds the generated block %s" % marker
+    # A row of the rules table or of a variable table would start like this.
+    assert not re.search(r"^\| `(custom-allreduce-off|seatwright_node_gpu_profile|seat_bench_seat)` \|", text, re.M)
+    assert "(docs/variables.md)" in text and "(docs/rules.md)" in text
+    for marker in GENERATED_MARKERS[1:]:
+        assert marker in (DOCS / "variables.md").read_text()
+    assert GENERATED_MARKERS[0] in (DOCS / "rules.md").read_text()
+
+
+def test_readme_keeps_the_two_commands_the_flow_and_the_fleet_steps():
+    text = (ROOT / "README.md").read_text()
+    headings = HEADING.findall(text)
+    for heading in ("The two commands", "How it flows", "Point it at your fleet", "Add a seat"):
+        assert heading in headings, "README.md lost its section %r" % heading
+    assert "make lab" in text and "make test" in text
+    assert "playbooks/seat.yml -e seat=<name>" in text

@@ -68,7 +68,7 @@ def test_plan_writes_the_contract_json(tmp_path):
 
 
 def test_vendor_glm_on_one_node_fails_with_the_byte_comparison(tmp_path):
-    result = run(tmp_path, "playbooks/seat-glm53-vendor.yml", "--check", "-e", "seat_hosts=node-a")
+    result = run(tmp_path, "playbooks/seat.yml", "-e", "seat=glm53-vendor", "--check", "-e", "seat_hosts=node-a")
     assert result.returncode != 0
     assert (
         "cannot be launched: one node (node-a, 2 GPUs): checkpoint 204.5 GB (190.46 GiB) against 205.3 GB"
@@ -174,10 +174,11 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
 
 @pytest.mark.parametrize(
     "playbook,expected",
+    # The named glm53 playbook, and any other seat through playbooks/seat.yml -e seat=NAME.
     [
         # glm53 spans two nodes with vLLM's multiprocessing launch: rank 1 is the headless follower.
         (
-            "playbooks/seat-glm53.yml",
+            ["playbooks/seat-glm53.yml"],
             [
                 "node rank 0 on node-a (server): container seatwright-glm53-rank0",
                 "node rank 1 on node-b (headless): container seatwright-glm53-rank1",
@@ -186,7 +187,7 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
         ),
         # glm53-vendor runs on Ray: the head's Ray container first, the worker joins it.
         (
-            "playbooks/seat-glm53-vendor.yml",
+            ["playbooks/seat.yml", "-e", "seat=glm53-vendor"],
             [
                 "node rank 0 on node-a (ray-head+server): container seatwright-glm53-vendor-rank0",
                 "first: seatwright-glm53-vendor-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11",
@@ -196,7 +197,7 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
     ],
 )
 def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, playbook, expected):
-    result = run(tmp_path, playbook, "--check")
+    result = run(tmp_path, *playbook, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
     text = " ".join(result.stdout.split())
     for fragment in expected:

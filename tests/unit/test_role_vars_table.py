@@ -1,4 +1,4 @@
-"""The README's role-variable table is generated from the roles' argument specs and kept current."""
+"""docs/variables.md's tables are generated from the node contract and the roles' argument specs and kept current."""
 
 import subprocess
 import sys
@@ -19,7 +19,7 @@ def test_every_role_and_variable_is_in_the_table():
     assert "| `gpu_power_limit_w` | int | `null` |" in table
 
 
-def test_readme_table_is_current():
+def test_variables_page_tables_are_current():
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "render_role_vars.py"), "--check"],
         capture_output=True,
@@ -39,3 +39,23 @@ def test_contract_table_has_every_variable():
         "gpu_power_limit_w",
     ):
         assert "| `%s` |" % name in table
+
+
+def test_check_mode_fails_on_a_stale_page_and_passes_once_rendered(tmp_path):
+    page = tmp_path / "variables.md"
+    page.write_text(
+        "# v\n<!-- contract:begin -->\nold\n<!-- contract:end -->\n"
+        "<!-- rolevars:begin -->\nold\n<!-- rolevars:end -->\n"
+    )
+    assert render_role_vars.main(["--check", "--doc", str(page)]) == 1
+    assert render_role_vars.main(["--doc", str(page)]) == 0
+    assert render_role_vars.main(["--check", "--doc", str(page)]) == 0
+    text = page.read_text()
+    assert "| `seatwright_node_gpu_profile` |" in text and "**seat_bench**" in text
+
+
+def test_a_page_without_markers_is_left_alone(tmp_path):
+    page = tmp_path / "variables.md"
+    page.write_text("# no markers\n")
+    assert render_role_vars.main(["--doc", str(page)]) == 2
+    assert page.read_text() == "# no markers\n"
