@@ -9,7 +9,7 @@ import os
 import tempfile
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 
 
 def fingerprint(data):

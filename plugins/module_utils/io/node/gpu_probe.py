@@ -6,7 +6,14 @@ every interpretation lives in gpu.py.
 
 import os
 import sys
+import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import (
+    SMI_TELEMETRY_FIELDS,
+    gpu_from_nvml,
+    gpus_from_smi_csv,
+    is_emulated,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     SMI_QUERY_FIELDS,
@@ -18,6 +25,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     reading_from_nvml,
 )
 
+try:
+    import pynvml
+except ImportError:  # nvidia-ml-py is optional on a node: nvidia-smi answers without it
+    pynvml = None
+
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 
 
@@ -26,9 +38,7 @@ def _text(value):
 
 
 def _nvml():
-    try:
-        import pynvml
-    except ImportError:
+    if pynvml is None:
         raise ProbeUnavailable("nvidia-ml-py (pynvml) is not installed for %s" % sys.executable)
     return pynvml
 
@@ -185,8 +195,6 @@ def set_power_limit(module, source, index, watts):
 
 def read_telemetry_nvml():
     """Power, SM clock, utilisation and temperature of every GPU from NVML (one sample)."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import gpu_from_nvml
-
     pynvml = _nvml()
     try:
         pynvml.nvmlInit()
@@ -215,11 +223,6 @@ def read_telemetry_nvml():
 
 def read_telemetry_smi(module, binary):
     """The same sample from `nvidia-smi --query-gpu`."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import (
-        SMI_TELEMETRY_FIELDS,
-        gpus_from_smi_csv,
-    )
-
     out = _smi(module, binary, ["--query-gpu=" + ",".join(SMI_TELEMETRY_FIELDS), "--format=csv,noheader,nounits"])
     try:
         return gpus_from_smi_csv(out)
@@ -237,8 +240,6 @@ def telemetry_reader(module, backend="auto"):
         except ProbeUnavailable as exc:
             reasons.append(str(exc))
     if backend in ("auto", "nvidia-smi"):
-        from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import is_emulated
-
         binary = module.get_bin_path("nvidia-smi")
         if binary is None:
             reasons.append("nvidia-smi is not on PATH")
@@ -257,8 +258,6 @@ def sample_series(read, interval_s, duration_s, stop_file=None, should_stop=None
 
     Each sample is {"t": epoch seconds, "gpus": [...]}; a failed reading is kept as {"t", "error"}.
     """
-    import time
-
     samples, deadline = [], time.time() + duration_s
     while True:
         now = time.time()

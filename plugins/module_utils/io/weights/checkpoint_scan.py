@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import read_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     INDEX_NAME,
     MANIFEST_NAME,
@@ -24,7 +25,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
     is_hidden,
     is_staging_artifact,
     judge_files,
-    parse_json,
     parse_manifest,
     parse_safetensors_header,
     revision_problems,

@@ -36,13 +36,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     load_manifest,
     new_hashers,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     MANIFEST_NAME,
     build_manifest,
     is_hidden,
     is_staging_artifact,
     manifest_differs,
-    parse_json,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     digest_problem,

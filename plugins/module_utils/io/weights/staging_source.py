@@ -28,7 +28,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     hash_many,
     scan_checkpoint,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import parse_json, problem_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import problem_lines
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import build_listing, fetch_units
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
     SIGNATURE_HEADER,
