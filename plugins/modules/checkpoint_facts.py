@@ -106,8 +106,14 @@ ansible_facts:
           description: shards, total_size, errors and warnings from the shard index, or null without one.
           type: dict
         missing: {description: Files expected but absent., type: list, elements: str}
-        truncated: {description: Files shorter or longer than their header or manifest says, or malformed., type: list, elements: str}
-        mismatched: {description: Files whose digest contradicts the expected one (full mode)., type: list, elements: str}
+        truncated:
+          description: Files shorter or longer than their header or manifest says, or malformed.
+          type: list
+          elements: str
+        mismatched:
+          description: Files whose digest contradicts the expected one (full mode).
+          type: list
+          elements: str
         extra: {description: Files present but not in the parity manifest., type: list, elements: str}
         unverified: {description: Files with no parity evidence., type: list, elements: str}
         errors: {description: Checkpoint-wide problems (revision, index)., type: list, elements: str}

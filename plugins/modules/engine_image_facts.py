@@ -48,7 +48,9 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode the probe still runs when nothing is cached (it changes nothing), but the cache is not written.
+    details: >-
+      In check mode the probe still runs when nothing is cached (it changes nothing), but the cache
+      is not written.
   diff_mode:
     support: none
 author: seatwright

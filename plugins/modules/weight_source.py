@@ -81,7 +81,9 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Serves as well, so that destinations in check mode can predict their changes; writes no hash cache or pid file.
+    description: >-
+      Serves as well, so that destinations in check mode can predict their changes; writes no hash
+      cache or pid file.
   diff_mode:
     support: none
 author:
