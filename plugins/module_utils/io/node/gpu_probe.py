@@ -14,7 +14,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry i
     gpus_from_smi_csv,
     is_emulated,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import GpuInputError, ProbeUnavailable
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     SMI_QUERY_FIELDS,
     devices_from_smi_rows,
@@ -318,3 +318,22 @@ def set_clock_lock(module, source, index, clock_lock):
         _smi(module, binary, ["-i", str(index), "-lgc", "%d,%d" % (clock_lock["min_mhz"], clock_lock["max_mhz"])])
     else:
         _smi(module, binary, ["-i", str(index), "-rgc"])
+
+
+def record_telemetry(module, duration_s, interval_s, stop_file=None, backend="auto"):
+    """The gpu_telemetry module's run: samples until the window ends or `stop_file` appears.
+
+    A node with no reader gets an empty series and the reason: telemetry is evidence beside a
+    benchmark, never a reason to stop it. GpuInputError for a window that cannot be sampled.
+    """
+    if duration_s < 1 or interval_s <= 0:
+        raise GpuInputError(
+            "gpu_telemetry: duration_s must be 1 or more and interval_s above 0 (got %r, %r)" % (duration_s, interval_s)
+        )
+    telemetry = {"source": None, "emulated": False, "interval_s": interval_s, "samples": []}
+    try:
+        read, source, emulated = telemetry_reader(module, backend)
+    except ProbeUnavailable as exc:
+        return dict(changed=False, telemetry=dict(telemetry, reason=str(exc)))
+    samples = sample_series(read, interval_s, duration_s, stop_file)
+    return dict(changed=False, telemetry=dict(telemetry, source=source, emulated=emulated, samples=samples))

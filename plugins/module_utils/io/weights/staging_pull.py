@@ -880,3 +880,18 @@ def check_stage_request(params):
     for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
         if params[field] < 0:
             raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
+
+
+def source_ready(params):
+    """The weight_source_ready module's run: the source's listing once it answers, StagingError otherwise."""
+    if params["timeout_s"] < 1:
+        raise StagingError("timeout_s is %d; give 1 or more" % params["timeout_s"])
+    if not valid_client_name(params["client"]):
+        raise StagingError("client %r may hold only letters, digits and '._:@-'" % params["client"])
+    try:
+        listing = confirm_source(params["source_url"], params["token"], params["client"], params["timeout_s"])
+    except StagingError as exc:
+        raise StagingError("staging stopped before any node connected: %s" % exc)
+    except OSError as exc:
+        raise StagingError("cannot check the weights source at %s: %s" % (params["source_url"], exc))
+    return dict(changed=False, listing=listing)
