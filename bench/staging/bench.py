@@ -19,8 +19,9 @@ cache-entry checkpoint of `--shards` x `--shard-mib` MiB on ckpt-a and moves it 
   disk           no transfer: dd writes the same bytes from memory with O_DIRECT, one writer per
                  shard, the destination disk's own limit (a reference, not a copy)
 
-With --baseline DIR (an older checkout, at least module_utils/ and bench/staging/, e.g. from
-`git archive REF module_utils bench/staging | tar -x -C DIR`), every pass also runs that
+With --baseline DIR (an older checkout, at least plugins/module_utils/ (or, from before the
+collection layout, module_utils/) and bench/staging/, e.g. from
+`git archive REF plugins/module_utils bench/staging | tar -x -C DIR`), every pass also runs that
 checkout's plain copy and verified pull (plain-direct@baseline, verified-direct@baseline), so a
 change to the pipeline is judged side by side with what it replaces, in the same run.
 
@@ -49,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "staging"))
 from plain_pull import staging_auth  # noqa: E402  (the one home of the wire format and chunk size)
+from shim import shim_commands, staging_auth_path  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 IMAGE = "seatwright/lab:current"
@@ -186,30 +188,24 @@ def setup(args, token):
             [
                 DOCKER,
                 "cp",
-                str(ROOT / "module_utils" / "seatwright" / "weights" / "staging_auth.py"),
+                str(staging_auth_path(ROOT)),
                 "%s:/usr/local/bin/" % node,
             ]
         )
-    on(
-        "ckpt-b",
-        "mkdir -p %s/ansible/module_utils && touch %s/ansible/__init__.py %s/ansible/module_utils/__init__.py"
-        % (SHIM, SHIM, SHIM),
-    )
-    sh([DOCKER, "cp", str(ROOT / "module_utils" / "seatwright"), "ckpt-b:%s/ansible/module_utils/" % SHIM])
+    prepare, (tree, into) = shim_commands(SHIM, ROOT)
+    on("ckpt-b", prepare)
+    sh([DOCKER, "cp", str(tree), "ckpt-b:" + into])
     if args.baseline:
         base = Path(args.baseline)
-        on(
-            "ckpt-b",
-            "mkdir -p %s %s/ansible/module_utils && touch %s/ansible/__init__.py "
-            "%s/ansible/module_utils/__init__.py" % (BASELINE_BIN, BASELINE_SHIM, BASELINE_SHIM, BASELINE_SHIM),
-        )
+        prepare, (tree, into) = shim_commands(BASELINE_SHIM, base)
+        on("ckpt-b", "mkdir -p %s && %s" % (BASELINE_BIN, prepare))
         for script in (
             base / "bench" / "staging" / "plain_pull.py",
             base / "bench" / "staging" / "stage_direct.py",
-            base / "module_utils" / "seatwright" / "weights" / "staging_auth.py",
+            staging_auth_path(base),
         ):
             sh([DOCKER, "cp", str(script), "ckpt-b:%s/" % BASELINE_BIN])
-        sh([DOCKER, "cp", str(base / "module_utils" / "seatwright"), "ckpt-b:%s/ansible/module_utils/" % BASELINE_SHIM])
+        sh([DOCKER, "cp", str(tree), "ckpt-b:" + into])
     made = json.loads(
         on(
             "ckpt-a",
@@ -627,7 +623,9 @@ def main(argv=None):
     parser.add_argument("--quiet-busy", type=float, default=0.15)
     parser.add_argument("--quiet-wait-s", type=int, default=120)
     parser.add_argument("--keep", action="store_true", help="leave the containers up afterwards")
-    parser.add_argument("--baseline", help="an older checkout (module_utils/, bench/staging/) timed beside this one")
+    parser.add_argument(
+        "--baseline", help="an older checkout (plugins/module_utils/, bench/staging/) timed beside this one"
+    )
     args = parser.parse_args(argv)
     command = "%s %s" % (
         ".venv/bin/python bench/staging/bench.py",

@@ -2,7 +2,7 @@
 """Staging on one quiet machine over loopback: plain copy, verified staging, and verified without the signature check.
 
 A reference beside bench.py for when the shared lab host is too busy to judge CPU-bound work: no
-containers, no Ansible; the project's weight source (io/staging_source.py) serves a synthetic
+containers, no Ansible; the project's weight source (io/weights/staging_source.py) serves a synthetic
 cache entry on 127.0.0.1 and each method pulls it into a fresh folder, in a rotated order per
 pass, after dropping the page cache where allowed and re-reading the source (warm source):
 
@@ -11,11 +11,12 @@ pass, after dropping the page cache where allowed and re-reading the source (war
   verified-nosig   the same with the listing-signature check replaced by "accept"
 
 With --baseline DIR (an older checkout of the repository, e.g. made with
-`git archive main module_utils bench/staging | tar -x -C DIR`), the same run also times that
+`git archive main plugins/module_utils bench/staging | tar -x -C DIR`; a checkout from before the
+collection layout, with module_utils/ instead, works too), the same run also times that
 checkout's plain copy and verified pull (plain-direct@baseline, verified-direct@baseline), so a
 change to the pipeline is judged side by side with what it replaces, on the same source and disk.
 
-Needs python3 only (module_utils is imported through a temporary `ansible.module_utils` shim).
+Needs python3 only (module_utils is imported through a temporary shim folder, bench/staging/shim.py).
   python3 bench/staging/loopback.py --work /tmp/sw-loop --passes 5 --out bench/results/staging-loopback.json
       [--baseline /tmp/sw-main]
 """
@@ -33,18 +34,10 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "staging"))
+from shim import link_shim  # noqa: E402  (beside this file)
+
 METHODS = ["plain-direct", "verified-direct", "verified-nosig"]
-
-
-def shim(folder, tree):
-    """A folder holding ansible/module_utils/seatwright -> tree's module_utils (the nodes have no Ansible)."""
-    base = folder / "ansible" / "module_utils"
-    base.mkdir(parents=True, exist_ok=True)
-    (folder / "ansible" / "__init__.py").touch()
-    (base / "__init__.py").touch()
-    if not (base / "seatwright").exists():
-        os.symlink(str(tree / "module_utils" / "seatwright"), str(base / "seatwright"))
-    return folder
 
 
 def drop_caches():
@@ -65,16 +58,16 @@ def main(argv=None):
     parser.add_argument("--shard-mib", type=int, default=1024)
     parser.add_argument("--out", required=True)
     parser.add_argument(
-        "--baseline", help="an older checkout (module_utils/ and bench/staging/) to time beside this one"
+        "--baseline", help="an older checkout (plugins/module_utils/ and bench/staging/) to time beside this one"
     )
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    trees = {"": (ROOT, shim(work / "shim", ROOT))}
+    trees = {"": (ROOT, link_shim(work / "shim", ROOT))}
     methods = list(METHODS)
     if args.baseline:
         baseline = Path(args.baseline).resolve()
-        trees["@baseline"] = (baseline, shim(work / "shim-baseline", baseline))
+        trees["@baseline"] = (baseline, link_shim(work / "shim-baseline", baseline))
         methods += ["plain-direct@baseline", "verified-direct@baseline"]
     sys.path.insert(0, str(trees[""][1]))
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """weight_stage's own pipeline (staging_pull.stage) run directly on a lab node, to price authentication.
 
-The benchmark copies the project's module_utils to the node under an `ansible.module_utils` shim
-(the node has no Ansible) and runs this twice per pass: as weight_stage runs it, and with the
+The benchmark copies the project's module_utils to the node under a shim folder (bench/staging/
+shim.py; the node has no Ansible) and runs this twice per pass: as weight_stage runs it, and with the
 destination's listing-signature check replaced by "accept" (--no-signature-check). Requests are
 authenticated in both, as the source requires. It also times every authentication call (request
 MACs and the signature check), so the cost is shown both as a rate difference and as seconds.
@@ -19,7 +19,9 @@ import time
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shim", required=True, help="folder holding ansible/module_utils/seatwright")
+    parser.add_argument(
+        "--shim", required=True, help="folder holding ansible_collections/seatwright/fleet/plugins/module_utils"
+    )
     parser.add_argument("--url", required=True)
     parser.add_argument("--token-file", required=True)
     parser.add_argument("--dest", required=True)

@@ -106,8 +106,14 @@ ansible_facts:
           description: shards, total_size, errors and warnings from the shard index, or null without one.
           type: dict
         missing: {description: Files expected but absent., type: list, elements: str}
-        truncated: {description: Files shorter or longer than their header or manifest says, or malformed., type: list, elements: str}
-        mismatched: {description: Files whose digest contradicts the expected one (full mode)., type: list, elements: str}
+        truncated:
+          description: Files shorter or longer than their header or manifest says, or malformed.
+          type: list
+          elements: str
+        mismatched:
+          description: Files whose digest contradicts the expected one (full mode).
+          type: list
+          elements: str
         extra: {description: Files present but not in the parity manifest., type: list, elements: str}
         unverified: {description: Files with no parity evidence., type: list, elements: str}
         errors: {description: Checkpoint-wide problems (revision, index)., type: list, elements: str}
@@ -123,12 +129,9 @@ ansible_facts:
           type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import scan_checkpoint
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import failure_message, is_revision
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import checkpoint_facts
 
 
 def main():
@@ -143,30 +146,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    path = params["path"]
-    if params["revision"] is not None and not is_revision(params["revision"]):
-        module.fail_json(
-            msg="revision %r is not a pinned 40-hex commit id; pin the full commit of the model "
-            "repository, not a branch or tag" % params["revision"]
-        )
-    if not os.path.isdir(path):
-        module.fail_json(
-            msg="checkpoint path %s is not a directory on this host; stage the checkpoint first "
-            "(playbooks/weights.yml) or fix the path" % path
-        )
-    if params["hash_workers"] < 1:
-        module.fail_json(msg="hash_workers is %d; give 1 or more" % params["hash_workers"])
     try:
-        report, _files = scan_checkpoint(path, params["revision"], params["mode"], params["hash_workers"])
-    except CheckpointError as exc:
-        module.fail_json(msg=str(exc))
-    except OSError as exc:
-        module.fail_json(msg="could not read checkpoint %s: %s" % (path, exc))
-    facts = {"seatwright_checkpoint": report}
-    if params["require_verified"] and not report["verified"] or params["require_complete"] and not report["complete"]:
-        module.fail_json(msg=failure_message(path, report, params["require_verified"]), ansible_facts=facts)
-    module.exit_json(changed=False, ansible_facts=facts)
+        result = checkpoint_facts(module.params)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

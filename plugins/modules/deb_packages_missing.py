@@ -45,7 +45,8 @@ missing:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.packages import DPKG_QUERY_FORMAT, missing_packages
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.packages import missing_on_node
 
 
 def main():
@@ -53,21 +54,12 @@ def main():
         argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
         supports_check_mode=True,
     )
-    names = module.params["names"]
-    if not names:
-        module.exit_json(changed=False, missing=[])
-    dpkg_query = module.get_bin_path("dpkg-query")
-    if dpkg_query is None:
-        module.fail_json(
-            msg="dpkg-query was not found on %s: deb_packages_missing serves Debian and "
-            "Ubuntu nodes only" % module.params.get("_ansible_remote_host", "this host")
-        )
-    bare = sorted({name.split("=", 1)[0] for name in names})
-    # dpkg-query exits 1 when some names are unknown to it: those are simply missing.
-    rc, out, err = module.run_command([dpkg_query, "-W", "-f=" + DPKG_QUERY_FORMAT] + bare)
-    if rc not in (0, 1):
-        module.fail_json(msg="dpkg-query failed (rc %d): %s" % (rc, err.strip()))
-    module.exit_json(changed=False, missing=missing_packages(names, out))
+    host = module.params.get("_ansible_remote_host", "this host")
+    try:
+        missing = missing_on_node(module, module.params["names"], host)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(changed=False, missing=missing)
 
 
 if __name__ == "__main__":

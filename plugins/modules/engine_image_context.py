@@ -50,10 +50,9 @@ dest:
   type: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import write_context
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import build_context
 
 
 def main():
@@ -65,19 +64,12 @@ def main():
         },
         supports_check_mode=True,
     )
-    dest, files, wheelhouse = module.params["dest"], module.params["files"], module.params["wheelhouse"]
-    missing = sorted(
-        path for path in list(files.values()) + ([wheelhouse] if wheelhouse else []) if not os.path.exists(path)
-    )
-    if missing:
-        module.fail_json(msg="engine image context %s: %s missing on the controller" % (dest, ", ".join(missing)))
-    if module.check_mode:
-        module.exit_json(changed=not os.path.exists(dest), dest=dest)
+    params = module.params
     try:
-        changed = write_context(dest, files, wheelhouse)
-    except OSError as exc:
-        module.fail_json(msg="engine image context %s could not be written: %s" % (dest, exc))
-    module.exit_json(changed=changed, dest=dest)
+        result = build_context(params["dest"], params["files"], params["wheelhouse"], module.check_mode)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode the probe still runs when nothing is cached (it changes nothing), but the cache is not written.
+    details: >-
+      In check mode the probe still runs when nothing is cached (it changes nothing), but the cache
+      is not written.
   diff_mode:
     support: none
 author: seatwright
@@ -82,8 +84,8 @@ cached:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import probe_image
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import image_facts
 
 
 def main():
@@ -99,25 +101,11 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        facts, cached = probe_image(
-            params["image"],
-            params["engine"],
-            params["python"],
-            params["cache_dir"],
-            params["docker_socket"],
-            params["timeout_s"],
-            may_write=not module.check_mode,
-        )
-    except ImageError as exc:
-        module.fail_json(msg="%s: %s" % (params["name"], exc))
-    if facts is None:
-        module.fail_json(
-            msg="%s: image %s is not in this node's Docker engine; build or distribute it first "
-            "(playbooks/images.yml)" % (params["name"], params["image"])
-        )
-    module.exit_json(changed=False, cached=cached, ansible_facts={"seatwright_engine_images": {params["name"]: facts}})
+        result = image_facts(module.params, may_write=not module.check_mode)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -64,11 +64,9 @@ ansible_facts:
       returned: always
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.links import fabric_facts
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.probe import read_snapshot
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.probe import read_fabric_facts
 
 
 def main():
@@ -80,12 +78,12 @@ def main():
         },
         supports_check_mode=True,
     )
-    root = module.params["sysfs_root"]
-    if not os.path.isdir(os.path.join(root, "sys")):
-        module.fail_json(msg="sysfs_root %s has no sys/ folder; pass the folder that holds sys/ and proc/" % root)
-    snapshot = read_snapshot(root, module.params["fabric_iface"])
-    facts = fabric_facts(snapshot, module.params["fabric_iface"], module.params["fabric_ip"])
-    module.exit_json(changed=False, ansible_facts={"seatwright_fabric": facts})
+    params = module.params
+    try:
+        result = read_fabric_facts(params["sysfs_root"], params["fabric_iface"], params["fabric_ip"])
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -90,22 +90,12 @@ cache_path:
   type: str
 """
 
-import datetime
 import platform
-import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import read_gpus
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.platform_probe import read_platform
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_facts import gpu_facts
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
-    assemble_facts,
-    no_gpu_facts,
-    sysfs_pci_address,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import interpret_acs, interpret_iommu
 
 
 def main():
@@ -118,55 +108,12 @@ def main():
         },
         supports_check_mode=True,
     )
-    host = module.params["host"] or platform.node()
-    read_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    params = module.params
     try:
-        reading = read_gpus(module, module.params["backend"])
-    except ProbeUnavailable as exc:
-        reading = None
-        reason = str(exc)
-    bus_ids = [sysfs_pci_address(d["pci_bus_id"]) for d in reading["devices"]] if reading else []
-    found = read_platform(module, bus_ids)
-    iommu = interpret_iommu(found["iommu_group_count"], found["cmdline"], found["iommu_reason"])
-    acs = interpret_acs(found["lspci"], found["lspci_reason"], found["bridge_configs"])
-    if reading is None or not reading["devices"]:
-        reason = reason if reading is None else "the driver answered but reports no GPU"
-        gpus, summary = no_gpu_facts(reason, read_at, iommu, acs)
-        if module.params["require_gpus"]:
-            module.fail_json(
-                msg="host %s: no NVIDIA GPU found (%s). This play requires GPUs: install or load the NVIDIA "
-                "driver, or run it only on hosts that have GPUs." % (host, reason),
-                ansible_facts={"seatwright_gpus": gpus, "seatwright_gpu_summary": summary},
-            )
-    else:
-        gpus, summary = assemble_facts(
-            reading["devices"],
-            reading["driver_version"],
-            reading["cuda_version"],
-            reading["links"],
-            reading["source"],
-            read_at,
-            iommu,
-            acs,
-            found["gpu_groups"],
-        )
-    written = None
-    if module.params["cache_path"] and not module.check_mode:
-        record = {
-            "read_at": read_at,
-            "measured_at_epoch": time.time(),
-            "host": host,
-            "seatwright_gpus": gpus,
-            "seatwright_gpu_summary": summary,
-        }
-        try:
-            atomic_write_json(module.params["cache_path"], record)
-            written = module.params["cache_path"]
-        except OSError as exc:
-            module.warn("host %s: could not cache GPU facts at %s: %s" % (host, module.params["cache_path"], exc))
-    module.exit_json(
-        changed=False, cache_path=written, ansible_facts={"seatwright_gpus": gpus, "seatwright_gpu_summary": summary}
-    )
+        result = gpu_facts(module, params["host"] or platform.node(), params["require_gpus"], params["cache_path"])
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -129,12 +129,9 @@ backend:
   type: str
 """
 
-import platform
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import GpuInputError, ProbeUnavailable
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_settings import converge
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu_settings import settings_diff
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_settings import apply_settings
 
 
 def main():
@@ -154,27 +151,10 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
-    host = params["host"] or platform.node()
-    request = dict(
-        (key, params[key])
-        for key in ("power_limit_w", "power_overrides", "power_state", "gpus", "persistence", "clock_lock")
-    )
     try:
-        result = converge(
-            module,
-            host,
-            request,
-            params["backend"],
-            params["record_path"],
-            params["settings_file"],
-            params["boot_bundle"],
-            module.check_mode,
-        )
-    except (GpuInputError, ProbeUnavailable) as exc:
-        module.fail_json(msg=str(exc))
-    if module._diff:
-        result["diff"] = settings_diff(result)
+        result = apply_settings(module, module._diff)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

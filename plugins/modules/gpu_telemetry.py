@@ -74,8 +74,8 @@ telemetry:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import sample_series, telemetry_reader
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import record_telemetry
 
 
 def main():
@@ -89,29 +89,13 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params["duration_s"] < 1 or params["interval_s"] <= 0:
-        module.fail_json(
-            msg="gpu_telemetry: duration_s must be 1 or more and interval_s above 0 (got %r, %r)"
-            % (params["duration_s"], params["interval_s"])
-        )
     try:
-        read, source, emulated = telemetry_reader(module, params["backend"])
-    except ProbeUnavailable as exc:
-        module.exit_json(
-            changed=False,
-            telemetry={
-                "source": None,
-                "emulated": False,
-                "interval_s": params["interval_s"],
-                "samples": [],
-                "reason": str(exc),
-            },
+        result = record_telemetry(
+            module, params["duration_s"], params["interval_s"], params["stop_file"], params["backend"]
         )
-    samples = sample_series(read, params["interval_s"], params["duration_s"], params["stop_file"])
-    module.exit_json(
-        changed=False,
-        telemetry={"source": source, "emulated": emulated, "interval_s": params["interval_s"], "samples": samples},
-    )
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

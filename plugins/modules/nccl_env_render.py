@@ -94,15 +94,8 @@ env_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
-    env_decisions,
-    nccl_conf_names,
-    node_options,
-    render_file,
-)
-
-BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env_files
 
 
 def main():
@@ -119,26 +112,11 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        options = node_options(params["ib_dscp"], params["gdr_level"], params["p2p_disable"], params["gid_index"])
-        entries, defaults = env_decisions(
-            params["host"],
-            params["fabric"],
-            params["socket_ifname"],
-            declared_devices=params["rdma_devices"],
-            **options,
-        )
-    except NcclError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(
-        changed=False,
-        env=entries,
-        variables={entry["name"]: entry["value"] for entry in entries},
-        defaults=defaults,
-        nccl_conf=render_file(entries, BANNER, nccl_conf_names(entries)),
-        env_file=render_file(entries, BANNER),
-    )
+        files = node_env_files(**module.params)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(changed=False, **files)
 
 
 if __name__ == "__main__":

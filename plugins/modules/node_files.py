@@ -58,15 +58,8 @@ changed_paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import converge_files
-
-
-def _problem(entries, kind, needs):
-    for position, entry in enumerate(entries):
-        missing = [key for key in needs if not isinstance(entry.get(key), str)]
-        if missing or not entry["path"].startswith("/"):
-            return "%s[%d]: expected an absolute path and %s, got %r" % (kind, position, ", ".join(needs), entry)
-    return None
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import node_files
 
 
 def main():
@@ -77,31 +70,10 @@ def main():
         },
         supports_check_mode=True,
     )
-    folders, files = module.params["folders"], module.params["files"]
-    problem = _problem(folders, "folders", ["path"]) or _problem(files, "files", ["path", "content"])
-    if problem:
-        module.fail_json(msg=problem)
     try:
-        results = converge_files(folders, files, module.check_mode)
-    except (OSError, ValueError) as exc:
-        module.fail_json(msg="could not write %s: %s" % (getattr(exc, "filename", None) or "a file", exc))
-    changed = [r for r in results if r["changed"]]
-    result = {
-        "changed": bool(changed),
-        "changed_paths": [r["path"] for r in changed],
-        "paths": [{"path": r["path"], "kind": r["kind"], "changed": r["changed"]} for r in results],
-    }
-    if module._diff:
-        result["diff"] = [
-            {
-                "before_header": r["path"],
-                "after_header": r["path"],
-                "before": r.get("before", ""),
-                "after": r.get("after", ""),
-            }
-            for r in changed
-            if r["kind"] == "file"
-        ]
+        result = node_files(module.params["folders"], module.params["files"], module.check_mode, module._diff)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

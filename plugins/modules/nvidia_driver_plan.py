@@ -122,37 +122,8 @@ keyrings:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import (
-    driver_plan,
-    key_fingerprints,
-    keyring_problem,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
-
-
-def read_loaded_version():
-    try:
-        with open("/sys/module/nvidia/version") as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None
-
-
-def verify(module, keyrings):
-    gpg = module.get_bin_path("gpg")
-    if keyrings and not gpg:
-        module.fail_json(msg="gpg is needed to verify the repository keyrings; install gnupg")
-    results = []
-    for keyring in keyrings:
-        path, expected = keyring.get("path"), str(keyring.get("fingerprint") or "").replace(" ", "").upper()
-        rc, out, err = module.run_command([gpg, "--batch", "--show-keys", "--with-colons", path])
-        found = key_fingerprints(out) if rc == 0 else []
-        problem = keyring_problem(path, found, expected)
-        if problem:
-            module.fail_json(msg=problem + ("; gpg: %s" % err.strip() if rc else ""))
-        results.append({"path": path, "fingerprints": found})
-    return results
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.driver import plan_driver
 
 
 def main():
@@ -176,35 +147,10 @@ def main():
         },
         supports_check_mode=True,
     )
-    params = module.params
-    current = params["current_version"] or read_loaded_version()
-    capabilities = params["compute_capabilities"]
-    profile = params["gpu_profile"]
-    if not capabilities and profile:
-        if profile not in GPU_PROFILES:
-            module.fail_json(msg="gpu_profile %r is not one of %s" % (profile, ", ".join(sorted(GPU_PROFILES))))
-        capabilities = [GPU_PROFILES[profile]["compute_capability"]]
     try:
-        plan = driver_plan(
-            params["distribution"],
-            params["distribution_version"],
-            params["architecture"],
-            params["branch"],
-            params["open_kernel_modules"],
-            capabilities,
-            current,
-            params["container_toolkit"],
-            params["toolkit_version"],
-            params["cuda_key_url"],
-            params["cuda_key_fingerprint"],
-            params["repo_base_url"],
-            params["allow_http"],
-        )
-    except DriverError as exc:
-        module.fail_json(msg=str(exc))
-    result = {"changed": False, "plan": plan}
-    if params["verify_keyrings"]:
-        result["keyrings"] = verify(module, params["verify_keyrings"])
+        result = plan_driver(module)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

@@ -107,90 +107,9 @@ record:
   type: dict
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
-    is_running,
-    start_cotenant,
-    stop_cotenant,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
-    eviction_plan,
-    merge_record,
-    restore_actions,
-)
-
-
-def _read_record(path):
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def _evict(module, params):
-    plan = eviction_plan(params["host_name"], params["cotenants"], params["seat_gpus"], params["exclusive"])
-    observed = [dict(item, running=is_running(item["kind"], item["name"])) for item in plan["stop"]]
-    existing = _read_record(params["record_path"])
-    record = merge_record(params["host_name"], params["seat"], existing, observed)
-    running = [item for item in observed if item["running"]]
-    evicted = [
-        {"host": params["host_name"], "name": entry["name"], "kind": entry["kind"]}
-        for entry in record["entries"]
-        if entry["was_running"]
-    ]
-    if module.check_mode:
-        return dict(
-            changed=bool(running),
-            stopped=[dict(i, how="would stop") for i in running],
-            kept=plan["keep"],
-            record=record,
-            evicted=evicted,
-        )
-    if plan["stop"] or existing:
-        atomic_write_bytes(params["record_path"], json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
-    stopped = []
-    for item in running:
-        stopped.append(dict(item, how=stop_cotenant(item["kind"], item["name"], params["stop_timeout_s"])))
-    return dict(changed=bool(stopped), stopped=stopped, kept=plan["keep"], record=record, evicted=evicted)
-
-
-def _restore(module, params):
-    record = _read_record(params["record_path"])
-    if record is None:
-        return dict(changed=False, started=[], actions=[], record={})
-    names = {entry["name"]: entry["kind"] for entry in record.get("entries", []) if isinstance(entry, dict)}
-    observed = {}
-    for name, kind in names.items():
-        observed[name] = is_running(kind, name) if kind in ("container", "systemd") else False
-    actions = restore_actions(params["host_name"], record, observed)
-    starts = [a for a in actions if a["action"] == "start"]
-    if module.check_mode:
-        return dict(changed=bool(starts), started=[a["name"] for a in starts], actions=actions, record=record)
-    failures, started = [], []
-    for action in starts:
-        try:
-            start_cotenant(action["kind"], action["name"])
-            started.append(action["name"])
-        except ServiceError as exc:
-            failures.append(str(exc))
-    not_running = [a["name"] for a in actions if a["was_running"] and not is_running(a["kind"], a["name"])]
-    if failures or not_running:
-        module.fail_json(
-            msg="host %s: co-tenants not restored: %s; the record stays at %s so a re-run of "
-            "playbooks/teardown.yml retries"
-            % (params["host_name"], "; ".join(failures) or ", ".join(not_running), params["record_path"]),
-            started=started,
-            actions=actions,
-            record=record,
-        )
-    os.unlink(params["record_path"])
-    # The record is gone either way: that alone is a change on the node.
-    return dict(changed=True, started=started, actions=actions, record=record)
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.cotenants import converge_cotenants
 
 
 def main():
@@ -207,11 +126,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
     try:
-        result = _evict(module, params) if params["state"] == "evicted" else _restore(module, params)
-    except (SeatError, ServiceError, ValueError, OSError) as exc:
-        module.fail_json(msg="host %s: %s" % (params["host_name"], exc))
+        result = converge_cotenants(module.params, module.check_mode)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

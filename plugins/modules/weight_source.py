@@ -81,7 +81,9 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Serves as well, so that destinations in check mode can predict their changes; writes no hash cache or pid file.
+    description: >-
+      Serves as well, so that destinations in check mode can predict their changes; writes no hash
+      cache or pid file.
   diff_mode:
     support: none
 author:
@@ -137,21 +139,10 @@ handler_errors:
   type: int
 """
 
-import errno
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import (
-    bind_server,
-    serve_until_done,
-    source_listing,
-)
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import run_source
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import check_bind_address
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import MIN_SECRET_CHARS
 
 
 def main():
@@ -171,71 +162,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if params["revision"] is not None and not is_revision(params["revision"]):
-        module.fail_json(msg="revision %r is not a pinned 40-hex commit id" % params["revision"])
-    if not os.path.isdir(params["path"]):
-        module.fail_json(
-            msg="source checkpoint %s is not a directory on this host; check weights_source_path "
-            "and weights_source_host" % params["path"]
-        )
-    if len(params["token"]) < MIN_SECRET_CHARS:
-        module.fail_json(
-            msg="token is too short to protect the source (%d characters or more expected)" % MIN_SECRET_CHARS
-        )
-    address_problem = check_bind_address(params["bind_address"])
-    if address_problem:
-        module.fail_json(msg="weight_source: %s" % address_problem)
-    for field in ("port", "clients", "idle_timeout_s", "lifetime_s", "hash_workers"):
-        if params[field] < 1:
-            module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))
-    may_write = not module.check_mode
     try:
-        listing, served, _report = source_listing(
-            params["path"], params["revision"], params["name"], params["state_dir"], params["hash_workers"], may_write
-        )
-    except (CheckpointError, OSError) as exc:
-        module.fail_json(msg="cannot list source checkpoint %s: %s" % (params["path"], exc))
-    summary = {
-        "files": len(listing["files"]),
-        "bytes": sum(f["size"] for f in listing["files"]),
-        "layout": listing["layout"],
-        "revision": listing["revision"],
-    }
-    pidfile = os.path.join(params["state_dir"], "source-%d.pid" % params["port"])
-    try:
-        server = bind_server(
-            params["bind_address"], params["port"], params["token"], listing, served, params["clients"], pidfile
-        )
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            module.fail_json(
-                msg="another process already listens on %s:%d, so this run's source cannot: "
-                "destinations must not talk to it. Find it (ss -ltnp 'sport = :%d'), stop it or "
-                "choose another weights_source_port, and run again."
-                % (params["bind_address"], params["port"], params["port"]),
-                listing=summary,
-            )
-        module.fail_json(
-            msg="cannot listen on %s:%d (%s): is the address this host's fabric address?"
-            % (params["bind_address"], params["port"], exc),
-            listing=summary,
-        )
-    if may_write:
-        atomic_write_bytes(pidfile, b"%d\n" % os.getpid())
-    try:
-        stats = serve_until_done(server, params["idle_timeout_s"], params["lifetime_s"])
-    finally:
-        if may_write and os.path.exists(pidfile):
-            os.unlink(pidfile)
-    if listing["problems"]:
-        module.fail_json(
-            msg="source checkpoint %s is damaged, nothing was served: %s"
-            % (params["path"], "; ".join(listing["problems"])),
-            listing=summary,
-            **stats,
-        )
-    module.exit_json(changed=False, listing=summary, **stats)
+        result = run_source(module.params, module.check_mode)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -63,9 +63,8 @@ listing:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import confirm_source
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import valid_client_name
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import source_ready
 
 
 def main():
@@ -78,18 +77,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if params["timeout_s"] < 1:
-        module.fail_json(msg="timeout_s is %d; give 1 or more" % params["timeout_s"])
-    if not valid_client_name(params["client"]):
-        module.fail_json(msg="client %r may hold only letters, digits and '._:@-'" % params["client"])
     try:
-        listing = confirm_source(params["source_url"], params["token"], params["client"], params["timeout_s"])
-    except StagingError as exc:
-        module.fail_json(msg="staging stopped before any node connected: %s" % exc)
-    except OSError as exc:
-        module.fail_json(msg="cannot check the weights source at %s: %s" % (params["source_url"], exc))
-    module.exit_json(changed=False, listing=listing)
+        result = source_ready(module.params)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

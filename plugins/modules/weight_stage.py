@@ -185,15 +185,10 @@ modes_narrowed:
   elements: str
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import stage
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import run_stage
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import parse_source_url
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import valid_client_name
 
 
 def main():
@@ -219,32 +214,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if params["revision"] is not None and not is_revision(params["revision"]):
-        module.fail_json(msg="revision %r is not a pinned 40-hex commit id" % params["revision"])
-    if not re.match(r"^[A-Za-z0-9._-]+$", params["name"]):
-        module.fail_json(msg="name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
-    if not valid_client_name(params["client"]):
-        module.fail_json(
-            msg="client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"]
-        )
-    for field in ("streams", "connect_timeout_s", "io_timeout_s"):
-        if params[field] < 1:
-            module.fail_json(msg="%s is %d; give 1 or more" % (field, params[field]))
-    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
-        if params[field] < 0:
-            module.fail_json(msg="%s is %s; give 0 or more" % (field, params[field]))
     try:
-        parse_source_url(params["source_url"])
-        options = dict(params, bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6))
-        result = stage(options, check_mode=module.check_mode)
-    except StagingError as exc:
-        module.fail_json(msg=str(exc))
-    except OSError as exc:
-        module.fail_json(msg="staging %s into %s failed on this host: %s" % (params["name"], params["dest"], exc))
-    diff = result.pop("diff", None)
-    if module._diff and diff is not None:
-        result["diff"] = diff
+        result = run_stage(module.params, module.check_mode, module._diff)
+    except SeatwrightError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

@@ -11,6 +11,7 @@ import sys
 
 import gpu_facts
 import gpu_settings
+import gpu_telemetry
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from conftest import ROOT
@@ -276,3 +277,27 @@ def test_telemetry_without_a_driver_returns_no_samples_and_the_reason(capsys, no
     result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "duration_s": 1})
     assert result["telemetry"]["samples"] == []
     assert "nvidia-smi" in result["telemetry"]["reason"]
+
+
+def test_telemetry_samples_the_emulated_gpus_until_the_stop_file(capsys, node, tmp_path):
+    stop = tmp_path / "stop"
+    stop.touch()
+    result = run(
+        capsys, gpu_telemetry, {"backend": "nvidia-smi", "duration_s": 30, "interval_s": 0.1, "stop_file": str(stop)}
+    )
+    telemetry = result["telemetry"]
+    assert result["changed"] is False
+    assert (telemetry["source"], telemetry["emulated"]) == ("nvidia-smi", True)
+    assert len(telemetry["samples"]) == 1 and len(telemetry["samples"][0]["gpus"]) == 2
+
+
+def test_telemetry_without_a_reader_returns_the_reason_not_a_failure(capsys, node):
+    node.remove_driver()
+    result = run(capsys, gpu_telemetry, {"backend": "nvidia-smi", "duration_s": 1})
+    assert result.get("failed") is not True
+    assert result["telemetry"]["samples"] == [] and result["telemetry"]["reason"]
+
+
+def test_telemetry_refuses_an_empty_window(capsys, node):
+    result = run(capsys, gpu_telemetry, {"duration_s": 0})
+    assert result["failed"] is True and "duration_s must be 1 or more" in result["msg"]

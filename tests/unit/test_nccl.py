@@ -23,6 +23,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl impor
     summarise_transports,
     transport_class,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import allreduce_worker
 from conftest import FIXTURES
 
 NCCL = FIXTURES / "nccl"
@@ -281,3 +282,68 @@ def test_sweep_module_refusals(capsys, args, message):
     result = run_module(nccl_bandwidth, capsys, args)
     assert result["failed"] is True
     assert message in result["msg"]
+
+
+def fake_torch_python(tmp_path, recorded, rc=0):
+    """A stand-in for the node's PyTorch interpreter: answers the torch probe, then replays a
+    recorded sweep after checking it was handed the shipped worker with the module's sizes."""
+    script = tmp_path / "python"
+    log = tmp_path / "argv.log"
+    script.write_text(
+        "#!/bin/sh\n"
+        'echo "$@" >> %s\n'
+        'if [ "$1" = "-c" ]; then echo 2; exit 0; fi\n'
+        'grep -q "def run(rank, args)" "$1" || { echo "not the worker: $1" >&2; exit 9; }\n'
+        "cat %s\n"
+        "exit %d\n" % (log, recorded, rc)
+    )
+    script.chmod(0o755)
+    return script, log
+
+
+def test_sweep_module_runs_the_shipped_torch_worker(capsys, tmp_path):
+    python, log = fake_torch_python(tmp_path, NCCL / "h200x2-torch-sweep.txt")
+    sizes = [1 << 20, 8 << 20, 64 << 20, 256 << 20, 1 << 30]
+    result = run_module(
+        nccl_bandwidth, capsys, {"method": "torch", "python": str(python), "sizes": sizes, "threshold_gbps": 297}
+    )
+    assert result.get("failed") is not True, result
+    assert result["method"] == "torch" and result["nranks"] == 2 and result["passed"] is True
+    assert result["ansible_facts"]["seatwright_nccl_bandwidth"]["judged_busbw_gbps"] == pytest.approx(330, rel=0.01)
+    worker_call = log.read_text().splitlines()[-1].split()
+    assert worker_call[0].endswith("allreduce_sweep.py")
+    assert worker_call[worker_call.index("--sizes") + 1 :] == [str(size) for size in sizes]
+
+
+def test_sweep_module_fails_below_threshold_with_the_figures(capsys, tmp_path):
+    python, _log = fake_torch_python(tmp_path, NCCL / "h200x2-torch-sweep.txt")
+    result = run_module(nccl_bandwidth, capsys, {"method": "torch", "python": str(python), "threshold_gbps": 900})
+    assert result["failed"] is True
+    assert result["passed"] is False and result["rows"]
+    assert "900" in result["msg"]
+
+
+def test_sweep_module_reports_a_dead_worker(capsys, tmp_path):
+    python, _log = fake_torch_python(tmp_path, NCCL / "h200x2-torch-sweep.txt", rc=3)
+    result = run_module(nccl_bandwidth, capsys, {"method": "torch", "python": str(python)})
+    assert result["failed"] is True
+    assert result["msg"].startswith("the torch all-reduce sweep exited 3")
+
+
+def test_sweep_module_reads_the_all_reduce_perf_table(capsys, tmp_path):
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(
+        '#!/bin/sh\nif [ "$1" = "--help" ]; then echo "usage: -b -e -f -g"; exit 0; fi\ncat %s\n'
+        % (NCCL / "rtx5090-socket-all_reduce_perf.txt")
+    )
+    binary.chmod(0o755)
+    result = run_module(nccl_bandwidth, capsys, {"all_reduce_perf": str(binary), "gpus": 2, "threshold_gbps": 2})
+    assert result.get("failed") is not True, result
+    assert result["method"] == "nccl-tests" and result["nranks"] == 2
+    assert result["max_busbw_gbps"] == pytest.approx(2.31, abs=0.01)
+
+
+def test_torch_worker_is_a_real_file_that_parses_its_arguments():
+    assert allreduce_worker.__file__.endswith("allreduce_worker.py")
+    args = allreduce_worker.parse_args(["--port", "29500", "--sizes", "1024", "4096"])
+    assert (args.nranks, args.port, args.sizes, args.iters) == (0, 29500, [1024, 4096], 20)

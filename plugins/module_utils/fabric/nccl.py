@@ -253,6 +253,25 @@ def nccl_conf_names(entries):
     return [e["name"] for e in entries if e["name"].startswith("NCCL_")]
 
 
+NODE_FILES_BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
+
+
+def node_env_files(
+    host, fabric, socket_ifname, rdma_devices=(), ib_dscp=None, gdr_level="auto", p2p_disable="auto", gid_index=None
+):
+    """What roles/nccl_env writes on a node: each entry with its reason, the defaults left alone,
+    /etc/nccl.conf (NCCL's own names) and the env file (all of them). NcclError names what to fix."""
+    options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index)
+    entries, defaults = env_decisions(host, fabric, socket_ifname, declared_devices=list(rdma_devices), **options)
+    return {
+        "env": entries,
+        "variables": {entry["name"]: entry["value"] for entry in entries},
+        "defaults": defaults,
+        "nccl_conf": render_file(entries, NODE_FILES_BANNER, nccl_conf_names(entries)),
+        "env_file": render_file(entries, NODE_FILES_BANNER),
+    }
+
+
 # ---------------------------------------------------------------- all-reduce sweeps
 
 _TORCH_ROW = re.compile(r"size_bytes=(\d+)\s+time_us=([0-9.]+)\s+algbw_GBps=([0-9.]+)\s+busbw_GBps=([0-9.]+)")

@@ -10,7 +10,7 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import runs_engine
+from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
 FACTS_FORMAT = "seatwright-image-facts/1"

@@ -1,1 +1,8 @@
-"""Shared I/O helpers: atomic file writes, caches, probes of the host (GPU, checkpoint files) and the staging transports. Everything that touches the host lives here."""
+"""Everything that touches the host: files, commands, sockets, HTTP, the Docker API.
+
+Grouped by the same concerns as the pure side (node/, fabric/, seat/, weights/, images/,
+qualify/, bench/, evidence/), plus common/ for what several share (atomic files and caches,
+progress, services, the Docker API, the OpenAI-compatible client). A module's driver here takes
+its parameters (or the AnsibleModule, where it runs commands), hands readings to the pure side and
+applies its answer; failures are raised as errors.py's kinds with the message for people.
+"""

@@ -10,12 +10,11 @@ function behind the node's /etc/nccl.conf and env file.
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import RAY_WORKER
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import check_extra_args, server_argv
 
 MODEL_ROOT = "/models"
 RAY_PORT = 6379
-# A Ray worker rank runs `ray start`, not the engine: the engine on the head drives it.
-RAY_WORKER = "ray-worker"
 
 
 def rank_nccl_env(node):
@@ -128,8 +127,3 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
             ]
         ranks.append(entry)
     return ranks
-
-
-def runs_engine(rank):
-    """True when the rank's argv is the engine's command line (a Ray worker's is `ray start`)."""
-    return rank.get("role") != RAY_WORKER

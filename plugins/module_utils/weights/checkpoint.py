@@ -5,10 +5,10 @@ functions judge a checkpoint for `checkpoint_facts`, for the staging source and 
 seat makes before it starts its engine offline.
 """
 
-import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 
 MANIFEST_NAME = ".seatwright-manifest.json"
 MANIFEST_FORMAT = "seatwright-parity/1"
@@ -43,20 +43,6 @@ DTYPE_BITS = {
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def parse_json(data):
-    """Parse JSON bytes or text; ValueError (never RecursionError) for anything that is not plain JSON.
-
-    Headers, indexes, manifests and listings come from disk or the network: a document nested
-    deeper than Python's recursion limit must be refused as damage, not crash the reader.
-    """
-    if isinstance(data, bytes):
-        data = data.decode("utf-8")
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read (Python's recursion limit)")
 
 
 def is_revision(value):

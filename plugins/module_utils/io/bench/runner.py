@@ -5,6 +5,7 @@ only drives AIPerf (its own venv, see scripts/aiperf-venv) once per concurrency 
 reads the engine's counters right before and right after each run, and hands the records over.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import urllib.request
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
 
 AIPERF_REQUIREMENTS = "requirements-aiperf.txt"
@@ -26,8 +28,6 @@ def aiperf_venv_dir(project_root):
 
     Shared by every checkout of the project on the machine; a changed pin makes a new venv.
     """
-    import hashlib
-
     with open(os.path.join(project_root, AIPERF_REQUIREMENTS), "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()[:12]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -305,8 +305,6 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
 
 
 def write_json(path, data):
-    from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
-
     atomic_write_json(path, data)
 
 

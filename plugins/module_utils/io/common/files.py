@@ -9,7 +9,8 @@ import os
 import tempfile
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 
 
 def fingerprint(data):
@@ -128,3 +129,38 @@ def converge_files(folders, files, check_mode=False):
             }
         )
     return results
+
+
+def node_files(folders, files, check_mode=False, want_diff=False):
+    """The node_files module's run: check the entries, converge them, and report what changed.
+
+    SeatwrightError names the entry or the path that could not be made.
+    """
+    problem = _entries_problem(folders, "folders", ["path"]) or _entries_problem(files, "files", ["path", "content"])
+    if problem:
+        raise SeatwrightError(problem)
+    try:
+        results = converge_files(folders, files, check_mode)
+    except (OSError, ValueError) as exc:
+        raise SeatwrightError("could not write %s: %s" % (getattr(exc, "filename", None) or "a file", exc))
+    changed = [r for r in results if r["changed"]]
+    result = {
+        "changed": bool(changed),
+        "changed_paths": [r["path"] for r in changed],
+        "paths": [{"path": r["path"], "kind": r["kind"], "changed": r["changed"]} for r in results],
+    }
+    if want_diff:
+        result["diff"] = [
+            {"before_header": r["path"], "after_header": r["path"], "before": r["before"], "after": r["after"]}
+            for r in changed
+            if r["kind"] == "file"
+        ]
+    return result
+
+
+def _entries_problem(entries, kind, needs):
+    for position, entry in enumerate(entries):
+        missing = [key for key in needs if not isinstance(entry.get(key), str)]
+        if missing or not entry["path"].startswith("/"):
+            return "%s[%d]: expected an absolute path and %s, got %r" % (kind, position, ", ".join(needs), entry)
+    return None

@@ -5,6 +5,8 @@ Raw readings only; fabric/links.py interprets them.
 
 import os
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import FabricError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.links import fabric_facts
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.platform_probe import (
     iommu_group_count,
     read_bridge_configs,
@@ -102,3 +104,14 @@ def read_snapshot(root, fabric_iface):
         "kernel_release": kernel,
         "iommu_groups": iommu_group_count(root)[0] or 0,
     }
+
+
+def read_fabric_facts(root, fabric_iface=None, fabric_ip=None):
+    """The fabric_facts module's run: a sysfs snapshot under `root`, interpreted by fabric/links.py.
+
+    FabricError when `root` holds no sys/ folder (a mistyped sysfs_root, not a node without RDMA).
+    """
+    if not os.path.isdir(os.path.join(root, "sys")):
+        raise FabricError("sysfs_root %s has no sys/ folder; pass the folder that holds sys/ and proc/" % root)
+    facts = fabric_facts(read_snapshot(root, fabric_iface), fabric_iface, fabric_ip)
+    return dict(changed=False, ansible_facts={"seatwright_fabric": facts})

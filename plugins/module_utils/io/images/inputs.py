@@ -166,3 +166,22 @@ def _plain(info):
     if info.isfile():
         info.mode = 0o755 if info.mode & 0o111 else 0o644
     return info
+
+
+def build_context(dest, files, wheelhouse=None, check_mode=False):
+    """The engine_image_context module's run: the context tar at `dest`, written once per content tag.
+
+    ImageError naming what is missing on the controller or why the tar could not be written.
+    """
+    missing = sorted(
+        path for path in list(files.values()) + ([wheelhouse] if wheelhouse else []) if not os.path.exists(path)
+    )
+    if missing:
+        raise ImageError("engine image context %s: %s missing on the controller" % (dest, ", ".join(missing)))
+    if check_mode:
+        return dict(changed=not os.path.exists(dest), dest=dest)
+    try:
+        changed = write_context(dest, files, wheelhouse)
+    except OSError as exc:
+        raise ImageError("engine image context %s could not be written: %s" % (dest, exc))
+    return dict(changed=changed, dest=dest)

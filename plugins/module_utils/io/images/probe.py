@@ -8,6 +8,7 @@ images/facts.py parses.
 
 import os
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
@@ -85,3 +86,29 @@ def probe_image(reference, engine, python, cache_dir, docker_socket, timeout_s, 
     if may_write:
         atomic_write_json(cache_path, facts)
     return facts, False
+
+
+def image_facts(params, may_write=True):
+    """The engine_image_facts module's run: the image's facts keyed by its definition's name.
+
+    ImageError, prefixed with the name, when the probe fails or the image is not on the node.
+    """
+    name = params["name"]
+    try:
+        facts, cached = probe_image(
+            params["image"],
+            params["engine"],
+            params["python"],
+            params["cache_dir"],
+            params["docker_socket"],
+            params["timeout_s"],
+            may_write=may_write,
+        )
+    except ImageError as exc:
+        raise ImageError("%s: %s" % (name, exc))
+    if facts is None:
+        raise ImageError(
+            "%s: image %s is not in this node's Docker engine; build or distribute it first "
+            "(playbooks/images.yml)" % (name, params["image"])
+        )
+    return dict(changed=False, cached=cached, ansible_facts={"seatwright_engine_images": {name: facts}})

@@ -6,8 +6,15 @@ every interpretation lives in gpu.py.
 
 import os
 import sys
+import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ProbeUnavailable
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import (
+    SMI_TELEMETRY_FIELDS,
+    gpu_from_nvml,
+    gpus_from_smi_csv,
+    is_emulated,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import GpuInputError, ProbeUnavailable
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     SMI_QUERY_FIELDS,
     devices_from_smi_rows,
@@ -18,6 +25,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     reading_from_nvml,
 )
 
+try:
+    import pynvml
+except ImportError:  # nvidia-ml-py is optional on a node: nvidia-smi answers without it
+    pynvml = None
+
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 
 
@@ -26,9 +38,7 @@ def _text(value):
 
 
 def _nvml():
-    try:
-        import pynvml
-    except ImportError:
+    if pynvml is None:
         raise ProbeUnavailable("nvidia-ml-py (pynvml) is not installed for %s" % sys.executable)
     return pynvml
 
@@ -185,8 +195,6 @@ def set_power_limit(module, source, index, watts):
 
 def read_telemetry_nvml():
     """Power, SM clock, utilisation and temperature of every GPU from NVML (one sample)."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import gpu_from_nvml
-
     pynvml = _nvml()
     try:
         pynvml.nvmlInit()
@@ -215,11 +223,6 @@ def read_telemetry_nvml():
 
 def read_telemetry_smi(module, binary):
     """The same sample from `nvidia-smi --query-gpu`."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import (
-        SMI_TELEMETRY_FIELDS,
-        gpus_from_smi_csv,
-    )
-
     out = _smi(module, binary, ["--query-gpu=" + ",".join(SMI_TELEMETRY_FIELDS), "--format=csv,noheader,nounits"])
     try:
         return gpus_from_smi_csv(out)
@@ -237,8 +240,6 @@ def telemetry_reader(module, backend="auto"):
         except ProbeUnavailable as exc:
             reasons.append(str(exc))
     if backend in ("auto", "nvidia-smi"):
-        from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import is_emulated
-
         binary = module.get_bin_path("nvidia-smi")
         if binary is None:
             reasons.append("nvidia-smi is not on PATH")
@@ -257,8 +258,6 @@ def sample_series(read, interval_s, duration_s, stop_file=None, should_stop=None
 
     Each sample is {"t": epoch seconds, "gpus": [...]}; a failed reading is kept as {"t", "error"}.
     """
-    import time
-
     samples, deadline = [], time.time() + duration_s
     while True:
         now = time.time()
@@ -319,3 +318,22 @@ def set_clock_lock(module, source, index, clock_lock):
         _smi(module, binary, ["-i", str(index), "-lgc", "%d,%d" % (clock_lock["min_mhz"], clock_lock["max_mhz"])])
     else:
         _smi(module, binary, ["-i", str(index), "-rgc"])
+
+
+def record_telemetry(module, duration_s, interval_s, stop_file=None, backend="auto"):
+    """The gpu_telemetry module's run: samples until the window ends or `stop_file` appears.
+
+    A node with no reader gets an empty series and the reason: telemetry is evidence beside a
+    benchmark, never a reason to stop it. GpuInputError for a window that cannot be sampled.
+    """
+    if duration_s < 1 or interval_s <= 0:
+        raise GpuInputError(
+            "gpu_telemetry: duration_s must be 1 or more and interval_s above 0 (got %r, %r)" % (duration_s, interval_s)
+        )
+    telemetry = {"source": None, "emulated": False, "interval_s": interval_s, "samples": []}
+    try:
+        read, source, emulated = telemetry_reader(module, backend)
+    except ProbeUnavailable as exc:
+        return dict(changed=False, telemetry=dict(telemetry, reason=str(exc)))
+    samples = sample_series(read, interval_s, duration_s, stop_file)
+    return dict(changed=False, telemetry=dict(telemetry, source=source, emulated=emulated, samples=samples))

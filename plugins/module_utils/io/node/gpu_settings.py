@@ -10,6 +10,7 @@ import ast
 import io
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu_settings
     check_clock_lock,
     plan_settings,
     request_from_boot_settings,
+    settings_diff,
     settings_readback_failures,
 )
 
@@ -122,6 +124,30 @@ def bundle_bytes():
             info.external_attr = 0o644 << 16
             archive.writestr(info, files[path])
     return buffer.getvalue()
+
+
+# The module parameters that make the request; the rest say where to read and what to write.
+REQUEST_KEYS = ("power_limit_w", "power_overrides", "power_state", "gpus", "persistence", "clock_lock")
+
+
+def apply_settings(module, want_diff=False):
+    """The gpu_settings module's run: its parameters handed to converge(), with a diff on request."""
+    params = module.params
+    host = params["host"] or platform.node()
+    request = {key: params[key] for key in REQUEST_KEYS}
+    result = converge(
+        module,
+        host,
+        request,
+        params["backend"],
+        params["record_path"],
+        params["settings_file"],
+        params["boot_bundle"],
+        module.check_mode,
+    )
+    if want_diff:
+        result["diff"] = settings_diff(result)
+    return result
 
 
 def converge(

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import read_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     INDEX_NAME,
     MANIFEST_NAME,
@@ -19,12 +20,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
     assemble_report,
     blob_hash_kind,
     check_index,
+    failure_message,
     git_blob_prefix,
     header_length,
     is_hidden,
+    is_revision,
     is_staging_artifact,
     judge_files,
-    parse_json,
     parse_manifest,
     parse_safetensors_header,
     revision_problems,
@@ -301,3 +303,29 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
     for rel, seen in files.items():
         seen["expect"] = expected.get(rel, {})
     return report, files
+
+
+def checkpoint_facts(params):
+    """The checkpoint_facts module's run: check the request, scan, and hold the checkpoint to what
+    the caller requires. CheckpointError with the message for people (and the facts, once read)."""
+    path = params["path"]
+    if params["revision"] is not None and not is_revision(params["revision"]):
+        raise CheckpointError(
+            "revision %r is not a pinned 40-hex commit id; pin the full commit of the model "
+            "repository, not a branch or tag" % params["revision"]
+        )
+    if not os.path.isdir(path):
+        raise CheckpointError(
+            "checkpoint path %s is not a directory on this host; stage the checkpoint first "
+            "(playbooks/weights.yml) or fix the path" % path
+        )
+    if params["hash_workers"] < 1:
+        raise CheckpointError("hash_workers is %d; give 1 or more" % params["hash_workers"])
+    try:
+        report, _files = scan_checkpoint(path, params["revision"], params["mode"], params["hash_workers"])
+    except OSError as exc:
+        raise CheckpointError("could not read checkpoint %s: %s" % (path, exc))
+    facts = {"seatwright_checkpoint": report}
+    if params["require_verified"] and not report["verified"] or params["require_complete"] and not report["complete"]:
+        raise CheckpointError(failure_message(path, report, params["require_verified"]), ansible_facts=facts)
+    return dict(changed=False, ansible_facts=facts)

@@ -19,6 +19,7 @@ import json
 import mmap
 import os
 import posixpath
+import re
 import stat
 import threading
 import time
@@ -36,13 +37,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     load_manifest,
     new_hashers,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     MANIFEST_NAME,
     build_manifest,
     is_hidden,
+    is_revision,
     is_staging_artifact,
     manifest_differs,
-    parse_json,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     digest_problem,
@@ -65,9 +67,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
     authorization,
     listing_signed,
     new_nonce,
+    valid_client_name,
 )
 
 ALIGN = 4096
+
+# The checkpoint's name becomes a folder and a state file name: no separators, no dot-dot tricks.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 class Throttle:
@@ -840,3 +846,52 @@ def _run_transfers(source, units, pending, root, layout, options):
                 except OSError as exc:
                     failures[target] = "write failed here: %s" % exc
     return records, failures
+
+
+def run_stage(params, check_mode, want_diff):
+    """The weight_stage module's run: check the request, stage, and shape the result.
+
+    StagingError with the message for people, naming the host's own failure apart from the source's.
+    """
+    check_stage_request(params)
+    try:
+        parse_source_url(params["source_url"])
+        options = dict(params, bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6))
+        result = stage(options, check_mode=check_mode)
+    except OSError as exc:
+        raise StagingError("staging %s into %s failed on this host: %s" % (params["name"], params["dest"], exc))
+    diff = result.pop("diff", None)
+    if want_diff and diff is not None:
+        result["diff"] = diff
+    return result
+
+
+def check_stage_request(params):
+    """StagingError naming the first parameter that cannot make a staging run."""
+    if params["revision"] is not None and not is_revision(params["revision"]):
+        raise StagingError("revision %r is not a pinned 40-hex commit id" % params["revision"])
+    if not _SAFE_NAME.match(params["name"]):
+        raise StagingError("name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
+    if not valid_client_name(params["client"]):
+        raise StagingError("client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
+    for field in ("streams", "connect_timeout_s", "io_timeout_s"):
+        if params[field] < 1:
+            raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
+    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
+        if params[field] < 0:
+            raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
+
+
+def source_ready(params):
+    """The weight_source_ready module's run: the source's listing once it answers, StagingError otherwise."""
+    if params["timeout_s"] < 1:
+        raise StagingError("timeout_s is %d; give 1 or more" % params["timeout_s"])
+    if not valid_client_name(params["client"]):
+        raise StagingError("client %r may hold only letters, digits and '._:@-'" % params["client"])
+    try:
+        listing = confirm_source(params["source_url"], params["token"], params["client"], params["timeout_s"])
+    except StagingError as exc:
+        raise StagingError("staging stopped before any node connected: %s" % exc)
+    except OSError as exc:
+        raise StagingError("cannot check the weights source at %s: %s" % (params["source_url"], exc))
+    return dict(changed=False, listing=listing)

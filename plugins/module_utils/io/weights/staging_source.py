@@ -19,7 +19,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError, StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_bytes,
     atomic_write_json,
     cache_lookup,
     fingerprint,
@@ -28,9 +30,15 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     hash_many,
     scan_checkpoint,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import parse_json, problem_lines
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import build_listing, fetch_units
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, problem_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
+    build_listing,
+    check_bind_address,
+    fetch_units,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
+    MIN_SECRET_CHARS,
     SIGNATURE_HEADER,
     check_request,
     listing_signature,
@@ -329,3 +337,78 @@ def serve_until_done(server, idle_timeout_s, lifetime_s, poll_s=0.2):
         "refused_requests": server.refused_requests,
         "handler_errors": server.handler_errors,
     }
+
+
+def run_source(params, check_mode):
+    """The weight_source module's run: check the request, list the checkpoint, serve it until done.
+
+    StagingError with the message for people (and the listing summary, once there is one, as a
+    detail); the result with the listing summary and the serving statistics otherwise.
+    """
+    check_source_request(params)
+    may_write = not check_mode
+    try:
+        listing, served, _report = source_listing(
+            params["path"], params["revision"], params["name"], params["state_dir"], params["hash_workers"], may_write
+        )
+    except (CheckpointError, OSError) as exc:
+        raise StagingError("cannot list source checkpoint %s: %s" % (params["path"], exc))
+    summary = {
+        "files": len(listing["files"]),
+        "bytes": sum(f["size"] for f in listing["files"]),
+        "layout": listing["layout"],
+        "revision": listing["revision"],
+    }
+    pidfile = os.path.join(params["state_dir"], "source-%d.pid" % params["port"])
+    try:
+        server = bind_server(
+            params["bind_address"], params["port"], params["token"], listing, served, params["clients"], pidfile
+        )
+    except OSError as exc:
+        raise StagingError(bind_problem(params["bind_address"], params["port"], exc), listing=summary)
+    if may_write:
+        atomic_write_bytes(pidfile, b"%d\n" % os.getpid())
+    try:
+        stats = serve_until_done(server, params["idle_timeout_s"], params["lifetime_s"])
+    finally:
+        if may_write and os.path.exists(pidfile):
+            os.unlink(pidfile)
+    if listing["problems"]:
+        raise StagingError(
+            "source checkpoint %s is damaged, nothing was served: %s"
+            % (params["path"], "; ".join(listing["problems"])),
+            listing=summary,
+            **stats,
+        )
+    return dict(changed=False, listing=summary, **stats)
+
+
+def check_source_request(params):
+    """StagingError naming the first parameter that cannot make a safe source."""
+    if params["revision"] is not None and not is_revision(params["revision"]):
+        raise StagingError("revision %r is not a pinned 40-hex commit id" % params["revision"])
+    if not os.path.isdir(params["path"]):
+        raise StagingError(
+            "source checkpoint %s is not a directory on this host; check weights_source_path "
+            "and weights_source_host" % params["path"]
+        )
+    if len(params["token"]) < MIN_SECRET_CHARS:
+        raise StagingError(
+            "token is too short to protect the source (%d characters or more expected)" % MIN_SECRET_CHARS
+        )
+    address_problem = check_bind_address(params["bind_address"])
+    if address_problem:
+        raise StagingError("weight_source: %s" % address_problem)
+    for field in ("port", "clients", "idle_timeout_s", "lifetime_s", "hash_workers"):
+        if params[field] < 1:
+            raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
+
+
+def bind_problem(address, port, exc):
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            "another process already listens on %s:%d, so this run's source cannot: "
+            "destinations must not talk to it. Find it (ss -ltnp 'sport = :%d'), stop it or "
+            "choose another weights_source_port, and run again." % (address, port, port)
+        )
+    return "cannot listen on %s:%d (%s): is the address this host's fabric address?" % (address, port, exc)

@@ -1,0 +1,104 @@
+"""Evicting and restoring a node's co-tenants, for the seat_cotenants module.
+
+seat/cotenants.py decides which co-tenants an exclusive seat stops and what a record asks to
+restore; this file observes them (docker, systemctl through io/common/services.py), keeps the
+record on the node and applies the decision. Failures raise SeatError or ServiceError with the
+message for people; a failed restore carries what was done as details.
+"""
+
+import json
+import os
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
+    is_running,
+    start_cotenant,
+    stop_cotenant,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
+    eviction_plan,
+    merge_record,
+    restore_actions,
+)
+
+
+def converge_cotenants(params, check_mode):
+    """The seat_cotenants result for `params` (state evicted or restored)."""
+    host = params["host_name"]
+    try:
+        if params["state"] == "evicted":
+            return evict(params, check_mode)
+        result, problem = restore(params, check_mode)
+    except (SeatError, ServiceError, ValueError, OSError) as exc:
+        raise SeatError("host %s: %s" % (host, exc))
+    if problem:
+        raise ServiceError(
+            "host %s: co-tenants not restored: %s; the record stays at %s so a re-run of "
+            "playbooks/teardown.yml retries" % (host, problem, params["record_path"]),
+            **result,
+        )
+    return result
+
+
+def read_record(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def evict(params, check_mode):
+    plan = eviction_plan(params["host_name"], params["cotenants"], params["seat_gpus"], params["exclusive"])
+    observed = [dict(item, running=is_running(item["kind"], item["name"])) for item in plan["stop"]]
+    existing = read_record(params["record_path"])
+    record = merge_record(params["host_name"], params["seat"], existing, observed)
+    running = [item for item in observed if item["running"]]
+    evicted = [
+        {"host": params["host_name"], "name": entry["name"], "kind": entry["kind"]}
+        for entry in record["entries"]
+        if entry["was_running"]
+    ]
+    if check_mode:
+        return dict(
+            changed=bool(running),
+            stopped=[dict(i, how="would stop") for i in running],
+            kept=plan["keep"],
+            record=record,
+            evicted=evicted,
+        )
+    # The record is written before anything stops, so a failure halfway still knows what to restore.
+    if plan["stop"] or existing:
+        atomic_write_bytes(params["record_path"], json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+    stopped = []
+    for item in running:
+        stopped.append(dict(item, how=stop_cotenant(item["kind"], item["name"], params["stop_timeout_s"])))
+    return dict(changed=bool(stopped), stopped=stopped, kept=plan["keep"], record=record, evicted=evicted)
+
+
+def restore(params, check_mode):
+    """(result, problem): problem names what could not be put back, None when all is back."""
+    record = read_record(params["record_path"])
+    if record is None:
+        return dict(changed=False, started=[], actions=[], record={}), None
+    names = {entry["name"]: entry["kind"] for entry in record.get("entries", []) if isinstance(entry, dict)}
+    observed = {}
+    for name, kind in names.items():
+        observed[name] = is_running(kind, name) if kind in ("container", "systemd") else False
+    actions = restore_actions(params["host_name"], record, observed)
+    starts = [a for a in actions if a["action"] == "start"]
+    if check_mode:
+        return dict(changed=bool(starts), started=[a["name"] for a in starts], actions=actions, record=record), None
+    failures, started = [], []
+    for action in starts:
+        try:
+            start_cotenant(action["kind"], action["name"])
+            started.append(action["name"])
+        except ServiceError as exc:
+            failures.append(str(exc))
+    not_running = [a["name"] for a in actions if a["was_running"] and not is_running(a["kind"], a["name"])]
+    if failures or not_running:
+        return dict(started=started, actions=actions, record=record), "; ".join(failures) or ", ".join(not_running)
+    os.unlink(params["record_path"])
+    # The record is gone either way: that alone is a change on the node.
+    return dict(changed=True, started=started, actions=actions, record=record), None
