@@ -8,7 +8,7 @@ description:
   - Loads the seat's recipe, validates it against the JSON Schema, applies the SM120 and multi-node
     compatibility rules, checks that the checkpoint fits the GPUs, and renders the exact argv and
     environment of every node rank for vLLM or SGLang.
-  - Each rank carries the complete spec of its container (and of the Ray head's beside it):
+  - Each rank carries the complete spec of its container (and of the Ray head's beside it),
     image, entrypoint and command, env, labels, network, IPC, /dev/shm, GPUs, ulimits, mounts; the
     API key is held by name and supplied only when the container starts.
   - A host may carry C(seat_models_root) and C(seat_engine_run_args); they shape its containers'
@@ -94,7 +94,7 @@ plan:
       C(launchable), C(ready), C(reasons), C(checkpoint_bytes), C(node_vram_bytes),
       C(per_rank_weight_bytes), C(rules) (each with C(id) and C(reason)), C(refusals), C(unknowns),
       and C(ranks) (each with C(host), C(rank), C(argv), C(env), and C(container_spec) with
-      C(setup_container_spec): the complete container each part of the rank runs).
+      C(setup_container_spec), the complete container each part of the rank runs).
   returned: success
   type: dict
 summary:
