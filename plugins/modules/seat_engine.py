@@ -6,9 +6,9 @@ DOCUMENTATION = r"""
 module: seat_engine
 short_description: One container of a seat's rank, started to the plan's spec or removed
 description:
-  - C(state=started) runs the container the plan's I(spec) describes (seat/container.py: image,
-    entrypoint and command, env, labels, network, IPC, /dev/shm, GPUs, ulimits, capabilities,
-    mounts, site run options), with its env from a 0600 file. A running container of that name
+  - C(state=started) runs the container the plan's I(spec) describes (seat/container.py), with
+    its image, entrypoint and command, env (from a 0600 file), labels, network, IPC, /dev/shm,
+    GPUs, ulimits, capabilities, mounts and site run options. A running container of that name
     that carries the same spec fingerprint (spec, image id, secret hashes) and reads back equal to
     the spec is kept; otherwise it is replaced, and the fields that drifted are returned.
   - Secrets are named in the spec (e.g. the API key as C(seat_api_key)) and their values come
