@@ -14,6 +14,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
     docker_run_argv,
     fingerprint,
     read_back,
+    redact_argv,
+    resolved_command,
     secret_env,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import MODEL_ROOT
@@ -365,3 +367,15 @@ def test_a_key_set_where_the_plan_sets_none_is_named(plans):
     inspect = inspect_of(spec, {"seat_api_key": KEY})
     (problem,) = read_back(spec, inspect, IMAGE_ENV, IMAGE_ID, {"seat_api_key": ""})
     assert "env VLLM_API_KEY: set, but the secret seat_api_key is empty" in problem
+
+
+def test_a_process_argv_loses_the_key_and_says_whether_it_matched():
+    spec = h200_plan("inkling-small")["ranks"][0]["container_spec"]
+    argv = [spec["entrypoint"]] + spec["command"] + ["--api-key", KEY]
+    secrets = {"seat_api_key": KEY}
+    redacted = redact_argv(argv, spec, secrets)
+    assert KEY not in redacted and redacted[-1] == "<secret seat_api_key>"
+    assert redact_argv(argv, spec, {"seat_api_key": "other"})[-1] == "<not the secret seat_api_key>"
+    # What read-back expects of the process: the same placeholder, only when the key is set.
+    assert [spec["entrypoint"]] + resolved_command(spec, secrets, shown=True) == redacted
+    assert resolved_command(spec, {"seat_api_key": ""}, shown=True) == spec["command"]

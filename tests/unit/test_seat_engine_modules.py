@@ -9,7 +9,7 @@ import seat_engine
 import seat_engine_probe
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
-from test_container import IMAGE_ENV, IMAGE_ID, KEY, inspect_of, lab_plan
+from test_container import IMAGE_ENV, IMAGE_ID, KEY, h200_plan, inspect_of, lab_plan
 
 
 class FakeDocker:
@@ -161,3 +161,45 @@ def test_the_probe_reads_every_field_back_and_names_a_difference(capsys, tmp_pat
         "node-a: seatwright-lab-rank0: env VLLM_API_KEY: differs from the secret seat_api_key (value not shown)"
     ]
     assert "log" not in result["containers"][0] and result["nccl"]["flag"] is None
+
+
+def test_an_sglang_key_in_the_process_argv_is_compared_by_hash_and_never_returned(capsys, tmp_path, monkeypatch):
+    # The recipe records no image reference yet; the test names one.
+    spec = dict(h200_plan("inkling-small")["ranks"][0]["container_spec"], image="lmsysorg/sglang:test")
+    secrets = {"seat_api_key": KEY}
+    docker = FakeDocker(spec, secrets)
+    monkeypatch.setattr(io_engine, "docker", docker.docker)
+    monkeypatch.setattr(io_engine, "container_state", docker.state)
+    assert run(capsys, seat_engine, started(spec, tmp_path))["action"] == "started"
+    (run_call,) = [call for call in docker.calls if call[0] == "run"]
+    assert (
+        run_call[-2:] == ["--api-key", KEY] and "VLLM_API_KEY" not in (tmp_path / (spec["name"] + ".env")).read_text()
+    )
+    process_argv = [spec["entrypoint"]] + spec["command"] + ["--api-key", KEY]
+    monkeypatch.setattr(
+        io_engine,
+        "probe",
+        lambda names, *a: {
+            "containers": [{"name": names[0], "running": True, "argv": list(process_argv), "env": {}}],
+            "evidence_files": {},
+        },
+    )
+    args = dict(
+        names=[spec["name"]],
+        read_process=True,
+        expected_argv=[spec["entrypoint"]] + spec["command"],
+        expected_env={},
+        expected_specs=[spec],
+        secrets=secrets,
+        image_id=IMAGE_ID,
+    )
+    result = run(capsys, seat_engine_probe, args)
+    assert result["differences"] == []
+    assert result["containers"][0]["argv"][-2:] == ["--api-key", "<secret seat_api_key>"]
+    assert KEY not in json.dumps(result)
+    process_argv[-1] = "guessed"
+    result = run(capsys, seat_engine_probe, args)
+    assert result["differences"] == [
+        "this node: the engine runs a different command line than the plan: argument %d is "
+        "'<not the secret seat_api_key>', the plan says '<secret seat_api_key>'" % (len(process_argv) - 1)
+    ]

@@ -159,18 +159,39 @@ def _secret_value(secrets, item):
 
 
 def resolved_command(spec, secrets=None, shown=False):
-    """The spec's command with each flag secret appended (its value, or a placeholder when shown)."""
+    """The spec's command with each flag secret appended: its value, or a placeholder when shown.
+
+    Shown without secrets (the plan), every flag secret appears as a placeholder; shown with
+    secrets (read-back), only those that have a value.
+    """
     command = list(spec["command"])
     for item in spec["secrets"]:
         if "flag" not in item:
             continue
-        if shown:
-            command += [item["flag"], SHOWN_SECRET % item["secret"]]
-            continue
         value = _secret_value(secrets, item)
-        if value is not None:
+        if shown and (secrets is None or value is not None):
+            command += [item["flag"], SHOWN_SECRET % item["secret"]]
+        elif not shown and value is not None:
             command += [item["flag"], value]
     return command
+
+
+def redact_argv(argv, spec, secrets=None):
+    """A process's argv with the value after each of the spec's secret flags replaced.
+
+    The placeholder says whether the value matched the secret (compared by hash), so the
+    argv can be compared with the plan's and written to evidence without the key.
+    """
+    flags = {item["flag"]: item for item in spec["secrets"] if "flag" in item}
+    out = list(argv or [])
+    for index in range(len(out) - 1):
+        item = flags.get(out[index])
+        if item is None:
+            continue
+        value = _secret_value(secrets, item)
+        same = value is not None and secret_hash(out[index + 1]) == secret_hash(value)
+        out[index + 1] = SHOWN_SECRET % item["secret"] if same else "<not the secret %s>" % item["secret"]
+    return out
 
 
 def secret_env(spec, secrets):

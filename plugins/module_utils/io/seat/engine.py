@@ -25,6 +25,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
     docker_run_argv,
     fingerprint,
     read_back,
+    redact_argv,
+    resolved_command,
     secret_env,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
@@ -346,9 +348,18 @@ def probe_result(params):
         result["ray_nodes"], result["verdict"] = _ray_verdict(params, first, elapsed)
     elif elapsed is not None and params["timeout_s"] is not None:
         result["verdict"] = readiness_verdict(result, elapsed, params["timeout_s"], params["served_name"])
-    if params["expected_argv"] is not None and params["read_process"]:
+    specs = {spec.get("name"): spec for spec in params.get("expected_specs") or []}
+    expected_argv = params["expected_argv"]
+    for item in result["containers"]:
+        spec = specs.get(item["name"])
+        if spec and item.get("argv") is not None:
+            # A flag secret (SGLang's --api-key) is in the process's argv: compared by hash, never kept.
+            item["argv"] = redact_argv(item["argv"], spec, params.get("secrets"))
+            if item is first and expected_argv is not None:
+                expected_argv = [spec["entrypoint"]] + resolved_command(spec, params.get("secrets") or {}, shown=True)
+    if expected_argv is not None and params["read_process"]:
         result["differences"] = compare_running(
-            params["host"], params["expected_argv"], first.get("argv"), params["expected_env"] or {}, first.get("env")
+            params["host"], expected_argv, first.get("argv"), params["expected_env"] or {}, first.get("env")
         )
     if params.get("expected_specs") is not None:
         differences = result.setdefault("differences", [])
