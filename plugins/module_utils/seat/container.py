@@ -43,6 +43,7 @@ def api_key_route(engine_name):
 
 def _gpu_fields(device, gpus):
     if device != "cuda":
+        # Said outright, not left to the daemon's default IPC mode, so read-back can compare it.
         return {"gpus": None, "ipc_mode": "private", "ulimits": []}
     return {
         # Docker's --gpus device list: the GPUs this rank owns, with the 'gpu' capability.
@@ -62,6 +63,7 @@ def container_spec(plan_ctx, rank, part):
     """
     if part not in PARTS:
         raise SeatError("container part %r is not one of %s" % (part, ", ".join(PARTS)))
+    # The Ray head is PID 1 of its container: without --block `ray start` returns and the container exits.
     argv = list(rank["setup"][0]) + ["--block"] if part == "ray-head" else list(rank["argv"])
     env = dict(rank["env"])
     name = rank["setup_container"] if part == "ray-head" else rank["container"]
