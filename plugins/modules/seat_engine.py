@@ -1,17 +1,21 @@
 #!/usr/bin/python
-"""Start one engine rank's container to the plan's spec, or take it down within a bound."""
+"""Start one container of a seat's rank to the plan's spec, or take containers down within a bound."""
 
 DOCUMENTATION = r"""
 ---
 module: seat_engine
-short_description: One engine rank of a seat as a container, started to a spec or removed
+short_description: One container of a seat's rank, started to the plan's spec or removed
 description:
-  - C(state=started) runs the rank's container (host network, the engine as PID 1 with the plan's
-    argv, the env from a 0600 file) unless a running container of that name already carries the
-    same spec fingerprint (image id, argv, env, mounts, run options), in which case nothing
-    changes and the same container keeps serving. A different spec replaces it.
-  - The image must be present with the id the plan checked (I(image_id)); a different id fails
-    before anything starts.
+  - C(state=started) runs the container the plan's I(spec) describes (seat/container.py), with
+    its image, entrypoint and command, env (from a 0600 file), labels, network, IPC, /dev/shm,
+    GPUs, ulimits, capabilities, mounts and site run options. A running container of that name
+    that carries the same spec fingerprint (spec, image id, secret hashes) and reads back equal to
+    the spec is kept; otherwise it is replaced, and the fields that drifted are returned.
+  - Secrets are named in the spec (e.g. the API key as C(seat_api_key)) and their values come
+    from I(secrets) only here, at start; an env secret goes into the 0600 env file, a flag secret
+    (SGLang's C(--api-key)) onto the command line, as the engine table says.
+  - The image must be present with the id bring-up checked (I(image_id), else the spec's); a
+    different id fails before anything starts.
   - C(state=absent) stops the containers within I(stop_timeout_s) and force-removes them (a
     shutdown that hangs Docker must not block the restore of evicted services).
 options:
@@ -20,8 +24,15 @@ options:
     type: str
     choices: [started, absent]
     required: true
+  spec:
+    description: The container spec from the plan (a rank's C(container_spec) or C(setup_container_spec)).
+    type: dict
+  secrets:
+    description: Values of the secrets the spec names, by name (e.g. C(seat_api_key)); never logged.
+    type: dict
+    default: {}
   name:
-    description: Container name (C(state=started)).
+    description: Container to remove (C(state=absent)).
     type: str
   names:
     description: Containers to remove (C(state=absent)); defaults to I(name).
@@ -31,24 +42,13 @@ options:
   seat:
     description: With C(state=absent), also remove every container labelled as part of this seat.
     type: str
-  image:
-    description: Image reference to run.
-    type: str
   image_id:
     description: The image id (sha256:...) bring-up checked on every node; the container must use it.
     type: str
-  argv:
-    description: The engine's argv from the plan; argv[0] becomes the entrypoint.
-    type: list
-    elements: str
-  env:
-    description: The rank's environment (no secrets).
-    type: dict
-    default: {}
   multi_node:
     description:
       - The seat spans nodes. The node's rendered NCCL/Gloo env file (I(nccl_env_file)) must then
-        agree with I(env) on every C(NCCL_*)/C(GLOO_*) value, or nothing starts.
+        agree with the spec's env on every C(NCCL_*)/C(GLOO_*) value, or nothing starts.
     type: bool
     default: false
   nccl_env_file:
@@ -59,24 +59,6 @@ options:
     description: Inventory name of the node, for messages.
     type: str
     default: this node
-  secret_env:
-    description: Secret environment entries (the API key); never logged, hashed into the fingerprint.
-    type: dict
-    default: {}
-  labels:
-    description: Extra labels (without the io.seatwright. prefix) such as seat and rank.
-    type: dict
-    default: {}
-  mounts:
-    description: Volume specs, e.g. C(/srv/models/x:/models/x:ro).
-    type: list
-    elements: str
-    default: []
-  run_args:
-    description: Further docker run options (GPUs, IPC, shm, ulimits).
-    type: list
-    elements: str
-    default: []
   env_dir:
     description: Folder of the 0600 env files on the node.
     type: path
@@ -88,7 +70,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Reports whether the container would be started, replaced or removed.
+    details: Reports whether the container would be kept, started or replaced, or removed.
   diff_mode:
     support: none
 author:
@@ -96,25 +78,23 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Start node rank 0 of the lab seat
-  seat_engine:
+- name: Start node rank 0 of the lab seat to its plan
+  seatwright.fleet.seat_engine:
     state: started
-    name: seatwright-lab-rank0
-    image: seatwright/vllm-cpu:0.32.0
+    spec: "{{ plan.ranks[0].container_spec }}"
+    secrets:
+      seat_api_key: "{{ seat_api_key }}"
     image_id: sha256:0123...
-    argv: [python3, -m, vllm.entrypoints.openai.api_server, --model, /models/lab]
-    env: {HF_HUB_OFFLINE: "1"}
-    mounts: [/var/lib/seatwright/models/lab:/models/lab:ro]
 
 - name: Take the seat down
-  seat_engine:
+  seatwright.fleet.seat_engine:
     state: absent
-    names: [seatwright-lab-rank0]
+    seat: lab
 """
 
 RETURN = r"""
 container_id:
-  description: Id of the rank's container (state=started).
+  description: Id of the container (state=started).
   returned: state=started
   type: str
 started_epoch:
@@ -122,17 +102,22 @@ started_epoch:
   returned: state=started
   type: float
 env:
-  description: The environment the rank runs with (the plan's), without secrets.
+  description: The spec's environment (no secrets).
   returned: state=started
   type: dict
 spec_hash:
-  description: Fingerprint of the spec the container runs.
+  description: Fingerprint of the spec the container runs (secrets enter as hashes).
   returned: state=started
   type: str
 action:
   description: kept, started or replaced (state=started).
   returned: state=started
   type: str
+drift:
+  description: Where a running container with this spec's fingerprint differed from the spec (it was replaced).
+  returned: state=started
+  type: list
+  elements: str
 removed:
   description: Containers removed (state=absent).
   returned: state=absent
@@ -140,150 +125,30 @@ removed:
   elements: str
 """
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
-    container_state,
-    containers_labelled,
-    remove_container,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import (
-    image_id as read_image_id,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import (
-    remove,
-    run_container,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import (
-    LABEL_PREFIX,
-    nccl_env_drift,
-    parse_env_file,
-    spec_hash,
-)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import engine_result
 
-
-def _started(module, params):
-    name = params["name"]
-    for required in ("name", "image", "argv"):
-        if not params[required]:
-            module.fail_json(msg="seat_engine state=started needs %s" % required)
-    present = read_image_id(params["image"])
-    if present is None:
-        module.fail_json(
-            msg="image %s is not on this node; build or load it (the engine image role) before "
-            "bring-up" % params["image"]
-        )
-    if params["image_id"] and present != params["image_id"]:
-        module.fail_json(
-            msg="image %s on this node is %s, but bring-up checked %s; every node must run the "
-            "same image: load the same build everywhere" % (params["image"], present, params["image_id"])
-        )
-    public_env = dict(params["env"])
-    if params["multi_node"]:
-        if not os.path.exists(params["nccl_env_file"]):
-            module.fail_json(
-                msg="%s: %s is missing; prepare the node (site.yml, role nccl_env) before a "
-                "multi-node seat" % (params["host_name"], params["nccl_env_file"])
-            )
-        with open(params["nccl_env_file"], encoding="utf-8") as handle:
-            drift = nccl_env_drift(params["host_name"], public_env, parse_env_file(handle.read()))
-        if drift:
-            module.fail_json(msg="%s; re-run site.yml (role nccl_env) and plan the seat again" % "; ".join(drift))
-    env = dict(public_env)
-    env.update(params["secret_env"])
-    fingerprint = spec_hash(
-        present,
-        params["argv"],
-        env,
-        {"mounts": params["mounts"], "run_args": params["run_args"], "labels": params["labels"]},
-    )
-    state = container_state(name)
-    if state["running"] and state["labels"].get(LABEL_PREFIX + "spec") == fingerprint:
-        return dict(
-            changed=False,
-            action="kept",
-            container_id=state["id"],
-            spec_hash=fingerprint,
-            started_epoch=time.time(),
-            env=public_env,
-        )
-    action = "replaced" if state["exists"] else "started"
-    if module.check_mode:
-        return dict(
-            changed=True,
-            action=action,
-            container_id=state["id"],
-            spec_hash=fingerprint,
-            started_epoch=time.time(),
-            env=public_env,
-        )
-    if state["exists"]:
-        remove_container(name, params["stop_timeout_s"])
-    labels = dict(params["labels"], spec=fingerprint)
-    container_id = run_container(
-        name,
-        params["image"],
-        params["argv"],
-        env,
-        os.path.join(params["env_dir"], name + ".env"),
-        labels,
-        params["mounts"],
-        params["run_args"],
-    )
-    return dict(
-        changed=True,
-        action=action,
-        container_id=container_id,
-        spec_hash=fingerprint,
-        started_epoch=time.time(),
-        env=public_env,
-    )
-
-
-def _absent(module, params):
-    names = list(params["names"]) or ([params["name"]] if params["name"] else [])
-    if params["seat"]:
-        names += [n for n in containers_labelled(LABEL_PREFIX + "seat", params["seat"]) if n not in names]
-    if module.check_mode:
-        return dict(
-            changed=any(container_state(n)["exists"] for n in names),
-            removed=[n for n in names if container_state(n)["exists"]],
-        )
-    removed = remove(names, params["stop_timeout_s"], params["env_dir"])
-    return dict(changed=bool(removed), removed=removed)
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["started", "absent"], required=True),
+    spec=dict(type="dict"),
+    secrets=dict(type="dict", default={}, no_log=True),
+    name=dict(type="str"),
+    names=dict(type="list", elements="str", default=[]),
+    seat=dict(type="str"),
+    image_id=dict(type="str"),
+    multi_node=dict(type="bool", default=False),
+    nccl_env_file=dict(type="path", default="/etc/seatwright/nccl.env"),
+    host_name=dict(type="str", default="this node"),
+    env_dir=dict(type="path", default="/var/lib/seatwright/seat"),
+    stop_timeout_s=dict(type="int", default=30),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["started", "absent"], required=True),
-            name=dict(type="str"),
-            names=dict(type="list", elements="str", default=[]),
-            seat=dict(type="str"),
-            image=dict(type="str"),
-            image_id=dict(type="str"),
-            argv=dict(type="list", elements="str"),
-            env=dict(type="dict", default={}),
-            multi_node=dict(type="bool", default=False),
-            nccl_env_file=dict(type="path", default="/etc/seatwright/nccl.env"),
-            host_name=dict(type="str", default="this node"),
-            secret_env=dict(type="dict", default={}, no_log=True),
-            labels=dict(type="dict", default={}),
-            mounts=dict(type="list", elements="str", default=[]),
-            run_args=dict(type="list", elements="str", default=[]),
-            env_dir=dict(type="path", default="/var/lib/seatwright/seat"),
-            stop_timeout_s=dict(type="int", default=30),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    params["env"] = {str(k): str(v) for k, v in params["env"].items()}
-    params["secret_env"] = {str(k): str(v) for k, v in params["secret_env"].items()}
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        result = _started(module, params) if params["state"] == "started" else _absent(module, params)
+        result = engine_result(module.params, module.check_mode)
     except (ServiceError, SeatError, OSError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -10,6 +10,8 @@ description:
     C(/health) and C(/v1/models); with I(started_epoch) and I(timeout_s), the readiness verdict
     (ready, waiting, exited or timeout; see C(plugins/module_utils/seat/readiness.py)).
   - I(read_process) reads the engine's real argv and env from C(/proc/1) inside the container.
+  - I(expected_specs) reads each container back from Docker and names every field that differs
+    from the plan's spec.
   - I(dump) takes a C(py-spy dump) of every Python process in each container (for a hang).
   - Never changes the node.
 options:
@@ -60,6 +62,20 @@ options:
   expected_env:
     description: The env the first container was started with (no secrets), compared like I(expected_argv).
     type: dict
+  expected_specs:
+    description:
+      - The plan's container specs of the rank (seat/container.py). Each container is read back
+        (C(docker container inspect)) and every field that differs from its spec is named in
+        C(differences); secrets are compared by hash.
+    type: list
+    elements: dict
+  secrets:
+    description: Values of the secrets the specs name (e.g. C(seat_api_key)), compared by hash only.
+    type: dict
+    default: {}
+  image_id:
+    description: The image id bring-up checked; the containers must run it.
+    type: str
   transports:
     description: C({multi_node, roce}) to judge the NCCL channel lines of the first container's log.
     type: dict
@@ -114,95 +130,43 @@ verdict:
   description: The readiness verdict (state, done, failed, message), when started_epoch and timeout_s are given.
   returned: when asked
   type: dict
+differences:
+  description: Where the running process (argv, env) or a container (every spec field) differs from the plan.
+  returned: when expected_argv with read_process, or expected_specs, is given
+  type: list
+  elements: str
 """
-
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import engine_transports
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import probe, ray_nodes
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
-    ray_alive_verdict,
-    readiness_verdict,
-    wait_progress,
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import probe_result
+
+ARGUMENT_SPEC = dict(
+    names=dict(type="list", elements="str", required=True),
+    base_url=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    served_name=dict(type="str"),
+    started_epoch=dict(type="float"),
+    timeout_s=dict(type="int"),
+    log_tail=dict(type="int", default=40),
+    full_log=dict(type="bool", default=False),
+    read_process=dict(type="bool", default=False),
+    dump=dict(type="bool", default=False),
+    expected_argv=dict(type="list", elements="str"),
+    expected_env=dict(type="dict"),
+    expected_specs=dict(type="list", elements="dict"),
+    secrets=dict(type="dict", default={}, no_log=True),
+    image_id=dict(type="str"),
+    transports=dict(type="dict"),
+    ray_expected=dict(type="list", elements="dict"),
+    host=dict(type="str", default="this node"),
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import compare_running, redact_env
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            names=dict(type="list", elements="str", required=True),
-            base_url=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
-            served_name=dict(type="str"),
-            started_epoch=dict(type="float"),
-            timeout_s=dict(type="int"),
-            log_tail=dict(type="int", default=40),
-            full_log=dict(type="bool", default=False),
-            read_process=dict(type="bool", default=False),
-            dump=dict(type="bool", default=False),
-            expected_argv=dict(type="list", elements="str"),
-            expected_env=dict(type="dict"),
-            transports=dict(type="dict"),
-            ray_expected=dict(type="list", elements="dict"),
-            host=dict(type="str", default="this node"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        result = probe(
-            params["names"],
-            params["base_url"],
-            params["api_key"],
-            params["log_tail"],
-            params["full_log"],
-            params["read_process"],
-            params["dump"],
-            params["host"],
-        )
-        first = result["containers"][0]
-        elapsed = None if params["started_epoch"] is None else time.time() - params["started_epoch"]
-        if params["ray_expected"] is not None:
-            nodes, why = (
-                ray_nodes(params["names"][0]) if first["running"] else (None, "%s is not running" % first["name"])
-            )
-            if nodes is None:
-                verdict = {"alive": False, "done": False, "failed": False, "missing": [why], "message": why}
-                if not first["running"] or (elapsed is not None and elapsed >= params["timeout_s"]):
-                    verdict.update(done=True, failed=True)
-            else:
-                verdict = ray_alive_verdict(nodes, params["ray_expected"], elapsed or 0, params["timeout_s"])
-            result["ray_nodes"], result["verdict"] = nodes, verdict
-        elif elapsed is not None and params["timeout_s"] is not None:
-            result["verdict"] = readiness_verdict(result, elapsed, params["timeout_s"], params["served_name"])
-        if "verdict" in result and elapsed is not None and params["timeout_s"] is not None:
-            # Each retry of the wait prints this (callback seatwright.fleet.progress), not "FAILED - RETRYING".
-            kind = "engine" if params["ray_expected"] is None else "ray"
-            result["progress"] = wait_progress(kind, result, result["verdict"], elapsed, params["timeout_s"])
-        if params["expected_argv"] is not None and params["read_process"]:
-            result["differences"] = compare_running(
-                params["host"],
-                params["expected_argv"],
-                first.get("argv"),
-                params["expected_env"] or {},
-                first.get("env"),
-            )
-        if params["read_process"]:
-            for item in result["containers"]:
-                if item.get("env") is not None:
-                    item["env"] = redact_env(item["env"])
-        if params["transports"] is not None:
-            result["nccl"] = engine_transports(
-                first.get("log", ""),
-                bool(params["transports"].get("multi_node")),
-                bool(params["transports"].get("roce")),
-            )
-        for item in result["containers"]:
-            # The whole log travels once, as an evidence file, not twice.
-            item.pop("log", None)
+        result = probe_result(module.params)
     except (ServiceError, SeatError, OSError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

@@ -8,6 +8,11 @@ description:
   - Loads the seat's recipe, validates it against the JSON Schema, applies the SM120 and multi-node
     compatibility rules, checks that the checkpoint fits the GPUs, and renders the exact argv and
     environment of every node rank for vLLM or SGLang.
+  - Each rank carries the complete spec of its container (and of the Ray head's beside it),
+    image, entrypoint and command, env, labels, network, IPC, /dev/shm, GPUs, ulimits, mounts; the
+    API key is held by name and supplied only when the container starts.
+  - A host may carry C(seat_models_root) and C(seat_engine_run_args); they shape its containers'
+    mount and site run options (the seat role's defaults otherwise).
   - Reads only files on the controller. Each host's GPUs come from its cached C(seatwright_gpus)
     facts when present, else from the inventory's declared profile and count.
   - The seat uses the first C(topology.nodes) hosts of O(nodes), in order; node rank 0 (the Ray head
@@ -46,10 +51,6 @@ options:
   plan_out:
     description: Where to write the plan as JSON; nothing is written when omitted.
     type: path
-  model_root:
-    description: Folder inside the engine container that holds each seat's weights under its served name.
-    type: str
-    default: /models
 requirements:
   - jsonschema (on the controller)
 attributes:
@@ -92,7 +93,8 @@ plan:
     - The plan, as written to O(plan_out). Keys include C(seat), C(fits), C(verdict),
       C(launchable), C(ready), C(reasons), C(checkpoint_bytes), C(node_vram_bytes),
       C(per_rank_weight_bytes), C(rules) (each with C(id) and C(reason)), C(refusals), C(unknowns),
-      and C(ranks) (each with C(host), C(rank), C(argv) and C(env)).
+      and C(ranks) (each with C(host), C(rank), C(argv), C(env), and C(container_spec) with
+      C(setup_container_spec), the complete container each part of the rank runs).
   returned: success
   type: dict
 summary:
@@ -106,32 +108,10 @@ plan_out:
   type: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import HAS_JSONSCHEMA, recipe_from_text
-
-
-def _read(path, what):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SeatError("cannot read the %s %s: %s" % (what, path, exc))
-
-
-def _missing_recipe_message(seat, recipe_path):
-    folder = os.path.dirname(recipe_path)
-    try:
-        known = sorted(name[:-4] for name in os.listdir(folder) if name.endswith(".yml"))
-    except OSError:
-        known = []
-    return "seat %r: no recipe at %s; known seats: %s" % (seat, recipe_path, ", ".join(known) or "none")
-
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_result
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import HAS_JSONSCHEMA
 
 ARGUMENT_SPEC = {
     "seat": {"type": "str", "required": True},
@@ -139,7 +119,6 @@ ARGUMENT_SPEC = {
     "schema_path": {"type": "path", "required": True},
     "nodes": {"type": "list", "elements": "dict", "required": True},
     "plan_out": {"type": "path"},
-    "model_root": {"type": "str", "default": "/models"},
 }
 
 
@@ -147,43 +126,10 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if not HAS_JSONSCHEMA:
         module.fail_json(msg=missing_required_lib("jsonschema"))
-    params = module.params
     try:
-        if not os.path.isfile(params["recipe_path"]):
-            raise SeatError(_missing_recipe_message(params["seat"], params["recipe_path"]))
-        try:
-            schema = json.loads(_read(params["schema_path"], "recipe schema"))
-        except ValueError as exc:
-            raise SeatError("the recipe schema %s is not valid JSON: %s" % (params["schema_path"], exc))
-        source = os.path.relpath(params["recipe_path"])
-        data = recipe_from_text(_read(params["recipe_path"], "recipe"), source)
-        plan = make_plan(data, schema, params["seat"], params["nodes"], source, params["model_root"])
+        result = plan_result(module.params, module.check_mode, module._diff)
     except SeatError as exc:
         module.fail_json(msg=str(exc))
-
-    result = {"changed": False, "plan": plan, "summary": plan_lines(plan)}
-    out = params["plan_out"]
-    if out:
-        payload = (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8")
-        try:
-            with open(out, "rb") as handle:
-                before = handle.read()
-        except OSError:
-            before = None
-        result["plan_out"] = out
-        result["changed"] = before != payload
-        if module._diff:
-            result["diff"] = {
-                "before": (before or b"").decode("utf-8", "replace"),
-                "after": payload.decode("utf-8"),
-                "before_header": out,
-                "after_header": out,
-            }
-        if result["changed"] and not module.check_mode:
-            try:
-                atomic_write_bytes(out, payload)
-            except OSError as exc:
-                module.fail_json(msg="seat %s: cannot write the plan to %s: %s" % (plan["seat"], out, exc))
     module.exit_json(**result)
 
 

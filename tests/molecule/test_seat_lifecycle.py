@@ -179,6 +179,32 @@ def test_lab_seat_answers_and_evicts_the_cotenant(lab):
     assert (evidence / "plan.json").exists() and list((evidence / "logs").iterdir())
 
 
+def spec_differences(host, spec, secrets):
+    """read_back of the plan's spec against the container as the node's Docker reports it."""
+    try:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import read_back
+    except ImportError:
+        # Outside the project venv's .pth the collection is reached through ansible.cfg's collections path.
+        import sys
+
+        sys.path.insert(0, str(ROOT / ".cache" / "collections"))
+        from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import read_back
+    inspect = container(host, spec["name"])
+    assert inspect is not None, "%s: %s is not there" % (host, spec["name"])
+    image_env = json.loads(
+        node(host, "docker", "image", "inspect", "--format", "{{json .Config.Env}}", inspect["Image"]).stdout or "null"
+    )
+    return read_back(spec, inspect, image_env or [], None, secrets)
+
+
+def test_the_running_lab_seat_is_its_plans_container(lab):
+    plans = sorted((ROOT / "evidence" / "lab").glob("*/plan.json"))
+    assert plans, "no evidence of the lab seat's bring-up"
+    spec = json.loads(plans[-1].read_text())["ranks"][0]["container_spec"]
+    # The lab serves without an API key (inventory/lab sets no seat_api_key).
+    assert spec_differences("node-a", spec, {"seat_api_key": ""}) == []
+
+
 def test_rerun_changes_nothing_and_keeps_the_container(lab):
     before = container("node-a", "seatwright-lab-rank0")["Id"]
     rc, out, _ = playbook("playbooks/seat.yml", "-e", "seat=lab", "-e", "seat_measure=false")

@@ -40,6 +40,9 @@ VLLM = {
     # vLLM's multiprocessing multi-node launch needs the `serve` CLI: its --headless follower is not
     # in the module server; the model is then positional.
     "mp_entry": ("-m", "vllm.entrypoints.cli.main", "serve"),
+    # The API key by the safest route the engine offers: vLLM reads it from its environment, so it
+    # travels in the 0600 env file and never shows in the node's process list.
+    "api_key": {"env": "VLLM_API_KEY"},
     "default_port": {"value": 8000, "source": "vLLM's default --port"},
     "default_memory_utilization": {
         "value": 0.9,
@@ -96,6 +99,13 @@ SGLANG = {
     "label": "SGLang",
     "entry": ("-m", "sglang.launch_server"),
     "mp_entry": None,
+    # SGLang takes the key only on its command line (server_args: --api-key; it reads no env
+    # variable for it), so it is the one route there is.
+    "api_key": {
+        "flag": "--api-key",
+        "note": "SGLang takes the API key only as --api-key on its command line: any local user of "
+        "the node can read it from the process list (ps, /proc/<pid>/cmdline)",
+    },
     "default_port": {"value": 30000, "source": "SGLang's default --port"},
     "default_memory_utilization": {
         "value": 0.9,

@@ -2,8 +2,8 @@
 
 Input is the recipe after the rules (settings) and the seat's nodes in rank order. Node rank 0 is
 the Ray head or the multiprocessing master (vLLM across nodes) or the SGLang dist-init address;
-each node's processes bind to its declared fabric address and interface. Weights are read from <model root>/<served_name>
-inside the engine container, staged and revision-checked before launch, and served offline.
+each node's processes bind to its declared fabric address and interface. Weights are read from
+MODEL_ROOT/<served_name> inside the engine container, staged and revision-checked before launch, and served offline.
 A multi-node rank's NCCL/Gloo environment is its node's, decided by fabric/nccl.py node_env, the
 function behind the node's /etc/nccl.conf and env file.
 """
@@ -13,6 +13,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl impor
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import RAY_WORKER
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import check_extra_args, server_argv
 
+# Where the engine container sees the checkpoints: <MODEL_ROOT>/<served name>, mounted read-only.
 MODEL_ROOT = "/models"
 RAY_PORT = 6379
 
@@ -43,7 +44,12 @@ def _base_env(settings, node, reserved):
     return env
 
 
-def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
+def model_dir(served_name):
+    """The checkpoint's folder inside the engine container: the one spelling of the /models mount."""
+    return "%s/%s" % (MODEL_ROOT, served_name)
+
+
+def render(settings, seat_nodes, source):
     """[{host, rank, role, tp_ranks, gpus, serve, setup, wait_for, argv, env}] for each node, rank order.
 
     The engine's argv comes from its table (seat/engines.py). Returns [] when the engine is
@@ -53,7 +59,7 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
     if engine == "unknown":
         return []
     check_extra_args(settings, source)
-    model_dir = "%s/%s" % (model_root.rstrip("/"), settings["model"]["served_name"])
+    checkpoint_dir = model_dir(settings["model"]["served_name"])
     head_ip = seat_nodes[0]["fabric_ip"]
     multi_node = settings["topology"]["nodes"] > 1
     executor = settings["topology"]["executor"]
@@ -87,7 +93,7 @@ def render(settings, seat_nodes, source, model_root=MODEL_ROOT):
         # The API binds where the inventory says the seat is served; only node rank 0 serves it.
         bind = node.get("serve_address") or node["fabric_ip"]
         entry["serve"] = "%s:%d" % (bind, settings["serving"]["port"]) if node_rank == 0 else None
-        argv = server_argv(settings, model_dir, node_rank, head_ip, serve_host=bind)
+        argv = server_argv(settings, checkpoint_dir, node_rank, head_ip, serve_host=bind)
         if engine == "sglang":
             entry["role"] = "server" if node_rank == 0 else "worker"
             entry["argv"] = argv

@@ -14,6 +14,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import (
+    DEFAULT_MODELS_ROOT,
+    rank_specs,
+    shown_run,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
@@ -22,7 +27,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     size_text,
     weight_estimate,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import MODEL_ROOT, render
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
@@ -149,7 +154,27 @@ def node_hardware(candidate, position):
         "rdma_devices": list(candidate.get("seatwright_node_rdma_devices") or []),
         "fabric": _cached_fabric(host, candidate.get("seatwright_fabric")),
         "nccl_options": _nccl_options(host, candidate),
+        "models_root": _models_root(host, candidate),
+        "engine_run_args": _engine_run_args(host, candidate),
     }
+
+
+def _models_root(host, candidate):
+    # The inventory's seat_models_root when it sets one, else the seat role's default.
+    root = candidate.get("seat_models_root") or DEFAULT_MODELS_ROOT
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise SeatError("%s: seat_models_root is %r; it must be an absolute path on the node" % (host, root))
+    return root
+
+
+def _engine_run_args(host, candidate):
+    args = candidate.get("seat_engine_run_args") or []
+    if not isinstance(args, list) or not all(isinstance(arg, (str, int)) for arg in args):
+        raise SeatError(
+            "%s: seat_engine_run_args is %r; it must be a list of docker run arguments, "
+            "e.g. ['--pids-limit', '4096']" % (host, args)
+        )
+    return [str(arg) for arg in args]
 
 
 def _placement(settings, candidates):
@@ -396,7 +421,7 @@ def _unknowns(settings, rules, fit):
     return items
 
 
-def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
+def make_plan(data, schema, seat, candidates, source):
     """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order."""
     recipe = validate_recipe(data, schema, source, RULE_IDS)
     if recipe["name"] != seat:
@@ -434,11 +459,24 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         ranks = []
     else:
         fit = fit_seat(settings, seat_nodes, config)
-        ranks = render(settings, seat_nodes, source, model_root)
+        ranks = render(settings, seat_nodes, source)
         rules["refusals"] += flag_refusals(settings, ranks, image)
         for rank in ranks:
             rank["container"] = container_name(seat, rank["rank"])
             rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
+        for rank, node in zip(ranks, seat_nodes):
+            ctx = {
+                "seat": seat,
+                "engine": settings["engine"]["name"],
+                "device": settings["engine"]["device"],
+                # The built image the plan was checked against when there is one, else the recipe's.
+                "image": (image or {}).get("reference") or settings["engine"]["image"]["reference"],
+                "image_id": (image or {}).get("id"),
+                "served_name": settings["model"]["served_name"],
+                "models_root": node["models_root"],
+                "run_args": node["engine_run_args"],
+            }
+            rank["container_spec"], rank["setup_container_spec"] = rank_specs(ctx, rank)
     first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
 
     reasons = list(first["reasons"] if first else []) + list(fit["reasons"])
@@ -627,6 +665,10 @@ def plan_lines(plan):
             )
         lines.append("  env: " + " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(rank["env"].items())))
         lines.append("  run: " + _command(rank["argv"]))
+        for spec in (rank.get("setup_container_spec"), rank.get("container_spec")):
+            if spec:
+                lines.append("  container %s (%s): %s" % (spec["name"], spec["part"], _command(shown_run(spec))))
+                lines += ["  api key: " + item["note"] for item in spec["secrets"] if item.get("note")]
     if not plan["ranks"]:
         lines.append(
             "launch: none rendered (%s)"

@@ -1,13 +1,10 @@
-"""The running engine against its plan: the container spec bring-up starts, and what it reads back.
+"""The running engine against its plan: its process's argv and env, and the node's NCCL env file.
 
-One home for how a rank's container is specified (argv, env, labels) so that the start, the
-idempotence check and the read-back comparison all agree. A multi-node rank's NCCL/Gloo env in the
+The container itself is specified, started and read back in seat/container.py; this reads what
+the engine process inside really runs. A multi-node rank's NCCL/Gloo env in the
 plan is its node's (fabric/nccl.py node_env); bring-up checks the node's rendered env file still
 says the same before it starts anything, so a plan made from stale facts cannot launch.
 """
-
-import hashlib
-import json
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 
@@ -17,26 +14,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact i
     secret_name,
 )
 
-LABEL_PREFIX = "io.seatwright."
 
 
 def container_name(seat, rank, part=None):
     """The container of one node rank (part: e.g. 'ray-head'); one name, so a re-run finds the running seat."""
     return "seatwright-%s-rank%d%s" % (seat, rank, "-" + part if part else "")
-
-
-def docker_run_argv(name, image, argv, env_file, labels, mounts, run_args):
-    """The `docker run` arguments of a rank's container (after `docker`).
-
-    Host network (the engine binds the node's addresses), the engine as PID 1 through
-    --entrypoint (so its argv reads back exactly), the env from a file (it may hold the API key).
-    """
-    command = ["run", "--detach", "--name", name, "--network", "host", "--env-file", env_file]
-    for key, value in sorted(labels.items()):
-        command += ["--label", "%s%s=%s" % (LABEL_PREFIX, key, value)]
-    for mount in mounts:
-        command += ["--volume", mount]
-    return command + list(run_args) + ["--entrypoint", argv[0], image] + list(argv[1:])
 
 
 def parse_env_file(text):
@@ -78,17 +60,6 @@ def nccl_env_drift(host, plan_env, node_nccl_env):
     return problems
 
 
-def spec_hash(image_id, argv, env, extra=None):
-    """Fingerprint of what a rank's container runs; a changed plan changes it and replaces the seat.
-
-    Secret values are hashed in, so a new API key also replaces the seat, without storing the key.
-    """
-    blob = json.dumps(
-        {"image_id": image_id, "argv": list(argv), "env": sorted(env.items()), "extra": extra or {}},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def _same_program(expected, running):
