@@ -99,7 +99,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Pro
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_probe import read_gpus
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.platform_probe import read_platform
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import GPU_FACTS_CACHE
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     assemble_facts,
     no_gpu_facts,
@@ -113,7 +113,7 @@ def main():
         argument_spec={
             "require_gpus": {"type": "bool", "default": False},
             "backend": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},
-            "cache_path": {"type": "path", "default": STATE_DIR + "/gpu_facts.json"},
+            "cache_path": {"type": "path", "default": GPU_FACTS_CACHE},
             "host": {"type": "str"},
         },
         supports_check_mode=True,

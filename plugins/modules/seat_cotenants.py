@@ -118,6 +118,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.service
     start_cotenant,
     stop_cotenant,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import COTENANTS_RECORD
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
     eviction_plan,
     merge_record,
@@ -202,7 +203,7 @@ def main():
             cotenants=dict(type="list", elements="raw", default=[]),
             seat_gpus=dict(type="list", elements="int", default=[]),
             exclusive=dict(type="bool", default=True),
-            record_path=dict(type="path", default="/var/lib/seatwright/seat/cotenants.json"),
+            record_path=dict(type="path", default=COTENANTS_RECORD),
             stop_timeout_s=dict(type="int", default=30),
         ),
         supports_check_mode=True,

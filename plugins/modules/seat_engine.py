@@ -157,6 +157,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine im
     remove,
     run_container,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import NCCL_ENV_FILE, SEAT_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import (
     LABEL_PREFIX,
     nccl_env_drift,
@@ -268,13 +269,13 @@ def main():
             argv=dict(type="list", elements="str"),
             env=dict(type="dict", default={}),
             multi_node=dict(type="bool", default=False),
-            nccl_env_file=dict(type="path", default="/etc/seatwright/nccl.env"),
+            nccl_env_file=dict(type="path", default=NCCL_ENV_FILE),
             host_name=dict(type="str", default="this node"),
             secret_env=dict(type="dict", default={}, no_log=True),
             labels=dict(type="dict", default={}),
             mounts=dict(type="list", elements="str", default=[]),
             run_args=dict(type="list", elements="str", default=[]),
-            env_dir=dict(type="path", default="/var/lib/seatwright/seat"),
+            env_dir=dict(type="path", default=SEAT_DIR),
             stop_timeout_s=dict(type="int", default=30),
         ),
         supports_check_mode=True,

@@ -148,7 +148,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
     serve_until_done,
     source_listing,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import check_bind_address
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import MIN_SECRET_CHARS
@@ -166,7 +166,7 @@ def main():
             clients=dict(type="int", default=1),
             idle_timeout_s=dict(type="int", default=120),
             lifetime_s=dict(type="int", default=7200),
-            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            state_dir=dict(type="path", default=STAGING_DIR),
             hash_workers=dict(type="int", default=4),
         ),
         supports_check_mode=True,

@@ -190,7 +190,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import stage
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import parse_source_url
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import valid_client_name
@@ -209,7 +209,7 @@ def main():
             verify=dict(type="str", choices=["full", "quick"], default="full"),
             direct_io=dict(type="bool", default=True),
             bandwidth_limit_mb_per_s=dict(type="float", default=0),
-            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            state_dir=dict(type="path", default=STAGING_DIR),
             connect_timeout_s=dict(type="int", default=60),
             io_timeout_s=dict(type="int", default=60),
             retries=dict(type="int", default=3),
