@@ -36,6 +36,14 @@ def _shared():
     return shared_values(), rebased
 
 
+def _shown(path):
+    """A path as a message names it: relative to the project when it is inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def _yaml_scalar(value):
     """How a default is written on a `default:` line: YAML flow style, as a person would type it."""
     return yaml.safe_dump(value, default_flow_style=True, width=1000).replace("\n...", "").strip()
@@ -49,23 +57,31 @@ class _Captured(Exception):
 
 
 def argument_spec(module_name):
-    """The argument_spec a module's main() builds, captured before anything runs."""
-    module = importlib.import_module("%s.modules.%s" % (PACKAGE, module_name))
+    """The argument_spec a module's main() builds, captured before anything runs; None with the
+    reason when it cannot be read (the module does not import, or main() does something first)."""
+    try:
+        module = importlib.import_module("%s.modules.%s" % (PACKAGE, module_name))
+    except Exception as exc:  # a broken module is reported by name, not as a traceback
+        return None, "does not import (%s: %s)" % (type(exc).__name__, exc)
     captured = {}
 
     def recorder(*args, **kwargs):
         captured.update(kwargs.get("argument_spec") or (args[0] if args else {}))
         raise _Captured()
 
-    original = module.AnsibleModule
+    original = getattr(module, "AnsibleModule", None)
+    if original is None or not hasattr(module, "main"):
+        return None, "has no main() building an AnsibleModule"
     module.AnsibleModule = recorder
     try:
         module.main()
     except _Captured:
-        pass
+        return captured, None
+    except (Exception, SystemExit) as exc:
+        return None, "main() stopped before building its AnsibleModule (%s: %s)" % (type(exc).__name__, exc)
     finally:
         module.AnsibleModule = original
-    return captured
+    return None, "main() returned without building an AnsibleModule"
 
 
 def _doc_bounds(text):
@@ -98,12 +114,15 @@ def render_module(path):
     text = path.read_text(encoding="utf-8")
     bounds = _doc_bounds(text)
     if bounds is None:
-        return text, ["%s: no DOCUMENTATION string" % path.relative_to(ROOT)]
+        return text, ["%s: no DOCUMENTATION string" % _shown(path)]
     body = text[bounds[0] : bounds[1]]
     documented = (yaml.safe_load(body) or {}).get("options") or {}
     lines = body.split("\n")
     problems = []
-    for name, rule in sorted(argument_spec(path.stem).items()):
+    spec, why = argument_spec(path.stem)
+    if spec is None:
+        return text, ["%s: its argument_spec cannot be read: %s" % (_shown(path), why)]
+    for name, rule in sorted(spec.items()):
         if rule.get("default") is None or name not in documented:
             continue  # options missing from DOCUMENTATION are tests/unit/test_module_docs.py's concern
         if documented[name].get("default") == rule["default"]:
@@ -112,7 +131,7 @@ def render_module(path):
         if number is None:
             problems.append(
                 "%s: option %s has default %r in argument_spec; document it with a default: line"
-                % (path.relative_to(ROOT), name, rule["default"])
+                % (_shown(path), name, rule["default"])
             )
             continue
         lines[number] = "%sdefault: %s" % (" " * 4, _yaml_scalar(rule["default"]))
@@ -187,7 +206,7 @@ def render_role(spec_path, env, common):
                 continue
             number = _option_default_line(lines, name, 6)
             if number is None:
-                problems.append("%s: %s has no default: line to write" % (spec_path.relative_to(ROOT), name))
+                problems.append("%s: %s has no default: line to write" % (_shown(spec_path), name))
                 continue
             lines[number] = "%sdefault: %s" % (" " * 8, _yaml_scalar(wanted))
     return "\n".join(lines), problems
@@ -202,9 +221,10 @@ def render_schema(path, pattern):
     current = json.loads(text)["properties"]["name"].get("pattern")
     if current == pattern:
         return text, []
-    line = re.compile(r'^(  "name": \{.*"pattern": )("(?:[^"\\]|\\.)*")', re.M)
+    # The top-level property sits at four spaces, inside "properties" (nested "name"s sit deeper).
+    line = re.compile(r'^(    "name": \{.*?"pattern": )("(?:[^"\\]|\\.)*")', re.M)
     if not line.search(text):
-        return text, ["%s: properties.name has no pattern on its line to rewrite" % path.relative_to(ROOT)]
+        return text, ["%s: properties.name has no pattern on its line to rewrite" % _shown(path)]
     return line.sub(lambda m: m.group(1) + json.dumps(pattern), text, count=1), []
 
 
@@ -245,12 +265,12 @@ def main(argv=None):
         for path in stale:
             sys.stderr.write(
                 "render_defaults: %s documents a default that differs from its definition; "
-                "run tools/render_defaults.py\n" % path.relative_to(ROOT)
+                "run tools/render_defaults.py\n" % _shown(path)
             )
         return 1 if stale or problems else 0
     for path in stale:
         path.write_text(out[path], encoding="utf-8")
-        print("render_defaults: wrote %s" % path.relative_to(ROOT))
+        print("render_defaults: wrote %s" % _shown(path))
     return 1 if problems else 0
 
 

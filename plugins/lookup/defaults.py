@@ -55,8 +55,12 @@ def shared_values():
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        self.set_options(var_options=variables, direct=kwargs)
-        folders = {"config_dir": self.get_option("config_dir"), "state_dir": self.get_option("state_dir")}
+        unknown = sorted(set(kwargs) - {"config_dir", "state_dir"})
+        if unknown:
+            raise AnsibleLookupError(
+                "seatwright.fleet.defaults takes config_dir and state_dir, not %s" % ", ".join(unknown)
+            )
+        folders = {name: kwargs.get(name) for name in ("config_dir", "state_dir")}
         values = shared_values()
         unknown = [term for term in terms if term not in values]
         if unknown:
