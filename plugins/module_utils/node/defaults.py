@@ -117,6 +117,7 @@ FOR_ANSIBLE = {
     "state_dir": STATE_DIR,
     "nccl_env_file": NCCL_ENV_FILE,
     "gpu_settings_file": GPU_SETTINGS_FILE,
+    "gpu_facts_cache": GPU_FACTS_CACHE,
     "staging_dir": STAGING_DIR,
     "images_dir": IMAGES_DIR,
     "seat_dir": SEAT_DIR,
