@@ -245,3 +245,25 @@ def test_the_benchmark_tool_takes_its_defaults_from_the_workload():
     text = " ".join(result.stdout.split())
     assert "(default %s)" % ",".join(map(str, SWEEP_DEFAULTS["concurrency"])) in text
     assert "measured passes over every level (default %d)" % SWEEP_DEFAULTS["passes"] in text
+
+
+@pytest.mark.parametrize("name", ["../../etc", "Lab", "a" * 64])
+def test_the_promotion_tool_refuses_an_incumbent_that_is_no_seat_name(tmp_path, name):
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "seatwright-promote"),
+            "--evidence-dir",
+            str(tmp_path / "lab" / "20261130T100000Z"),
+            "--incumbent",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "seatwright-promote: incumbents must be seat names (seats/<name>.yml: lowercase letters, digits and "
+        "'-', at most 63), got %r\n" % name
+    )
