@@ -267,3 +267,18 @@ def test_the_promotion_tool_refuses_an_incumbent_that_is_no_seat_name(tmp_path, 
         "seatwright-promote: incumbents must be seat names (seats/<name>.yml: lowercase letters, digits and "
         "'-', at most 63), got %r\n" % name
     )
+
+
+def test_every_name_asked_of_the_lookup_exists():
+    """A typo in a role's lookup would fail only when a play reaches it; find it here instead."""
+    asked = re.compile(r"lookup\(\s*'seatwright\.fleet\.defaults',\s*'([^']+)'")
+    known = shared_values()
+    unknown, seen = [], set()
+    for top in ("roles", "playbooks", "lab"):
+        for path in sorted((ROOT / top).rglob("*.yml")):
+            for name in asked.findall(path.read_text(encoding="utf-8")):
+                seen.add(name)
+                if name not in known:
+                    unknown.append("%s: %s" % (path.relative_to(ROOT), name))
+    assert unknown == []
+    assert {"state_dir", "config_dir", "seat_name_pattern", "probe_threshold", "bench_passes"} <= seen
