@@ -93,12 +93,13 @@ def _doc_bounds(text):
     return match.end(), end
 
 
-def _option_default_line(lines, option, indent):
-    """Index of the `default:` line of `option` (a key at `indent` spaces) in `lines`, or None."""
+def _option_default_line(lines, option, indent, start=0):
+    """Index of the one-line `default: VALUE` of `option` (a key at `indent` spaces) in `lines`, from
+    line `start` on; None when the option has none (a block-style default is not rewritten)."""
     head = re.compile(r"^ {%d}%s:\s*$" % (indent, re.escape(option)))
-    key = re.compile(r"^ {%d}default:" % (indent + 2))
-    for number, line in enumerate(lines):
-        if not head.match(line):
+    key = re.compile(r"^ {%d}default: *\S" % (indent + 2))
+    for number in range(start, len(lines)):
+        if not head.match(lines[number]):
             continue
         for inner in range(number + 1, len(lines)):
             text = lines[inner]
@@ -130,7 +131,7 @@ def render_module(path):
         number = _option_default_line(lines, name, 2)
         if number is None:
             problems.append(
-                "%s: option %s has default %r in argument_spec; document it with a default: line"
+                "%s: option %s has default %r in argument_spec; document it on one line (default: VALUE)"
                 % (_shown(path), name, rule["default"])
             )
             continue
@@ -197,16 +198,20 @@ def render_role(spec_path, env, common):
     defaults = role_defaults(role, env, common)
     lines = text.split("\n")
     problems = []
-    for entry in specs.values():
+    for entry_name, entry in specs.items():
+        # Options repeat across entry points (main, down): look only inside this entry's block.
+        start = next((n for n, line in enumerate(lines) if line.rstrip() == "  %s:" % entry_name), 0)
         for name, option in sorted(((entry or {}).get("options") or {}).items()):
             if name not in defaults or "default" not in option:
                 continue
             wanted = defaults[name]
             if option["default"] == wanted:
                 continue
-            number = _option_default_line(lines, name, 6)
+            number = _option_default_line(lines, name, 6, start)
             if number is None:
-                problems.append("%s: %s has no default: line to write" % (_shown(spec_path), name))
+                problems.append(
+                    "%s: %s needs its default on one line (default: VALUE) to be written" % (_shown(spec_path), name)
+                )
                 continue
             lines[number] = "%sdefault: %s" % (" " * 8, _yaml_scalar(wanted))
     return "\n".join(lines), problems

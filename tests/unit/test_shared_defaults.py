@@ -103,6 +103,33 @@ def test_a_stale_role_argument_spec_default_is_rewritten_from_the_role_defaults(
     assert (wanted, problems) == (original, [])
 
 
+def test_an_option_repeated_in_a_second_entry_point_is_rewritten_there(tmp_path):
+    original = (ROOT / "roles" / "seat" / "meta" / "argument_specs.yml").read_text()
+    documented = "        default: %s\n" % defaults.SEAT_DIR
+    main, down = original.split("\n  down:\n")
+    assert documented in main and documented in down
+    stale = tmp_path / "seat" / "meta" / "argument_specs.yml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(main + "\n  down:\n" + down.replace(documented, "        default: /var/lib/old/seat\n"))
+    shared, rebased = render_defaults._shared()
+    env = render_defaults._environment(shared, rebased)
+    assert render_defaults.render_role(stale, env, render_defaults.common_defaults(env)) == (original, [])
+
+
+def test_a_block_style_default_is_reported_not_broken(tmp_path):
+    stale = tmp_path / "weights" / "meta" / "argument_specs.yml"
+    stale.parent.mkdir(parents=True)
+    original = (ROOT / "roles" / "weights" / "meta" / "argument_specs.yml").read_text()
+    stale.write_text(original.replace("default: %s" % defaults.STAGING_DIR, "default:\n          /x", 1))
+    shared, rebased = render_defaults._shared()
+    env = render_defaults._environment(shared, rebased)
+    wanted, problems = render_defaults.render_role(stale, env, render_defaults.common_defaults(env))
+    assert wanted == stale.read_text()
+    assert problems == [
+        "%s: weights_source_state_dir needs its default on one line (default: VALUE) to be written" % stale
+    ]
+
+
 def test_the_schema_takes_the_seat_name_pattern(tmp_path):
     original = (ROOT / "schemas" / "seat.schema.json").read_text()
     stale = tmp_path / "seat.schema.json"
