@@ -69,6 +69,7 @@ lint:
 	$(VENV)/yamllint --strict .
 	$(VENV)/ansible-lint
 	$(VENV)/python tools/render_rules_table.py --check
+	$(VENV)/python tools/render_defaults.py --check
 	$(VENV)/python tools/render_role_vars.py --check
 
 # Rewrite the generated tables (docs/variables.md, docs/rules.md) after changing a role's argument

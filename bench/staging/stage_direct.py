@@ -31,6 +31,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sys.path.insert(0, args.shim)
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
+    from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
     spent = {"seconds": 0.0, "calls": 0}
 
@@ -61,7 +62,7 @@ def main(argv=None):
             verify="full",
             direct_io=True,
             bandwidth_limit_bytes_s=0,
-            state_dir="/var/lib/seatwright/staging",
+            state_dir=STAGING_DIR,
             connect_timeout_s=30,
             io_timeout_s=60,
             retries=3,

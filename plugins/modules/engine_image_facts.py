@@ -86,6 +86,7 @@ cached:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import image_facts
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import IMAGE_FACTS_DIR
 
 
 def main():
@@ -95,7 +96,7 @@ def main():
             "image": {"type": "str", "required": True},
             "engine": {"type": "str", "required": True, "choices": ["vllm", "sglang"]},
             "python": {"type": "str", "default": "python3"},
-            "cache_dir": {"type": "path", "default": "/var/lib/seatwright/images/facts"},
+            "cache_dir": {"type": "path", "default": IMAGE_FACTS_DIR},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout_s": {"type": "int", "default": 900},
         },

@@ -143,7 +143,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import FabricError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.bandwidth import run_step
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import PROBE_THRESHOLD, STATE_DIR
 
 
 def main():
@@ -157,7 +157,7 @@ def main():
             "server_address": {"type": "str"},
             "method": {"type": "str", "choices": ["auto", "rdma", "tcp"], "default": "auto"},
             "line_rate_gbps": {"type": "float"},
-            "threshold": {"type": "float", "default": 0.9},
+            "threshold": {"type": "float", "default": PROBE_THRESHOLD},
             "enforce": {"type": "bool", "default": False},
             "duration_s": {"type": "int", "default": 10},
             "qps": {"type": "int", "default": 4},

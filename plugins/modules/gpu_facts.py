@@ -95,7 +95,7 @@ import platform
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_facts import gpu_facts
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import GPU_FACTS_CACHE
 
 
 def main():
@@ -103,7 +103,7 @@ def main():
         argument_spec={
             "require_gpus": {"type": "bool", "default": False},
             "backend": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},
-            "cache_path": {"type": "path", "default": STATE_DIR + "/gpu_facts.json"},
+            "cache_path": {"type": "path", "default": GPU_FACTS_CACHE},
             "host": {"type": "str"},
         },
         supports_check_mode=True,

@@ -110,6 +110,7 @@ record:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.cotenants import converge_cotenants
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import COTENANTS_RECORD
 
 
 def main():
@@ -121,7 +122,7 @@ def main():
             cotenants=dict(type="list", elements="raw", default=[]),
             seat_gpus=dict(type="list", elements="int", default=[]),
             exclusive=dict(type="bool", default=True),
-            record_path=dict(type="path", default="/var/lib/seatwright/seat/cotenants.json"),
+            record_path=dict(type="path", default=COTENANTS_RECORD),
             stop_timeout_s=dict(type="int", default=30),
         ),
         supports_check_mode=True,

@@ -128,6 +128,7 @@ removed:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import engine_result
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import NCCL_ENV_FILE, SEAT_DIR
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["started", "absent"], required=True),
@@ -138,9 +139,9 @@ ARGUMENT_SPEC = dict(
     seat=dict(type="str"),
     image_id=dict(type="str"),
     multi_node=dict(type="bool", default=False),
-    nccl_env_file=dict(type="path", default="/etc/seatwright/nccl.env"),
+    nccl_env_file=dict(type="path", default=NCCL_ENV_FILE),
     host_name=dict(type="str", default="this node"),
-    env_dir=dict(type="path", default="/var/lib/seatwright/seat"),
+    env_dir=dict(type="path", default=SEAT_DIR),
     stop_timeout_s=dict(type="int", default=30),
 )
 

@@ -142,7 +142,7 @@ handler_errors:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import run_source
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
 
 def main():
@@ -157,7 +157,7 @@ def main():
             clients=dict(type="int", default=1),
             idle_timeout_s=dict(type="int", default=120),
             lifetime_s=dict(type="int", default=7200),
-            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            state_dir=dict(type="path", default=STAGING_DIR),
             hash_workers=dict(type="int", default=4),
         ),
         supports_check_mode=True,

@@ -188,7 +188,7 @@ modes_narrowed:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import run_stage
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
 
 def main():
@@ -204,7 +204,7 @@ def main():
             verify=dict(type="str", choices=["full", "quick"], default="full"),
             direct_io=dict(type="bool", default=True),
             bandwidth_limit_mb_per_s=dict(type="float", default=0),
-            state_dir=dict(type="path", default=STATE_DIR + "/staging"),
+            state_dir=dict(type="path", default=STAGING_DIR),
             connect_timeout_s=dict(type="int", default=60),
             io_timeout_s=dict(type="int", default=60),
             retries=dict(type="int", default=3),

@@ -20,6 +20,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.callback.progress import progress_line
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as seat_io
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
     PROGRESS_LOG_CHARS,
     progress_log_line,
@@ -88,8 +89,9 @@ def _probe_module(capsys, monkeypatch, args, health_status=None, ray=None):
         container = dict(RUNNING, name=names[0], log_tail=["INFO (EngineCore) Loading weights took 3.1 s"])
         return {"containers": [container], "health_status": health_status, "models": None, "error": None}
 
-    monkeypatch.setattr(seat_engine_probe, "probe", fake_probe)
-    monkeypatch.setattr(seat_engine_probe, "ray_nodes", lambda name: (ray, None))
+    # The module's one call (io/seat/engine.probe_result) reads the containers through these two.
+    monkeypatch.setattr(seat_io, "probe", fake_probe)
+    monkeypatch.setattr(seat_io, "ray_nodes", lambda name: (ray, None))
     with patch_module_args(dict({"names": ["seatwright-lab-rank0"], "host": "node-a"}, **args)):
         with pytest.raises(SystemExit):
             seat_engine_probe.main()

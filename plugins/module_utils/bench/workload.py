@@ -37,6 +37,14 @@ DEFAULTS = {
     "min_requests": 8,
     "cache_bust": CACHE_BUST,
 }
+# How much a sweep measures, not what (so not part of the workload id); the seat_bench role's defaults
+# and tools/seatwright-bench's options both read these.
+SWEEP_DEFAULTS = {
+    "concurrency": list(DEFAULT_CONCURRENCY),
+    "passes": 3,
+    "warmup_max": 4,
+    "telemetry_interval_s": 1.0,
+}
 IDENTITY_KEYS = (
     "endpoint",
     "streaming",

@@ -9,11 +9,12 @@ import ipaddress
 import re
 from collections import namedtuple
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
+    CONFIG_DIR,
+    SEAT_NAME_PATTERN,
+    STATE_DIR,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
-
-# seatwright's folders on every node; roles derive their paths from these two.
-CONFIG_DIR = "/etc/seatwright"
-STATE_DIR = "/var/lib/seatwright"
 
 # Names the collectors pass on to the contract (see playbooks/vars/contract.yml); the contract then
 # refuses unknown names under the seatwright_node_ and seatwright_fleet_ prefixes as typos.
@@ -22,7 +23,7 @@ _TYPO_PREFIXES = ("seatwright_node_", "seatwright_fleet_")
 
 _IFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _RDMA_DEVICE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_SEAT = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_SEAT = re.compile(SEAT_NAME_PATTERN)
 _SERVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$")
 COTENANT_KINDS = ("container", "systemd")
 

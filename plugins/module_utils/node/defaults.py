@@ -1,11 +1,45 @@
-"""Where the node-side defaults the field did not measure come from.
+"""seatwright's shared values: the one definition of every default that code, roles and docs share.
 
-One table (`LABELLED_DEFAULTS`): the role variable, what it is, the role's default (a unit test keeps
-it equal to the role's defaults/main.yml) and the source of that default. The plan shows, for each
-seat node, the value in effect (the inventory's when it sets one, else the default) and its source.
+The node folders and the paths under them, the NCCL env file, the plan folder, the seat-name pattern
+and the node defaults the field did not measure are assigned here and nowhere else. Modules take
+their argument_spec defaults from these names; roles reach them through the collection's lookup
+(`lookup('seatwright.fleet.defaults', NAME)`, read once by the common role's defaults); the
+documented copies (module DOCUMENTATION, role argument specs, the seat schema's name pattern) are
+written by tools/render_defaults.py, and `--check` fails when one is stale.
+
+`LABELLED_DEFAULTS` says, for the node defaults the field did not measure, what each is and where its
+value comes from; the plan shows, for each seat node, the value in effect (the inventory's when it
+sets one, else the default) and its source.
 """
 
 from collections import namedtuple
+
+# seatwright's folders on every node; everything below derives from these two.
+CONFIG_DIR = "/etc/seatwright"
+STATE_DIR = "/var/lib/seatwright"
+
+# Paths on a node under those folders, each named once.
+NCCL_ENV_FILE = CONFIG_DIR + "/nccl.env"
+GPU_SETTINGS_FILE = CONFIG_DIR + "/gpu-settings.json"
+GPU_FACTS_CACHE = STATE_DIR + "/gpu_facts.json"
+STAGING_DIR = STATE_DIR + "/staging"
+IMAGES_DIR = STATE_DIR + "/images"
+IMAGE_FACTS_DIR = IMAGES_DIR + "/facts"
+SEAT_DIR = STATE_DIR + "/seat"
+COTENANTS_RECORD = SEAT_DIR + "/cotenants.json"
+MODELS_DIR = STATE_DIR + "/models"
+
+# Where playbooks/plan.yml writes a seat's plan and bring-up reads it, relative to the project on the
+# controller (<project>/.cache/plans/<seat>.json).
+PLAN_DIR = ".cache/plans"
+
+# A seat's name: a DNS label, so it can name containers, files and evidence folders unchanged.
+SEAT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+
+# Node defaults the field did not measure; LABELLED_DEFAULTS below says where each comes from.
+FABRIC_MTU = 9000
+PROBE_THRESHOLD = 0.9
+DRIVER_BRANCH = "580"
 
 Labelled = namedtuple("Labelled", "name what default source needs_rdma")
 
@@ -13,7 +47,7 @@ LABELLED_DEFAULTS = (
     Labelled(
         "rdma_fabric_mtu",
         "fabric MTU (bytes)",
-        9000,
+        FABRIC_MTU,
         "assumed: the field reports do not give the fabric's MTU; 9000 is the usual jumbo frame, "
         "large enough for RoCE's largest RDMA path MTU of 4096 bytes (docs/field.md#roce-and-sysfs)",
         True,
@@ -21,7 +55,7 @@ LABELLED_DEFAULTS = (
     Labelled(
         "rdma_fabric_probe_threshold",
         "bandwidth probe threshold (fraction of line rate)",
-        0.9,
+        PROBE_THRESHOLD,
         "seatwright's choice, below the 98 % of line rate the field measured between its nodes [000] "
         "(docs/field.md#roce-and-sysfs)",
         False,
@@ -29,15 +63,14 @@ LABELLED_DEFAULTS = (
     Labelled(
         "nvidia_driver_branch",
         "NVIDIA driver branch",
-        "580",
+        DRIVER_BRANCH,
         "seatwright's choice: the first branch NVIDIA ships with a pinning package, Blackwell needs 570 "
         "or newer; the field's [003] node ran driver 610.88 (docs/field.md#driver)",
         False,
     ),
 )
 
-# Inventory variables a play passes to the plan for these labels (playbooks/plan.yml carries the
-# same pattern; a unit test keeps them equal).
+# Inventory variables a play passes to the plan for these labels (playbooks/plan.yml reads it).
 COLLECT_PATTERN = r"^(rdma_fabric_mtu|rdma_fabric_probe_threshold(_reason)?|nvidia_driver_branch)$"
 
 
@@ -76,3 +109,34 @@ def default_origins(seat_hosts):
             for value, source, hosts in grouped
         ]
     return entries
+
+
+# The values roles and plays read, by the name they pass to lookup('seatwright.fleet.defaults', NAME).
+FOR_ANSIBLE = {
+    "config_dir": CONFIG_DIR,
+    "state_dir": STATE_DIR,
+    "nccl_env_file": NCCL_ENV_FILE,
+    "gpu_settings_file": GPU_SETTINGS_FILE,
+    "gpu_facts_cache": GPU_FACTS_CACHE,
+    "staging_dir": STAGING_DIR,
+    "images_dir": IMAGES_DIR,
+    "seat_dir": SEAT_DIR,
+    "models_dir": MODELS_DIR,
+    "plan_dir": PLAN_DIR,
+    "labelled_pattern": COLLECT_PATTERN,
+    "seat_name_pattern": SEAT_NAME_PATTERN,
+    "fabric_mtu": FABRIC_MTU,
+    "probe_threshold": PROBE_THRESHOLD,
+    "driver_branch": DRIVER_BRANCH,
+}
+
+
+def rebased(value, config_dir=None, state_dir=None):
+    """`value` with the default folders replaced by the ones an inventory chose, so a path under a
+    moved folder moves with it (the name under the folder stays defined once, above)."""
+    for default, chosen in ((CONFIG_DIR, config_dir), (STATE_DIR, state_dir)):
+        if not chosen or not isinstance(value, str):
+            continue
+        if value == default or value.startswith(default + "/"):
+            return chosen.rstrip("/") + value[len(default) :]
+    return value
