@@ -199,11 +199,6 @@ def test_bad_container_settings_in_the_inventory_are_named(node_vars, fragment):
         lab_plan("lab", **node_vars)
 
 
-def test_the_models_root_default_is_the_seat_roles():
-    defaults = yaml.safe_load((ROOT / "roles" / "seat" / "defaults" / "main.yml").read_text())
-    assert defaults["seat_models_root"] == DEFAULT_MODELS_ROOT
-
-
 def test_the_in_container_model_root_is_spelled_once():
     # /models as a path of its own (not /v1/models): only seat/launch.py may spell it.
     pattern = re.compile(r"(?<![\w/.])/models(?=[/\"':\s]|$)", re.M)

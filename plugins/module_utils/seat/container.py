@@ -12,15 +12,15 @@ import hashlib
 import json
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import MODELS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import engine as engine_table
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import model_dir
 
 LABEL_PREFIX = "io.seatwright."
 # The fingerprint label: it says which spec a running container was started from.
 SPEC_LABEL = LABEL_PREFIX + "spec"
-# Where each node keeps checkpoints unless the inventory sets seat_models_root; equal to the seat
-# role's default (a unit test keeps them equal).
-DEFAULT_MODELS_ROOT = "/var/lib/seatwright/models"
+# Where each node keeps checkpoints unless the inventory sets seat_models_root (the one home's value).
+DEFAULT_MODELS_ROOT = MODELS_DIR
 # The secret the seat role supplies at start: the API key the endpoint requires (seat_api_key).
 API_KEY_SECRET = "seat_api_key"
 GIB = 1024**3
