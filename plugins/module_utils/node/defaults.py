@@ -121,6 +121,7 @@ FOR_ANSIBLE = {
     "staging_dir": STAGING_DIR,
     "images_dir": IMAGES_DIR,
     "seat_dir": SEAT_DIR,
+    "cotenants_record": COTENANTS_RECORD,
     "models_dir": MODELS_DIR,
     "plan_dir": PLAN_DIR,
     "labelled_pattern": COLLECT_PATTERN,
