@@ -3,9 +3,10 @@
 
 For each pass: take the seat down (playbooks/teardown.yml, not timed), then time
 `ansible-playbook playbooks/seat.yml -e seat=<name> -e seat_measure=false` (bring-up only, no
-qualification or benchmark) from start to exit, and read the engine's own time to ready from the run's bringup.json (seconds from `docker run` until /health answered 200 and
-/v1/models listed the model, polled every 2 s, so up to 2 s late). Overhead = wall - ready.
-Then one re-run against the running seat (no change), whose wall time is all overhead.
+qualification or benchmark) from start to exit, and read the engine's own time to ready from the
+run's bringup.json (seconds from `docker run` until /health answered 200 and /v1/models listed
+the model, polled every 2 s, so up to 2 s late). Overhead = wall - ready. Then one re-run
+against the running seat (no change), whose wall time is all overhead.
 
 Needs the lab up with the engine image and the lab checkpoints on the nodes (make lab). Run under
 the lab lock:

@@ -386,13 +386,14 @@ def query_report(profile, state, gpus, displays):
             out += _q_power(gpu, entry) + _q_clocks(gpu)
             out.append(_q_line(1, "Processes", "None"))
         else:
+            sections = {
+                "POWER": _q_power(gpu, entry),
+                "MEMORY": _q_memory(gpu),
+                "CLOCK": _q_clocks(gpu),
+                "TEMPERATURE": _q_temperature(gpu),
+            }
             for display in displays:
-                out += {
-                    "POWER": lambda: _q_power(gpu, entry),
-                    "MEMORY": lambda: _q_memory(gpu),
-                    "CLOCK": lambda: _q_clocks(gpu),
-                    "TEMPERATURE": lambda: _q_temperature(gpu),
-                }[display]()
+                out += sections[display]
         out.append("")
     return "\n".join(out) + "\n"
 

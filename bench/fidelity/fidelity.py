@@ -41,19 +41,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records, stats
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner as bench_runner
 
-# pylint: disable=wrong-import-position
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
-    analysis,
-    counters,
-    records,
-    stats,
-)  # noqa: E402
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
-    workload as wl,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner as bench_runner  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 TOLERANCE = 0.10
 

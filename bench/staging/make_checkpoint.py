@@ -128,7 +128,7 @@ def build(out, layout, shards, shard_mib, repo, seed):
             handle.write(payload)
         blob_sha1 = hashlib.sha1(b"blob %d\x00" % len(payload) + payload).hexdigest()
         written[name] = (temporary, len(payload), blob_sha1, "git-sha1")
-    for name, (temporary, size, digest, _kind) in written.items():
+    for name, (temporary, _size, digest, _kind) in written.items():
         if layout == "hf-cache":
             os.replace(temporary, os.path.join(staging_dir, digest))
             link = os.path.join(files_dir, name)

@@ -2,14 +2,14 @@
 """The benchmark's plain copy: the same HTTP pull as weight_stage, with no hashing at all.
 
 Same source, same number of streams, same chunk size, same double-buffered writer, same fsync
-per file; only verification, temporary names and resume are missing. The gap between this and weight_stage is the price of
-verification. --direct writes with O_DIRECT as weight_stage does, so the comparison can be made
-with and without the page cache. Standard library only (it runs on the lab nodes); the chunk size
-and the request authentication come from the project's staging_auth.py, copied beside this file
-on a node (or read from the repository).
+per file; only verification, temporary names and resume are missing. The gap between this and
+weight_stage is the price of verification. --direct writes with O_DIRECT as weight_stage does,
+so the comparison can be made with and without the page cache. Standard library only (it runs on
+the lab nodes); the chunk size and the request authentication come from the project's
+staging_auth.py, copied beside this file on a node (or read from the repository).
 
-  plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams 4 [--direct]
-"""
+plain_pull.py --url http://172.30.98.11:8473 --token-file /run/token --dest /srv/plain --streams
+4 [--direct]"""
 
 import argparse
 import fcntl

@@ -22,12 +22,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver impor
 
 # `gpg --show-keys --with-colons` of the lab's test repository key (a key with one subkey would
 # list a sub/fpr pair after it, which must not count).
-GPG_COLONS = """pub:u:255:22:8FB637B1BCDA7F30:1796011173:::u:::scSC:::::ed25519:::0:
-fpr:::::::::08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30:
-uid:u::::1796011173::88F1A519A32FFE242EA8554C7A88C761C8169220::seatwright lab TEST EQUIPMENT repository key (not NVIDIA's) <lab@seatwright.invalid>::::::::::0:
-sub:u:255:22:1111111111111111:1796011173::::::e:::::cv25519::
-fpr:::::::::AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:
-"""
+GPG_COLONS = (
+    "pub:u:255:22:8FB637B1BCDA7F30:1796011173:::u:::scSC:::::ed25519:::0:\n"
+    "fpr:::::::::08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30:\n"
+    "uid:u::::1796011173::88F1A519A32FFE242EA8554C7A88C761C8169220::seatwright lab TEST EQUIPMENT "
+    "repository key (not NVIDIA's) <lab@seatwright.invalid>::::::::::0:\n"
+    "sub:u:255:22:1111111111111111:1796011173::::::e:::::cv25519::\n"
+    "fpr:::::::::AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:\n"
+)
 
 
 @pytest.mark.parametrize(

@@ -190,7 +190,8 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
             ["playbooks/seat.yml", "-e", "seat=glm53-vendor"],
             [
                 "node rank 0 on node-a (ray-head+server): container seatwright-glm53-vendor-rank0",
-                "first: seatwright-glm53-vendor-rank0-ray-head: ray start --head --port=6379 --node-ip-address=10.77.0.11",
+                "first: seatwright-glm53-vendor-rank0-ray-head: "
+                "ray start --head --port=6379 --node-ip-address=10.77.0.11",
                 "run: ray start --block --address=10.77.0.11:6379 --node-ip-address=10.77.0.12",
             ],
         ),

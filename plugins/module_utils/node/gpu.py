@@ -315,7 +315,10 @@ def reading_from_nvml(raw):
 
 
 def p2p_assessment(count, links, iommu, acs):
-    """Can the first peer-to-peer transfer hang? (docs/field.md#iommu-and-acs: RTX PRO 6000 with IOMMU/ACS on, NCCL #1999/#2079)."""
+    """Can the first peer-to-peer transfer hang?
+
+    docs/field.md#iommu-and-acs: RTX PRO 6000 with IOMMU/ACS on, NCCL #1999/#2079.
+    """
     if count < 2:
         return {"hang_risk": False, "reason": "fewer than two GPUs: no peer-to-peer traffic"}
     if links and all(link["kind"] == "nvlink" for link in links):

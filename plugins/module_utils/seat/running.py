@@ -15,7 +15,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact i
 )
 
 
-
 def container_name(seat, rank, part=None):
     """The container of one node rank (part: e.g. 'ray-head'); one name, so a re-run finds the running seat."""
     return "seatwright-%s-rank%d%s" % (seat, rank, "-" + part if part else "")
@@ -58,8 +57,6 @@ def nccl_env_drift(host, plan_env, node_nccl_env):
                 )
             )
     return problems
-
-
 
 
 def _same_program(expected, running):
