@@ -23,7 +23,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     weight_estimate,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import MODEL_ROOT, render
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import nesting_problem, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
 
@@ -156,6 +156,14 @@ def _placement(settings, candidates):
     """(seat nodes with the GPUs the seat uses, every candidate's hardware, shortfall reasons)."""
     if not isinstance(candidates, list):
         raise SeatError("seat_hosts: expected a list of hosts, found %s" % type(candidates).__name__)
+    for position, candidate in enumerate(candidates):
+        host = candidate.get("host") if isinstance(candidate, dict) else None
+        where = (
+            "host %s: its inventory variables (host_vars/%s.yml or a group_vars file of its groups)" % (host, host)
+            if isinstance(host, str) and _HOST.match(host)
+            else "seat_hosts[%d]" % position
+        )
+        nesting_problem(candidate, where, "an inventory host's variables are")
     names = [c.get("host") for c in candidates if isinstance(c, dict)]
     repeated = sorted({str(name) for name in names if names.count(name) > 1})
     if repeated:

@@ -13,6 +13,7 @@ import re
 
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 
 try:
@@ -83,6 +84,12 @@ def recipe_from_text(text, source):
     """The data of a recipe file's text; YAML errors become a SeatError with the line."""
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        # PyYAML composes nested nodes recursively: thousands of levels exhaust the stack.
+        raise SeatError(
+            "%s: nested too deeply to read (more levels than Python can follow; a recipe is at most a "
+            "few levels deep); look for runaway [ or { in the file" % source
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark else ""
@@ -90,7 +97,19 @@ def recipe_from_text(text, source):
         raise SeatError("%s: not valid YAML%s: %s; fix the file's syntax" % (source, where, problem))
     if data is None:
         raise SeatError("%s: the file is empty; a recipe is a YAML mapping (see schemas/seat.schema.json)" % source)
+    nesting_problem(data, source)
     return data
+
+
+def nesting_problem(data, source, what="a recipe is"):
+    """SeatError naming `source` when `data` nests deeper than any real recipe or inventory does."""
+    path = too_deep(data)
+    if path is not None:
+        shown = path_text(path[:4]) + ("..." if len(path) > 4 else "")
+        raise SeatError(
+            "%s: nested more than %d levels deep (under %s); %s only a few levels deep, so look for "
+            "runaway nesting in the file" % (source, MAX_NESTING, shown or "the top level", what)
+        )
 
 
 def _subschema(schema, parts):
@@ -364,6 +383,7 @@ def validate_recipe(data, schema, source, rule_ids=()):
             "%s: a recipe is a YAML mapping of fields, found %s; see schemas/seat.schema.json"
             % (source, type(data).__name__)
         )
+    nesting_problem(data, source)
     problems = [
         "%s: NaN or infinity is not a setting; expected %s" % (path, "a finite number")
         for path in _bad_number_paths(data)
