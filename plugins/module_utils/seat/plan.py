@@ -18,6 +18,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants im
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     fit_seat,
+    memory_setting,
     one_node,
     size_text,
     weight_estimate,
@@ -305,7 +306,8 @@ def provenance(settings, fit):
         ("kv_bytes_per_token", "KV bytes per token"),
     ):
         item = inputs.get(key)
-        if item and item.get("value") is not None:
+        # Measured figures are listed with their source under `measured`, not here.
+        if item and item.get("value") is not None and item.get("kind") not in MEASURED_KINDS:
             items.append({"what": label, "value": item["value"], "source": item["source"]})
     qualification = settings["qualification"]
     items.append(
@@ -323,6 +325,45 @@ def provenance(settings, fit):
                 "source": default_port(settings["engine"]["name"])["source"],
             }
         )
+    return items
+
+
+MEASURED_KINDS = ("measured", "measured-run")
+
+
+def measured_figures(fit):
+    """The field's measurements the fit uses, each with what it is, its value and its source."""
+    items = []
+    weights = fit.get("weights") or {}
+    if weights.get("basis") == "measured":
+        items.append(
+            {
+                "what": "weights per rank",
+                "value": weights["value"],
+                "predicted": weights.get("predicted"),
+                "source": weights["source"],
+            }
+        )
+    inputs = fit.get("inputs") or {}
+    for key, label in (("runtime_reserve", "runtime reserve per GPU"), ("kv_bytes_per_token", "KV bytes per token")):
+        item = inputs.get(key)
+        if item and item.get("kind") in MEASURED_KINDS:
+            items.append({"what": label, "value": item["value"], "predicted": None, "source": item["source"]})
+    ranks = fit.get("per_rank") or []
+    if ranks and ranks[0].get("kv_basis") == "measured":
+        tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
+        for what, key in (("KV cache per rank", "kv_headroom_bytes"), ("KV tokens per rank", "kv_tokens")):
+            if tightest[key] is not None:
+                items.append(
+                    {
+                        "what": what,
+                        "value": tightest[key],
+                        "predicted": tightest[
+                            "kv_predicted_bytes" if key == "kv_headroom_bytes" else "kv_predicted_tokens"
+                        ],
+                        "source": tightest["kv_source"],
+                    }
+                )
     return items
 
 
@@ -425,6 +466,11 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
+    memory = memory_setting(settings)
+    if settings["engine"]["device"] == "cuda" and settings["engine"]["name"] != "unknown" and not memory["chosen"]:
+        # The engine takes exactly the memory the fit assumed: the plan renders the default itself.
+        settings["serving"]["gpu_memory_utilization"] = memory["value"]
+        settings["_memory_default"] = dict(memory)
 
     if shortfall:
         estimate = weight_estimate(settings)
@@ -441,8 +487,8 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         }
         ranks = []
     else:
-        fit = fit_seat(settings, seat_nodes, config)
         ranks = render(settings, seat_nodes, source, model_root)
+        fit = fit_seat(settings, seat_nodes, config, ranks[0]["argv"] if ranks else None)
         rules["refusals"] += flag_refusals(settings, ranks, image)
         for rank in ranks:
             rank["container"] = container_name(seat, rank["rank"])
@@ -464,6 +510,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")
+    settings.pop("_memory_default", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     return {
         "format": PLAN_FORMAT,
@@ -496,6 +543,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         "fleet_cost": cost,
         "provenance": origin,
         "fit_inputs": fit.get("inputs") or {},
+        "measured": measured_figures(fit),
         "notes": list(recipe["notes"])
         + [note for node in hardware for note in node["notes"]]
         + ([measured_note] if measured_note else [])
@@ -533,6 +581,15 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
         ],
         "ranks": ranks,
     }
+
+
+def _figure(what, value):
+    """A measured figure as a person reads it: tokens with separators, bytes as GB and GiB."""
+    if "tokens per rank" in what:
+        return "{:,} tokens".format(value)
+    if "per token" in what:
+        return "{:,} B".format(value)
+    return size_text(value)
 
 
 def _command(argv):
@@ -603,6 +660,16 @@ def plan_lines(plan):
     lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
     lines += [
         "not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"]) for item in plan["provenance"]
+    ]
+    lines += [
+        "measured: %s %s (%s)%s"
+        % (
+            item["what"],
+            _figure(item["what"], item["value"]),
+            item["source"],
+            "" if item["predicted"] is None else "; predicted %s" % _figure(item["what"], item["predicted"]),
+        )
+        for item in plan["measured"]
     ]
     lines += ["unknown: " + item for item in plan["unknowns"]]
     lines += ["override of %s is not needed by this placement" % rule for rule in plan["unused_overrides"]]

@@ -49,6 +49,7 @@ SIZE_FIELDS = (
     ("model", "checkpoint", "mtp_bytes"),
     ("model", "checkpoint", "replicated_bytes"),
     ("model", "observed", "per_rank_weight_bytes"),
+    ("model", "observed", "kv_cache_bytes"),
     ("fit", "runtime_reserve_bytes"),
 )
 _MAX_ERRORS = 12
@@ -276,6 +277,19 @@ def _cross_field_problems(recipe, rule_ids):
     observed = model.get("observed")
     if observed and engine["device"] == "cpu":
         problems.append("model.observed: per-rank GPU weights do not apply to a CPU seat")
+    if observed and (observed["kv_cache_bytes"] or observed["kv_tokens"]) and not observed["kv_cache_dtype"]:
+        problems.append(
+            "model.observed.kv_cache_dtype: missing; a measured KV cache only compares with a seat of the same "
+            "KV cache type, so say which type that run used"
+        )
+    own_context = model["architecture"]["max_position_embeddings"]
+    if serving["max_model_len"] and own_context and serving["max_model_len"] > own_context:
+        if not serving["rope_scaling_reason"]:
+            problems.append(
+                "serving.max_model_len: %d is above the model's own context (model.architecture."
+                "max_position_embeddings %d); serve at most %d, or name the rope scaling that stretches it in "
+                "serving.rope_scaling_reason" % (serving["max_model_len"], own_context, own_context)
+            )
 
     max_seqs = serving["max_num_seqs"]
     levels = recipe["qualification"]["concurrency"]
@@ -351,6 +365,11 @@ def _normalise(data):
     for key in ("mtp_bytes", "replicated_bytes", "files", "bytes_source"):
         recipe["model"]["checkpoint"].setdefault(key, None)
     recipe["model"].setdefault("observed", None)
+    if recipe["model"]["observed"] is not None:
+        for key in ("kv_cache_bytes", "kv_tokens", "kv_cache_dtype", "memory_utilization", "memory_utilization_source"):
+            recipe["model"]["observed"].setdefault(key, None)
+    recipe["model"]["architecture"].setdefault("max_position_embeddings", None)
+    serving.setdefault("rope_scaling_reason", None)
     return recipe
 
 
