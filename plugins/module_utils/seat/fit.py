@@ -288,6 +288,38 @@ def served_context(settings, config):
     return None, "serving.max_model_len is unset and the model's config.json is not in the checkpoint facts"
 
 
+def context_refusal(settings, config):
+    """A refusal when serving.max_model_len is above the model's own context and no rope scaling stretches it.
+
+    The model's context is max_position_embeddings from checkpoint facts (config.json), else from
+    the recipe (model.architecture.max_position_embeddings). A rope_scaling entry with a factor in
+    config.json stretches it by that factor; serving.rope_scaling_reason names scaling the engine
+    applies on its own. Returns None when the context is within the model's or either is unknown.
+    """
+    wanted = settings["serving"]["max_model_len"]
+    own = model_context(config)
+    where = "config.json max_position_embeddings in the checkpoint facts"
+    if not own:
+        own = settings["model"]["architecture"].get("max_position_embeddings")
+        where = "model.architecture.max_position_embeddings"
+    if not wanted or not own or settings["serving"].get("rope_scaling_reason"):
+        return None
+    scaling = config.get("rope_scaling") if isinstance(config, dict) else None
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
+        own, where = int(own * factor), "%s x the rope_scaling factor %g of config.json" % (where, factor)
+    if wanted <= own:
+        return None
+    return {
+        "id": "context-within-model",
+        "reason": "past the positions a model was trained for, attention degrades without rope scaling, "
+        "and engines refuse or silently misbehave; a longer context needs a named reason",
+        "detail": "serving.max_model_len {:,} is above the model's own {:,} tokens ({})".format(wanted, own, where),
+        "remedy": "serve at most {:,} tokens, or name the rope scaling that stretches the context in "
+        "serving.rope_scaling_reason".format(own),
+    }
+
+
 def kv_per_token(settings, config, use_run=True):
     """(KV bytes per token on each rank, where from) or (None, why unknown).
 

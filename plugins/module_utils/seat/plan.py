@@ -14,9 +14,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan, resident_footprint
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
+    context_refusal,
     fit_seat,
     memory_setting,
     one_node,
@@ -221,6 +222,27 @@ def _model_config(recipe, hardware):
         if isinstance(config, dict) and config:
             return config, "model config.json values from the checkpoint facts on %s" % node["host"]
     return None, None
+
+
+def _with_residents(recipe, seat_nodes, candidates):
+    """The seat's GPUs, each with the memory of the co-tenants that stay resident on it (seat/cotenants.py)."""
+    declared = {c.get("host"): c.get("seatwright_node_cotenants") for c in candidates if isinstance(c, dict)}
+    gpus = []
+    for node in seat_nodes:
+        for gpu in node["gpus"]:
+            resident = resident_footprint(
+                node["host"], declared.get(node["host"]), gpu["index"], recipe["topology"]["exclusive"]
+            )
+            gpus.append(
+                dict(
+                    gpu,
+                    host=node["host"],
+                    resident_bytes=resident["bytes"],
+                    resident_sources=resident["sources"],
+                    resident_unknown=resident["unknown"],
+                )
+            )
+    return gpus
 
 
 def _gpu_kind_problem(seat_nodes):
@@ -459,13 +481,16 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
     config, config_note = _model_config(recipe, hardware)
     image = _image_facts(recipe, candidates)
     recipe, image_notes = recipe_with_image(recipe, image)
-    seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
+    seat_gpus = _with_residents(recipe, seat_nodes, candidates)
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
     settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
+    too_long = context_refusal(settings, config)
+    if too_long:
+        rules["refusals"].append(too_long)
     memory = memory_setting(settings)
     if settings["engine"]["device"] == "cuda" and settings["engine"]["name"] != "unknown" and not memory["chosen"]:
         # The engine takes exactly the memory the fit assumed: the plan renders the default itself.
