@@ -1,7 +1,9 @@
 """Exclusive mode: which co-tenant services a seat evicts, what was running, and what to restore.
 
 Co-tenants are declared per host in the inventory (`seatwright_node_cotenants`): a list of
-{name, kind: container|systemd, gpus: [indices] | all}. A seat that is exclusive stops every
+{name, kind: container|systemd, gpus: [indices] | all, memory, memory_source}; `memory` is what the
+service holds on each of its GPUs, measured or declared (memory_source says which), and a seat that
+leaves it resident takes at most what it leaves (rule gpu-memory-cotenants). A seat that is exclusive stops every
 co-tenant that shares a GPU with it (`all` claims every GPU of the node, so an exclusive seat
 always evicts it, even a CPU seat). Before anything is stopped the prior state of each is recorded
 on the node; teardown, and any failure of bring-up, restarts exactly those that were running.
