@@ -11,7 +11,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS
-from seat_cases import SCHEMA, SEAT_NAMES, example_node, example_nodes, mutated, seat_data
+from seat_cases import SCHEMA, SEAT_NAMES, example_node, example_nodes, h200_node, mutated, seat_data
 
 GIB = 2**30
 GB = 10**9
@@ -251,3 +251,17 @@ def test_an_undeclared_cotenant_footprint_is_an_unknown_not_075():
     result = planned("glm53-fp8", nodes=_cotenant_nodes(None))
     assert result["serving"]["gpu_memory_utilization"] != 0.75
     assert any("memory of resident co-tenant omni on node-b is not declared" in item for item in result["unknowns"])
+
+
+def test_a_measured_kv_figure_stands_only_on_gpus_of_the_size_it_was_measured_on():
+    # [000] attempt 5 ran on 97,887 MiB cards; on H200s the KV is a prediction from the run's reserve.
+    first, second = h200_node("gpu-h200-a"), h200_node("gpu-h200-b")
+    second["seatwright_node_fabric_ip"] = "10.88.0.22"
+    result = planned("glm53", nodes=[first, second])
+    rank = result["per_rank"][0]
+    assert rank.get("kv_basis") == "predicted"
+    assert rank["kv_headroom_bytes"] > 24.17 * GIB
+    assert "KV cache per rank" not in {item["what"] for item in result.get("measured", [])}
+    reserve = result["fit_inputs"]["runtime_reserve"]
+    # The reserve is the field run's, worked out on the field's card, not on the H200.
+    assert reserve["kind"] == "measured-run" and "95.59 GiB" in reserve["source"]

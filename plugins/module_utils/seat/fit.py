@@ -19,8 +19,8 @@ How the estimate is made:
   (fit.runtime_reserve_bytes with its source), else what the seat's own measured run leaves for it
   (its engine setting x the GPU, less the weights and the KV cache the field saw allocated), else the
   family's field figure, or a labelled stand-in;
-- where the field recorded the KV cache a run of the same shape allocated (same TP, KV type and
-  engine memory setting), the plan shows that figure, labelled measured, beside its prediction;
+- where the field recorded the KV cache a run of the same shape allocated (same TP, KV type, engine
+  memory setting and GPU size), the plan shows that figure, labelled measured, beside its prediction;
 - a seat fits only when its KV headroom holds one sequence of the served context: the recipe's
   max_model_len, a context the field gives (fit.context_tokens), or the model's own from its
   config.json; KV bytes per token are declared (fit.kv_bytes_per_token) or computed from the
@@ -198,6 +198,8 @@ def runtime_reserve(settings, gpu_total=None, config=None):
     name = settings["engine"]["name"]
     run = measured_run(settings)
     size, _ = _run_kv(settings, run, config)
+    if run and run["gpu_memory_mib"]:
+        gpu_total = run["gpu_memory_mib"] * MIB  # the card the run had, whatever this seat is planned on
     if gpu_total and size and memory_fraction_covers(name) == "all":
         value, where = run_setting(settings, run)
         left = int(gpu_total * value) - run["per_rank_weight_bytes"] - size
@@ -475,8 +477,13 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
     run = measured_run(settings)
     run_kv_bytes, run_kv_tokens = _run_kv(settings, run, config)
     # The field's KV figure is this seat's when the run had its shape: same TP (measured_run), KV type
-    # (_run_kv) and engine memory setting.
-    kv_measured = bool(run_kv_bytes) and round(run_setting(settings, run)[0], 4) == round(utilization, 4)
+    # (_run_kv), engine memory setting and GPU size.
+    kv_measured = (
+        bool(run_kv_bytes)
+        and round(run_setting(settings, run)[0], 4) == round(utilization, 4)
+        and run["gpu_memory_mib"] in (None, smallest // MIB)
+        and len({gpu["memory_total_mib"] for _, gpu in gpus}) == 1
+    )
     base["inputs"] = {
         "utilization": {"value": utilization, "source": utilization_source},
         "runtime_reserve": {"value": reserve["bytes"], "source": reserve["source"], "kind": reserve["kind"]},

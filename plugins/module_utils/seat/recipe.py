@@ -366,7 +366,14 @@ def _normalise(data):
         recipe["model"]["checkpoint"].setdefault(key, None)
     recipe["model"].setdefault("observed", None)
     if recipe["model"]["observed"] is not None:
-        for key in ("kv_cache_bytes", "kv_tokens", "kv_cache_dtype", "memory_utilization", "memory_utilization_source"):
+        for key in (
+            "kv_cache_bytes",
+            "kv_tokens",
+            "kv_cache_dtype",
+            "memory_utilization",
+            "memory_utilization_source",
+            "gpu_memory_mib",
+        ):
             recipe["model"]["observed"].setdefault(key, None)
     recipe["model"]["architecture"].setdefault("max_position_embeddings", None)
     serving.setdefault("rope_scaling_reason", None)
