@@ -19,7 +19,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import
 from seat_cases import SCHEMA
 
 # Serving fields that are not engine flags: they shape the launch around the flags.
-NOT_FLAGS = {"extra_args", "env"}
+# Fields that are no engine flag: rope_scaling_reason only lets the plan accept a longer context.
+NOT_FLAGS = {"extra_args", "env", "rope_scaling_reason"}
 
 
 def _settings(name, **serving):

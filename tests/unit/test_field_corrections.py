@@ -201,7 +201,10 @@ def test_plan_lists_the_numbers_that_are_not_field_measurements():
     what = {item["what"]: item["source"] for item in result["provenance"]}
     assert "vLLM's default --gpu-memory-utilization" in what["memory utilisation"]
     assert what["start-up timeout (s)"].startswith("seatwright's choice")
-    assert what["runtime reserve per GPU"].startswith("field figure for vLLM with GLM-5.3-Flash")
+    # The reserve comes from the seat's own measured run [000] attempts 3 and 5: listed as measured, not here.
+    assert "runtime reserve per GPU" not in what
+    measured = {item["what"]: item["source"] for item in result["measured"]}
+    assert measured["runtime reserve per GPU"].startswith("what the seat's measured run left")
     assert what["served context"].startswith("[000] section 4")
     assert what["port"] == "vLLM's default --port"
     assert any(line.startswith("not from the field: memory utilisation 0.9") for line in plan_lines(result))
@@ -250,7 +253,10 @@ def test_headroom_must_hold_one_served_sequence(utilization_for_headroom, verdic
         # No max_model_len, no field context, no config.json: the served context is unknown.
         ([(("fit", "context_tokens"), None)], "the served context"),
         # No declared KV size and no config.json to compute it from.
-        ([(("fit", "kv_bytes_per_token"), None)], "KV bytes per token"),
+        (
+            [(("model", "observed"), {"per_rank_weight_bytes": "44.69 GiB", "tensor_parallel": 4, "source": "[000]"})],
+            "KV bytes per token",
+        ),
     ],
 )
 def test_unknown_context_or_kv_is_unknown_not_fits(changes, unknown_word):
@@ -312,7 +318,14 @@ def test_kv_bytes_per_token_from_config(config, kv, tp, expected):
 
 
 def test_unset_max_model_len_takes_the_models_own_context_from_config():
-    settings = _settings("glm53", [(("fit", "context_tokens"), None), (("fit", "kv_bytes_per_token"), None)])
+    settings = _settings(
+        "glm53",
+        [
+            (("fit", "context_tokens"), None),
+            (("model", "observed", "kv_tokens"), None),
+            (("model", "observed", "kv_cache_bytes"), None),
+        ],
+    )
     result = fit_seat(settings, NODES, config=NOPE_CONFIG)
     assert result["inputs"]["context_tokens"] == {
         "value": 163840,
@@ -337,7 +350,14 @@ def test_inkling_reserve_comes_from_its_own_record_not_the_glm_figure():
     assert result["fit_inputs"]["runtime_reserve"]["kind"] == "recipe"
     assert "[003]" in result["fit_inputs"]["runtime_reserve"]["source"]
     as_vllm = _settings(
-        "inkling-small", [(("engine", "name"), "vllm"), (("fit", "runtime_reserve_bytes"), None)], SM120_X2
+        "inkling-small",
+        [
+            (("engine", "name"), "vllm"),
+            (("fit", "runtime_reserve_bytes"), None),
+            # The measured KV pool was SGLang's; it says nothing about a vLLM run.
+            (("model", "observed", "kv_cache_bytes"), None),
+        ],
+        SM120_X2,
     )
     assert fit_seat(as_vllm, NODES[:1])["verdict"] == "does-not-fit"
 

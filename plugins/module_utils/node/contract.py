@@ -15,6 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults imp
     STATE_DIR,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import parse_size
 
 # Names the collectors pass on to the contract (see playbooks/vars/contract.yml); the contract then
 # refuses unknown names under the seatwright_node_ and seatwright_fleet_ prefixes as typos.
@@ -101,9 +102,11 @@ VARIABLES = (
         False,
         [],
         "cotenants",
-        "a list of {name, kind: container|systemd, gpus: [indices] or all}",
+        "a list of {name, kind: container|systemd, gpus: [indices] or all, memory: its GPU memory on each "
+        "of those GPUs such as '21.6 GiB' (optional), memory_source (optional)}",
         "services on the node a seat may stop while it runs and must restore after, "
-        "e.g. `[{name: embedder, kind: container, gpus: [1]}]`",
+        "e.g. `[{name: embedder, kind: container, gpus: [1], memory: 6 GiB}]`; a seat that leaves them "
+        "resident takes at most what their memory leaves",
     ),
     Variable(
         "seatwright_fleet_name",
@@ -270,6 +273,17 @@ def _serve_ok(value, _declared):
     return None
 
 
+def memory_bytes(value):
+    """Bytes of a co-tenant's declared GPU memory (an integer or a size such as '21.6 GiB'), or None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        size = parse_size(value)
+    except ValueError:
+        return None
+    return size if isinstance(size, int) and size > 0 else None
+
+
 def _cotenants_ok(value, declared):
     expected = BY_NAME["seatwright_node_cotenants"].expected
     if not isinstance(value, list):
@@ -278,7 +292,7 @@ def _cotenants_ok(value, declared):
     seen = set()
     for position, entry in enumerate(value):
         where = "entry %d" % position
-        if not isinstance(entry, dict) or set(entry) - {"name", "kind", "gpus"}:
+        if not isinstance(entry, dict) or set(entry) - {"name", "kind", "gpus", "memory", "memory_source"}:
             return "%s (%s has other keys)" % (expected, where) if isinstance(entry, dict) else expected
         name = entry.get("name")
         if not isinstance(name, str) or not _SERVICE.match(name):
@@ -288,6 +302,8 @@ def _cotenants_ok(value, declared):
         seen.add(name)
         if entry.get("kind") not in COTENANT_KINDS:
             return "%s (%s: kind must be container or systemd)" % (expected, name)
+        if entry.get("memory") is not None and memory_bytes(entry["memory"]) is None:
+            return "%s (%s: memory must be a size such as '21.6 GiB')" % (expected, name)
         gpus = entry.get("gpus", "all")
         if gpus == "all":
             continue

@@ -1,7 +1,9 @@
 """Exclusive mode: which co-tenant services a seat evicts, what was running, and what to restore.
 
 Co-tenants are declared per host in the inventory (`seatwright_node_cotenants`): a list of
-{name, kind: container|systemd, gpus: [indices] | all}. A seat that is exclusive stops every
+{name, kind: container|systemd, gpus: [indices] | all, memory, memory_source}; `memory` is what the
+service holds on each of its GPUs, measured or declared (memory_source says which), and a seat that
+leaves it resident takes at most what it leaves (rule gpu-memory-cotenants). A seat that is exclusive stops every
 co-tenant that shares a GPU with it (`all` claims every GPU of the node, so an exclusive seat
 always evicts it, even a CPU seat). Before anything is stopped the prior state of each is recorded
 on the node; teardown, and any failure of bring-up, restarts exactly those that were running.
@@ -10,6 +12,7 @@ on the node; teardown, and any failure of bring-up, restarts exactly those that 
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import memory_bytes
 
 RECORD_FORMAT = "seatwright-cotenants/1"
 KINDS = ("container", "systemd")
@@ -37,10 +40,10 @@ def check_cotenants(host, declared):
         if not isinstance(item, dict):
             problems.append("%s is %r; expected a mapping with name, kind and gpus" % (at, item))
             continue
-        unknown = sorted(set(item) - {"name", "kind", "gpus"})
+        unknown = sorted(set(item) - {"name", "kind", "gpus", "memory", "memory_source"})
         if unknown:
             problems.append(
-                "%s: unknown field%s %s; allowed: name, kind, gpus"
+                "%s: unknown field%s %s; allowed: name, kind, gpus, memory, memory_source"
                 % (at, "" if len(unknown) == 1 else "s", ", ".join(unknown))
             )
         name, kind, gpus = item.get("name"), item.get("kind"), item.get("gpus")
@@ -55,9 +58,23 @@ def check_cotenants(host, declared):
             problems.append("%s.kind is %r; expected container or systemd" % (at, kind))
         if gpus != "all" and not (isinstance(gpus, list) and gpus and all(_is_index(g) for g in gpus)):
             problems.append("%s.gpus is %r; expected all, or a non-empty list of GPU indices like [0, 1]" % (at, gpus))
+        memory = item.get("memory")
+        if memory is not None and memory_bytes(memory) is None:
+            problems.append(
+                "%s.memory is %r; expected its GPU memory on each GPU it uses, e.g. '21.6 GiB'" % (at, memory)
+            )
         if kind == "systemd" and isinstance(name, str) and "." not in name:
             name = name + ".service"
-        entries.append({"name": name, "kind": kind, "gpus": gpus if gpus == "all" else sorted(set(gpus or []))})
+        entries.append(
+            {
+                "name": name,
+                "kind": kind,
+                "gpus": gpus if gpus == "all" else sorted(set(gpus or [])),
+                "memory_bytes": memory_bytes(memory) if memory is not None else None,
+                "memory_source": item.get("memory_source")
+                or ("declared in the inventory" if memory is not None else None),
+            }
+        )
     if problems:
         raise SeatError("\n".join(problems) + "\nfix them in the inventory (host_vars/%s.yml)" % host)
     return entries
@@ -93,6 +110,25 @@ def eviction_plan(host, declared, seat_gpus, exclusive):
                 dict(item, reason="uses GPU %s only, which the seat does not use" % ",".join(map(str, item["gpus"])))
             )
     return {"host": host, "stop": stop, "keep": keep}
+
+
+def resident_footprint(host, declared, gpu_index, exclusive):
+    """{'bytes', 'sources', 'unknown'} of the co-tenant memory that stays on one GPU of a seat.
+
+    Under an exclusive seat nothing sharing its GPUs stays. `unknown` names the resident co-tenants
+    that declare no memory, so their footprint cannot be counted.
+    """
+    decided = eviction_plan(host, declared, [gpu_index], exclusive)
+    total, sources, unknown = 0, [], []
+    for item in decided["keep"]:
+        if item["gpus"] != "all" and gpu_index not in item["gpus"]:
+            continue
+        if item["memory_bytes"] is None:
+            unknown.append(item["name"])
+            continue
+        total += item["memory_bytes"]
+        sources.append("%s %.2f GiB (%s)" % (item["name"], item["memory_bytes"] / 2.0**30, item["memory_source"]))
+    return {"bytes": total, "sources": sources, "unknown": unknown}
 
 
 def merge_record(host, seat, existing, observed):

@@ -109,8 +109,8 @@ SGLANG = {
     "default_port": {"value": 30000, "source": "SGLang's default --port"},
     "default_memory_utilization": {
         "value": 0.9,
-        "source": "seatwright's assumption: SGLang derives --mem-fraction-static from the "
-        "GPU's memory when it is unset; no field figure",
+        "source": "seatwright's choice for a recipe that leaves it unset, rendered as --mem-fraction-static "
+        "(SGLang would otherwise derive its own from the GPU and its settings); no field figure",
     },
     # SGLang's --mem-fraction-static holds weights and the KV pool; activations and graphs live outside it.
     "memory_fraction_covers": "weights-and-kv",

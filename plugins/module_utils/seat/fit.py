@@ -7,12 +7,20 @@ How the estimate is made:
 - loaded bytes = checkpoint bytes minus the multi-token-prediction (MTP) block, which engines skip
   at load unless speculation uses it [000];
 - per-rank weights = (loaded - replicated) / TP + replicated; expert parallelism equal to TP moves
-  whole experts instead of slicing them, which leaves the bytes per rank unchanged;
-- each GPU gives the engine utilisation x its memory (its engine's default when unset, labelled
-  with where that default comes from); weights and the non-weight runtime reserve come off it
-  (for SGLang the runtime lives outside the fraction), and what is left holds the KV cache;
+  whole experts instead of slicing them, which leaves the bytes per rank unchanged. A measured figure
+  beats the prediction: when the field saw the seat loaded at the same TP (model.observed), that is
+  the weight per rank the fit uses, labelled measured, and the prediction is shown beside it;
+- each GPU gives the engine utilisation x its memory: exactly the setting the launch renders
+  (--gpu-memory-utilization, --mem-fraction-static; when the recipe leaves it unset the plan renders
+  the value the fit assumed, so the engine cannot pick another); weights and the non-weight runtime
+  reserve come off it (for SGLang the runtime lives outside the fraction), and what is left holds
+  the KV cache;
 - the runtime reserve is a property of the engine and model family: a measured record of the seat
-  (fit.runtime_reserve_bytes with its source), the family's field figure, or a labelled stand-in;
+  (fit.runtime_reserve_bytes with its source), else what the seat's own measured run leaves for it
+  (its engine setting x the GPU, less the weights and the KV cache the field saw allocated), else the
+  family's field figure, or a labelled stand-in;
+- where the field recorded the KV cache a run of the same shape allocated (same TP, KV type, engine
+  memory setting and GPU size), the plan shows that figure, labelled measured, beside its prediction;
 - a seat fits only when its KV headroom holds one sequence of the served context: the recipe's
   max_model_len, a context the field gives (fit.context_tokens), or the model's own from its
   config.json; KV bytes per token are declared (fit.kv_bytes_per_token) or computed from the
@@ -25,7 +33,9 @@ import math
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import MIB
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import (
+    ENGINES,
     default_memory_utilization,
+    engine,
     memory_fraction_covers,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import kv_bytes_per_token, model_context
@@ -68,6 +78,9 @@ def weight_estimate(settings):
             "loaded_bytes": None,
             "per_rank_bytes": None,
             "basis": "unknown",
+            "predicted_per_rank_bytes": None,
+            "weights_basis": "unknown",
+            "weights_source": None,
             "notes": [
                 "checkpoint size unknown: declare model.checkpoint.bytes, or gather checkpoint "
                 "facts on a node that holds the weights"
@@ -80,7 +93,15 @@ def weight_estimate(settings):
             "(%s); replicated tensors make this an upper bound"
             % (size_text(observed["per_rank_weight_bytes"]), observed["tensor_parallel"], observed["source"])
         )
-        return {"loaded_bytes": loaded, "per_rank_bytes": -(-loaded // tp), "basis": "observed", "notes": notes}
+        return {
+            "loaded_bytes": loaded,
+            "per_rank_bytes": -(-loaded // tp),
+            "predicted_per_rank_bytes": None,
+            "weights_basis": "measured" if observed["tensor_parallel"] == tp else "derived",
+            "weights_source": observed["source"],
+            "basis": "observed",
+            "notes": notes,
+        }
     skipped = _skipped_mtp(settings)
     if checkpoint["mtp_bytes"]:
         if skipped:
@@ -105,17 +126,67 @@ def weight_estimate(settings):
             "expert parallel %d: experts go whole to ranks instead of being sliced; the "
             "bytes per rank are the same" % settings["topology"]["expert_parallel"]
         )
+    result = {
+        "loaded_bytes": loaded,
+        "per_rank_bytes": per_rank,
+        "predicted_per_rank_bytes": per_rank,
+        "weights_basis": "predicted",
+        "weights_source": "predicted from the checkpoint bytes (%s)" % checkpoint["bytes_status"],
+        "basis": checkpoint["bytes_status"],
+        "notes": notes,
+    }
     if observed is not None and observed["tensor_parallel"] == tp:
+        # A measured figure beats the prediction; the prediction stays beside it.
         seen = observed["per_rank_weight_bytes"]
         notes.append(
-            "estimate %.2f GiB per rank against %.2f GiB seen loaded at TP%d (%s): %+.1f%%"
-            % (per_rank / GIB, seen / GIB, tp, observed["source"], 100.0 * (per_rank - seen) / seen)
+            "weights per rank: %.2f GiB measured at TP%d (%s) are used; the checkpoint predicts %.2f GiB (%+.1f%%)"
+            % (seen / GIB, tp, observed["source"], per_rank / GIB, 100.0 * (per_rank - seen) / seen)
         )
-    return {"loaded_bytes": loaded, "per_rank_bytes": per_rank, "basis": checkpoint["bytes_status"], "notes": notes}
+        result.update(per_rank_bytes=seen, weights_basis="measured", weights_source=observed["source"])
+    return result
 
 
-def runtime_reserve(settings):
-    """{'bytes', 'source', 'kind'}: the recipe's measured figure, the family's, or a labelled stand-in."""
+def measured_run(settings):
+    """The field's measured run of this seat (model.observed) when it ran at the recipe's TP, else None."""
+    observed = settings["model"]["observed"]
+    if observed is None or observed["tensor_parallel"] != settings["topology"]["tensor_parallel"]:
+        return None
+    return observed
+
+
+def run_setting(settings, run):
+    """(the engine memory setting the measured run used, where that comes from)."""
+    if run["memory_utilization"] is not None:
+        return run["memory_utilization"], run.get("memory_utilization_source") or run["source"]
+    default = default_memory_utilization(settings["engine"]["name"])
+    return default["value"], "not recorded for that run, so the engine's default: %s" % default["source"]
+
+
+def _run_kv(settings, run, config):
+    """(KV bytes per rank, KV tokens per rank) the measured run allocated; None where not recorded.
+
+    Only a run with the seat's KV cache type counts; a figure it lacks is filled from the other
+    with the seat's KV bytes per token.
+    """
+    if run is None or run["kv_cache_dtype"] != settings["serving"]["kv_cache_dtype"]:
+        return None, None
+    size, tokens = run["kv_cache_bytes"], run["kv_tokens"]
+    if size and tokens:
+        return size, tokens
+    if not size and not tokens:
+        return None, None
+    per_token, _ = kv_per_token(settings, config, use_run=False)
+    if not per_token:
+        return size, tokens
+    return (size, size // per_token) if size else (tokens * per_token, tokens)
+
+
+def runtime_reserve(settings, gpu_total=None, config=None):
+    """{'bytes', 'source', 'kind'}: the recipe's measured figure, the seat's measured run, the family's, or a stand-in.
+
+    `gpu_total` (bytes of the seat's smallest GPU) lets a measured run of the seat give the reserve:
+    what its engine setting gave it, less the weights and the KV cache it allocated.
+    """
     fit = settings.get("fit", {})
     if fit.get("runtime_reserve_bytes") is not None:
         return {
@@ -124,16 +195,31 @@ def runtime_reserve(settings):
             "source": fit.get("reserve_source")
             or "declared in the recipe (fit.runtime_reserve_bytes) without a source",
         }
-    engine = settings["engine"]["name"]
+    name = settings["engine"]["name"]
+    run = measured_run(settings)
+    size, _ = _run_kv(settings, run, config)
+    if run and run["gpu_memory_mib"]:
+        gpu_total = run["gpu_memory_mib"] * MIB  # the card the run had, whatever this seat is planned on
+    if gpu_total and size and memory_fraction_covers(name) == "all":
+        value, where = run_setting(settings, run)
+        left = int(gpu_total * value) - run["per_rank_weight_bytes"] - size
+        if left > 0:
+            return {
+                "bytes": left,
+                "kind": "measured-run",
+                "source": "what the seat's measured run left for everything but weights and KV: %.2f x %.2f GiB "
+                "less %.2f GiB of weights and %.2f GiB of KV cache (%s; engine setting %s)"
+                % (value, gpu_total / GIB, run["per_rank_weight_bytes"] / GIB, size / GIB, run["source"], where),
+            }
     family = settings["model"]["architecture"].get("family") or ""
     for known in RUNTIME_RESERVES:
-        if known["engine"] == engine and family.startswith(known["family"]):
+        if known["engine"] == name and family.startswith(known["family"]):
             return {"bytes": known["bytes"], "kind": "family", "source": known["source"]}
     return {
         "bytes": FIELD_RUNTIME_RESERVE_BYTES,
         "kind": "stand-in",
         "source": "stand-in: 10.2 GB was measured for vLLM with GLM-5.3-Flash only [000]; untested for %s "
-        "with %s; give a measured figure in fit.runtime_reserve_bytes" % (engine, family or "this model"),
+        "with %s; give a measured figure in fit.runtime_reserve_bytes" % (name, family or "this model"),
     }
 
 
@@ -141,13 +227,54 @@ def _reserve(settings):
     return runtime_reserve(settings)["bytes"]
 
 
-def _utilization(settings):
-    """(fraction of each GPU the engine takes, whether the recipe set it, where the number comes from)."""
+def memory_setting(settings):
+    """{'value', 'chosen', 'source'}: the engine memory fraction the seat runs with.
+
+    `chosen` is False when the recipe left it unset; the plan then renders this value itself
+    (settings['_memory_default'] records that), so the engine takes exactly what the fit assumed.
+    """
     value = settings["serving"]["gpu_memory_utilization"]
-    if value is not None:
-        return value, True, "serving.gpu_memory_utilization"
-    default = default_memory_utilization(settings["engine"]["name"])
-    return default["value"], False, default["source"]
+    default = settings.get("_memory_default")
+    if value is not None and not (default and default["value"] == value):
+        return {"value": value, "chosen": True, "source": "serving.gpu_memory_utilization"}
+    if default is None:
+        default = default_memory_utilization(settings["engine"]["name"])
+    return {"value": default["value"], "chosen": False, "source": default["source"]}
+
+
+def rendered_memory_setting(settings, argv):
+    """The engine memory setting an argv renders (--gpu-memory-utilization / --mem-fraction-static), or None."""
+    name = settings["engine"]["name"]
+    if name not in ENGINES or not argv:
+        return None
+    flags = [row["flag"] for row in engine(name)["rows"] if row["field"] == "serving.gpu_memory_utilization"]
+    found = None
+    for position, arg in enumerate(argv):
+        text = str(arg)
+        for flag in flags:
+            if text == flag and position + 1 < len(argv):
+                found = argv[position + 1]
+            elif text.startswith(flag + "="):
+                found = text.split("=", 1)[1]
+    try:
+        return float(found) if found is not None else None
+    except ValueError:
+        return None
+
+
+def _utilization(settings, argv=None):
+    """(fraction of each GPU the engine takes, whether the recipe set it, where the number comes from).
+
+    With the rendered argv, the value is the one on the engine's command line.
+    """
+    setting = memory_setting(settings)
+    rendered = rendered_memory_setting(settings, argv)
+    if rendered is None or rendered == setting["value"]:
+        source = setting["source"]
+        if rendered is not None and not setting["chosen"]:
+            source += "; rendered on the launch line so the engine takes exactly this"
+        return setting["value"], setting["chosen"], source
+    return rendered, True, "the engine setting on the rendered launch line"
 
 
 def served_context(settings, config):
@@ -163,8 +290,55 @@ def served_context(settings, config):
     return None, "serving.max_model_len is unset and the model's config.json is not in the checkpoint facts"
 
 
-def kv_per_token(settings, config):
-    """(KV bytes per token on each rank, where from) or (None, why unknown)."""
+def context_refusal(settings, config):
+    """A refusal when serving.max_model_len is above the model's own context and no rope scaling stretches it.
+
+    The model's context is max_position_embeddings from checkpoint facts (config.json), else from
+    the recipe (model.architecture.max_position_embeddings). A rope_scaling entry with a factor in
+    config.json stretches it by that factor; serving.rope_scaling_reason names scaling the engine
+    applies on its own. Returns None when the context is within the model's or either is unknown.
+    """
+    wanted = settings["serving"]["max_model_len"]
+    own = model_context(config)
+    where = "config.json max_position_embeddings in the checkpoint facts"
+    if not own:
+        own = settings["model"]["architecture"].get("max_position_embeddings")
+        where = "model.architecture.max_position_embeddings"
+    if not wanted or not own or settings["serving"].get("rope_scaling_reason"):
+        return None
+    scaling = config.get("rope_scaling") if isinstance(config, dict) else None
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
+        own, where = int(own * factor), "%s x the rope_scaling factor %g of config.json" % (where, factor)
+    if wanted <= own:
+        return None
+    return {
+        "id": "context-within-model",
+        "reason": "past the positions a model was trained for, attention degrades without rope scaling, "
+        "and engines refuse or silently misbehave; a longer context needs a named reason",
+        "detail": "serving.max_model_len {:,} is above the model's own {:,} tokens ({})".format(wanted, own, where),
+        "remedy": "serve at most {:,} tokens, or name the rope scaling that stretches the context in "
+        "serving.rope_scaling_reason".format(own),
+    }
+
+
+def kv_per_token(settings, config, use_run=True):
+    """(KV bytes per token on each rank, where from) or (None, why unknown).
+
+    A measured run of the seat that recorded both its KV bytes and tokens gives the figure first.
+    """
+    run = measured_run(settings) if use_run else None
+    if (
+        run
+        and run["kv_cache_bytes"]
+        and run["kv_tokens"]
+        and run["kv_cache_dtype"] == settings["serving"]["kv_cache_dtype"]
+    ):
+        return (
+            int(round(run["kv_cache_bytes"] / float(run["kv_tokens"]))),
+            "measured: %.2f GiB held %s tokens per rank (%s)"
+            % (run["kv_cache_bytes"] / GIB, "{:,}".format(run["kv_tokens"]), run["source"]),
+        )
     fit = settings.get("fit", {})
     if fit.get("kv_bytes_per_token"):
         return fit["kv_bytes_per_token"], fit.get("kv_source") or "fit.kv_bytes_per_token"
@@ -241,11 +415,12 @@ def one_node(settings, node):
     }
 
 
-def fit_seat(settings, seat_nodes, config=None):
+def fit_seat(settings, seat_nodes, config=None, argv=None):
     """Verdict for the seat on its nodes: {'fits', 'verdict', 'reasons', 'per_rank', ...}.
 
     `seat_nodes` lists the seat's nodes in rank order, each with exactly the GPUs the seat uses;
-    `config` holds the model's config.json values from checkpoint facts, or None.
+    `config` holds the model's config.json values from checkpoint facts, or None; `argv` is the
+    rendered launch line of node rank 0, whose engine memory setting the fit then uses.
     verdict: 'fits', 'does-not-fit', 'unknown' (weights, context or KV size unknown) or
     'not-applicable' (CPU).
     """
@@ -275,6 +450,12 @@ def fit_seat(settings, seat_nodes, config=None):
         "estimate_notes": estimate["notes"],
         "loaded_bytes": estimate["loaded_bytes"],
         "basis": estimate["basis"],
+        "weights": {
+            "value": estimate["per_rank_bytes"],
+            "basis": estimate["weights_basis"],
+            "source": estimate["weights_source"],
+            "predicted": estimate["predicted_per_rank_bytes"],
+        },
         "inputs": {},
     }
     if estimate["basis"] == "unknown" or (estimate["basis"] == "observed" and observed["tensor_parallel"] != tp):
@@ -286,21 +467,35 @@ def fit_seat(settings, seat_nodes, config=None):
         )
 
     per_rank = estimate["per_rank_bytes"]
-    utilization, chosen, utilization_source = _utilization(settings)
-    reserve = runtime_reserve(settings)
+    gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
+    smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
+    utilization, chosen, utilization_source = _utilization(settings, argv)
+    reserve = runtime_reserve(settings, smallest, config)
     covers = memory_fraction_covers(settings["engine"]["name"])
     context, context_source = served_context(settings, config)
     kv_token, kv_source = kv_per_token(settings, config)
+    run = measured_run(settings)
+    run_kv_bytes, run_kv_tokens = _run_kv(settings, run, config)
+    # The field's KV figure is this seat's when the run had its shape: same TP (measured_run), KV type
+    # (_run_kv), engine memory setting and GPU size.
+    kv_measured = (
+        bool(run_kv_bytes)
+        and round(run_setting(settings, run)[0], 4) == round(utilization, 4)
+        and run["gpu_memory_mib"] in (None, smallest // MIB)
+        and len({gpu["memory_total_mib"] for _, gpu in gpus}) == 1
+    )
     base["inputs"] = {
         "utilization": {"value": utilization, "source": utilization_source},
         "runtime_reserve": {"value": reserve["bytes"], "source": reserve["source"], "kind": reserve["kind"]},
         "memory_fraction_covers": covers,
         "context_tokens": {"value": context, "source": context_source},
-        "kv_bytes_per_token": {"value": kv_token, "source": kv_source},
+        "kv_bytes_per_token": {
+            "value": kv_token,
+            "source": kv_source,
+            "kind": "measured" if kv_source.startswith("measured:") else "estimate",
+        },
     }
-    gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
     raw = sum(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
-    smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
     one_sequence = kv_token * context if kv_token and context else None
     inside = per_rank + (reserve["bytes"] if covers == "all" else 0) + (one_sequence or 0)
     base["needed_utilization"] = round(inside / float(smallest), 4)
@@ -313,8 +508,18 @@ def fit_seat(settings, seat_nodes, config=None):
             size_text(raw),
         )
     ]
-    if estimate["basis"] == "observed":
-        reasons.append("weights per rank as the field saw them loaded at TP%d (%s)" % (tp, observed["source"]))
+    if estimate["weights_basis"] == "measured":
+        reasons.append(
+            "weights per rank %s: measured, as the field saw them loaded at TP%d (%s)%s"
+            % (
+                size_text(per_rank),
+                tp,
+                observed["source"],
+                ""
+                if estimate["predicted_per_rank_bytes"] is None
+                else "; the checkpoint predicts %s" % size_text(estimate["predicted_per_rank_bytes"]),
+            )
+        )
     reasons.append("runtime reserve %.2f GB per GPU: %s" % (reserve["bytes"] / GB, reserve["source"]))
 
     ranks = []
@@ -325,22 +530,47 @@ def fit_seat(settings, seat_nodes, config=None):
             headroom = budget - per_rank - reserve["bytes"]
         else:
             headroom = budget - per_rank
-        ranks.append(
-            {
-                "rank": rank,
-                "host": host,
-                "gpu_index": gpu["index"],
-                "total_bytes": total,
-                "budget_bytes": budget,
-                "weight_bytes": per_rank,
-                "reserve_bytes": reserve["bytes"],
-                "kv_headroom_bytes": headroom,
-                "kv_tokens": max(headroom, 0) // kv_token if kv_token else None,
-                "outside_budget_bytes": total - budget,
-            }
-        )
+        predicted_tokens = max(headroom, 0) // kv_token if kv_token else None
+        entry = {
+            "rank": rank,
+            "host": host,
+            "gpu_index": gpu["index"],
+            "total_bytes": total,
+            "budget_bytes": budget,
+            "weight_bytes": per_rank,
+            "weights_basis": estimate["weights_basis"],
+            "reserve_bytes": reserve["bytes"],
+            "kv_headroom_bytes": headroom,
+            "kv_tokens": predicted_tokens,
+            "kv_basis": "predicted",
+            "kv_source": "the engine setting x the GPU, less weights%s"
+            % (" and the runtime reserve" if covers == "all" else ""),
+            "kv_predicted_bytes": headroom,
+            "kv_predicted_tokens": predicted_tokens,
+            "outside_budget_bytes": total - budget,
+        }
+        if kv_measured:
+            entry.update(
+                kv_headroom_bytes=run_kv_bytes,
+                kv_tokens=run_kv_tokens,
+                kv_basis="measured",
+                kv_source="%s, at the same TP, KV type and engine setting" % run["source"],
+            )
+        ranks.append(entry)
     tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
+    if kv_measured:
+        reasons.append(
+            "KV cache per rank: {}{} measured ({}); the fit predicts {} ({:+.1f}%)".format(
+                size_text(run_kv_bytes),
+                "" if run_kv_tokens is None else " = {:,} tokens".format(run_kv_tokens),
+                run["source"],
+                size_text(tightest["kv_predicted_bytes"]),
+                100.0 * (tightest["kv_predicted_bytes"] - run_kv_bytes) / run_kv_bytes,
+            )
+        )
     used = "%.2f%s" % (utilization, "" if chosen else " (engine default: %s)" % utilization_source)
+    if round(utilization, 2) != utilization:
+        used = "%g%s" % (utilization, used[4:])
     if covers == "all":
         reasons.append(
             "per rank: %s of weights + %.1f GB runtime reserve within %s x %.1f GB = %s leaves %s "
@@ -351,7 +581,7 @@ def fit_seat(settings, seat_nodes, config=None):
                 used,
                 tightest["total_bytes"] / GB,
                 size_text(tightest["budget_bytes"]),
-                size_text(tightest["kv_headroom_bytes"]),
+                size_text(tightest["kv_predicted_bytes"]),
                 tightest["rank"],
                 tightest["host"],
             )
@@ -366,7 +596,7 @@ def fit_seat(settings, seat_nodes, config=None):
                 used,
                 tightest["total_bytes"] / GB,
                 size_text(tightest["budget_bytes"]),
-                size_text(tightest["kv_headroom_bytes"]),
+                size_text(tightest["kv_predicted_bytes"]),
                 tightest["rank"],
                 tightest["host"],
                 reserve["bytes"] / GB,

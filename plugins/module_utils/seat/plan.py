@@ -19,16 +19,18 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
     rank_specs,
     shown_run,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan, resident_footprint
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
+    context_refusal,
     fit_seat,
+    memory_setting,
     one_node,
     size_text,
     weight_estimate,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import nesting_problem, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
 
@@ -181,6 +183,14 @@ def _placement(settings, candidates):
     """(seat nodes with the GPUs the seat uses, every candidate's hardware, shortfall reasons)."""
     if not isinstance(candidates, list):
         raise SeatError("seat_hosts: expected a list of hosts, found %s" % type(candidates).__name__)
+    for position, candidate in enumerate(candidates):
+        host = candidate.get("host") if isinstance(candidate, dict) else None
+        where = (
+            "host %s: its inventory variables (host_vars/%s.yml or a group_vars file of its groups)" % (host, host)
+            if isinstance(host, str) and _HOST.match(host)
+            else "seat_hosts[%d]" % position
+        )
+        nesting_problem(candidate, where, "an inventory host's variables are")
     names = [c.get("host") for c in candidates if isinstance(c, dict)]
     repeated = sorted({str(name) for name in names if names.count(name) > 1})
     if repeated:
@@ -237,6 +247,27 @@ def _model_config(recipe, hardware):
         if isinstance(config, dict) and config:
             return config, "model config.json values from the checkpoint facts on %s" % node["host"]
     return None, None
+
+
+def _with_residents(recipe, seat_nodes, candidates):
+    """The seat's GPUs, each with the memory of the co-tenants that stay resident on it (seat/cotenants.py)."""
+    declared = {c.get("host"): c.get("seatwright_node_cotenants") for c in candidates if isinstance(c, dict)}
+    gpus = []
+    for node in seat_nodes:
+        for gpu in node["gpus"]:
+            resident = resident_footprint(
+                node["host"], declared.get(node["host"]), gpu["index"], recipe["topology"]["exclusive"]
+            )
+            gpus.append(
+                dict(
+                    gpu,
+                    host=node["host"],
+                    resident_bytes=resident["bytes"],
+                    resident_sources=resident["sources"],
+                    resident_unknown=resident["unknown"],
+                )
+            )
+    return gpus
 
 
 def _gpu_kind_problem(seat_nodes):
@@ -322,7 +353,8 @@ def provenance(settings, fit):
         ("kv_bytes_per_token", "KV bytes per token"),
     ):
         item = inputs.get(key)
-        if item and item.get("value") is not None:
+        # Measured figures are listed with their source under `measured`, not here.
+        if item and item.get("value") is not None and item.get("kind") not in MEASURED_KINDS:
             items.append({"what": label, "value": item["value"], "source": item["source"]})
     qualification = settings["qualification"]
     items.append(
@@ -340,6 +372,45 @@ def provenance(settings, fit):
                 "source": default_port(settings["engine"]["name"])["source"],
             }
         )
+    return items
+
+
+MEASURED_KINDS = ("measured", "measured-run")
+
+
+def measured_figures(fit):
+    """The field's measurements the fit uses, each with what it is, its value and its source."""
+    items = []
+    weights = fit.get("weights") or {}
+    if weights.get("basis") == "measured":
+        items.append(
+            {
+                "what": "weights per rank",
+                "value": weights["value"],
+                "predicted": weights.get("predicted"),
+                "source": weights["source"],
+            }
+        )
+    inputs = fit.get("inputs") or {}
+    for key, label in (("runtime_reserve", "runtime reserve per GPU"), ("kv_bytes_per_token", "KV bytes per token")):
+        item = inputs.get(key)
+        if item and item.get("kind") in MEASURED_KINDS:
+            items.append({"what": label, "value": item["value"], "predicted": None, "source": item["source"]})
+    ranks = fit.get("per_rank") or []
+    if ranks and ranks[0].get("kv_basis") == "measured":
+        tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
+        for what, key in (("KV cache per rank", "kv_headroom_bytes"), ("KV tokens per rank", "kv_tokens")):
+            if tightest[key] is not None:
+                items.append(
+                    {
+                        "what": what,
+                        "value": tightest[key],
+                        "predicted": tightest[
+                            "kv_predicted_bytes" if key == "kv_headroom_bytes" else "kv_predicted_tokens"
+                        ],
+                        "source": tightest["kv_source"],
+                    }
+                )
     return items
 
 
@@ -435,13 +506,21 @@ def make_plan(data, schema, seat, candidates, source):
     config, config_note = _model_config(recipe, hardware)
     image = _image_facts(recipe, candidates)
     recipe, image_notes = recipe_with_image(recipe, image)
-    seat_gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
+    seat_gpus = _with_residents(recipe, seat_nodes, candidates)
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
     settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
+    too_long = context_refusal(settings, config)
+    if too_long:
+        rules["refusals"].append(too_long)
+    memory = memory_setting(settings)
+    if settings["engine"]["device"] == "cuda" and settings["engine"]["name"] != "unknown" and not memory["chosen"]:
+        # The engine takes exactly the memory the fit assumed: the plan renders the default itself.
+        settings["serving"]["gpu_memory_utilization"] = memory["value"]
+        settings["_memory_default"] = dict(memory)
 
     if shortfall:
         estimate = weight_estimate(settings)
@@ -458,8 +537,8 @@ def make_plan(data, schema, seat, candidates, source):
         }
         ranks = []
     else:
-        fit = fit_seat(settings, seat_nodes, config)
         ranks = render(settings, seat_nodes, source)
+        fit = fit_seat(settings, seat_nodes, config, ranks[0]["argv"] if ranks else None)
         rules["refusals"] += flag_refusals(settings, ranks, image)
         for rank in ranks:
             rank["container"] = container_name(seat, rank["rank"])
@@ -494,6 +573,7 @@ def make_plan(data, schema, seat, candidates, source):
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")
+    settings.pop("_memory_default", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     return {
         "format": PLAN_FORMAT,
@@ -526,6 +606,7 @@ def make_plan(data, schema, seat, candidates, source):
         "fleet_cost": cost,
         "provenance": origin,
         "fit_inputs": fit.get("inputs") or {},
+        "measured": measured_figures(fit),
         "notes": list(recipe["notes"])
         + [note for node in hardware for note in node["notes"]]
         + ([measured_note] if measured_note else [])
@@ -563,6 +644,15 @@ def make_plan(data, schema, seat, candidates, source):
         ],
         "ranks": ranks,
     }
+
+
+def _figure(what, value):
+    """A measured figure as a person reads it: tokens with separators, bytes as GB and GiB."""
+    if "tokens per rank" in what:
+        return "{:,} tokens".format(value)
+    if "per token" in what:
+        return "{:,} B".format(value)
+    return size_text(value)
 
 
 def _command(argv):
@@ -633,6 +723,16 @@ def plan_lines(plan):
     lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
     lines += [
         "not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"]) for item in plan["provenance"]
+    ]
+    lines += [
+        "measured: %s %s (%s)%s"
+        % (
+            item["what"],
+            _figure(item["what"], item["value"]),
+            item["source"],
+            "" if item["predicted"] is None else "; predicted %s" % _figure(item["what"], item["predicted"]),
+        )
+        for item in plan["measured"]
     ]
     lines += ["unknown: " + item for item in plan["unknowns"]]
     lines += ["override of %s is not needed by this placement" % rule for rule in plan["unused_overrides"]]

@@ -13,6 +13,7 @@ import re
 
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 
 try:
@@ -48,6 +49,7 @@ SIZE_FIELDS = (
     ("model", "checkpoint", "mtp_bytes"),
     ("model", "checkpoint", "replicated_bytes"),
     ("model", "observed", "per_rank_weight_bytes"),
+    ("model", "observed", "kv_cache_bytes"),
     ("fit", "runtime_reserve_bytes"),
 )
 _MAX_ERRORS = 12
@@ -83,6 +85,12 @@ def recipe_from_text(text, source):
     """The data of a recipe file's text; YAML errors become a SeatError with the line."""
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        # PyYAML composes nested nodes recursively: thousands of levels exhaust the stack.
+        raise SeatError(
+            "%s: nested too deeply to read (more levels than Python can follow; a recipe is at most a "
+            "few levels deep); look for runaway [ or { in the file" % source
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark else ""
@@ -90,7 +98,19 @@ def recipe_from_text(text, source):
         raise SeatError("%s: not valid YAML%s: %s; fix the file's syntax" % (source, where, problem))
     if data is None:
         raise SeatError("%s: the file is empty; a recipe is a YAML mapping (see schemas/seat.schema.json)" % source)
+    nesting_problem(data, source)
     return data
+
+
+def nesting_problem(data, source, what="a recipe is"):
+    """SeatError naming `source` when `data` nests deeper than any real recipe or inventory does."""
+    path = too_deep(data)
+    if path is not None:
+        shown = path_text(path[:4]) + ("..." if len(path) > 4 else "")
+        raise SeatError(
+            "%s: nested more than %d levels deep (under %s); %s only a few levels deep, so look for "
+            "runaway nesting in the file" % (source, MAX_NESTING, shown or "the top level", what)
+        )
 
 
 def _subschema(schema, parts):
@@ -257,6 +277,19 @@ def _cross_field_problems(recipe, rule_ids):
     observed = model.get("observed")
     if observed and engine["device"] == "cpu":
         problems.append("model.observed: per-rank GPU weights do not apply to a CPU seat")
+    if observed and (observed["kv_cache_bytes"] or observed["kv_tokens"]) and not observed["kv_cache_dtype"]:
+        problems.append(
+            "model.observed.kv_cache_dtype: missing; a measured KV cache only compares with a seat of the same "
+            "KV cache type, so say which type that run used"
+        )
+    own_context = model["architecture"]["max_position_embeddings"]
+    if serving["max_model_len"] and own_context and serving["max_model_len"] > own_context:
+        if not serving["rope_scaling_reason"]:
+            problems.append(
+                "serving.max_model_len: %d is above the model's own context (model.architecture."
+                "max_position_embeddings %d); serve at most %d, or name the rope scaling that stretches it in "
+                "serving.rope_scaling_reason" % (serving["max_model_len"], own_context, own_context)
+            )
 
     max_seqs = serving["max_num_seqs"]
     levels = recipe["qualification"]["concurrency"]
@@ -332,6 +365,18 @@ def _normalise(data):
     for key in ("mtp_bytes", "replicated_bytes", "files", "bytes_source"):
         recipe["model"]["checkpoint"].setdefault(key, None)
     recipe["model"].setdefault("observed", None)
+    if recipe["model"]["observed"] is not None:
+        for key in (
+            "kv_cache_bytes",
+            "kv_tokens",
+            "kv_cache_dtype",
+            "memory_utilization",
+            "memory_utilization_source",
+            "gpu_memory_mib",
+        ):
+            recipe["model"]["observed"].setdefault(key, None)
+    recipe["model"]["architecture"].setdefault("max_position_embeddings", None)
+    serving.setdefault("rope_scaling_reason", None)
     return recipe
 
 
@@ -364,6 +409,7 @@ def validate_recipe(data, schema, source, rule_ids=()):
             "%s: a recipe is a YAML mapping of fields, found %s; see schemas/seat.schema.json"
             % (source, type(data).__name__)
         )
+    nesting_problem(data, source)
     problems = [
         "%s: NaN or infinity is not a setting; expected %s" % (path, "a finite number")
         for path in _bad_number_paths(data)

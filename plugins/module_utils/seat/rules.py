@@ -9,6 +9,7 @@ with a reason. Conditions answer True, False or None (None: a field they read is
 """
 
 import copy
+import math
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
@@ -130,6 +131,45 @@ _NOPE_SEEN = (
     },
 )
 
+# The words a dynamic at_most value reads as in the rules table and the launch text.
+COTENANT_HEADROOM = "the co-tenants' headroom (1 - their memory / the GPU's, rounded down)"
+
+
+def cotenant_headroom(ctx):
+    """(the largest engine fraction the seat's GPUs leave beside resident co-tenants, how it was reached).
+
+    The value is None when a resident co-tenant declares no memory (the reason says which), and
+    'none' when no co-tenant stays on the seat's GPUs (nothing to leave room for).
+    """
+    unknown = sorted(
+        {"%s on %s" % (name, gpu.get("host")) for gpu in ctx["gpus"] for name in gpu.get("resident_unknown", ())}
+    )
+    if unknown:
+        return None, "the memory of resident co-tenant%s %s is not declared (seatwright_node_cotenants memory)" % (
+            "" if len(unknown) == 1 else "s",
+            ", ".join(unknown),
+        )
+    caps = []
+    for gpu in ctx["gpus"]:
+        resident = gpu.get("resident_bytes") or 0
+        if resident:
+            total = gpu["memory_total_mib"] * 2**20
+            caps.append((math.floor(100.0 * (total - resident) / total) / 100.0, gpu, resident, total))
+    if not caps:
+        return "none", "no co-tenant stays on the seat's GPUs"
+    cap, gpu, resident, total = min(caps, key=lambda item: item[0])
+    return cap, "%s gpu %s: %s of co-tenants (%s) resident on %.2f GiB leave %.2f of it" % (
+        gpu.get("host"),
+        gpu["index"],
+        "%.2f GiB" % (resident / 2.0**30),
+        "; ".join(gpu.get("resident_sources", ())),
+        total / 2.0**30,
+        cap,
+    )
+
+
+DYNAMIC_VALUES = {"cotenant-headroom": cotenant_headroom}
+
 RULES = (
     {
         "id": "custom-allreduce-off",
@@ -241,9 +281,17 @@ RULES = (
                 "sources": ("000",),
             },
         ),
-        "effects": ({"kind": "at_most", "field": "serving.gpu_memory_utilization", "value": 0.75},),
-        "reason": "With co-tenant services resident, 0.78 aborted at start-up (73.98 GiB free "
-        "against 74.11 GiB requested) and 0.75 ran [000].",
+        "effects": (
+            {
+                "kind": "at_most",
+                "field": "serving.gpu_memory_utilization",
+                "value": COTENANT_HEADROOM,
+                "value_from": "cotenant-headroom",
+            },
+        ),
+        "reason": "With co-tenant services resident the engine can only take what they leave free: 0.78 "
+        "aborted at start-up (73.98 GiB free against 74.11 GiB requested) and 0.75 ran [000]. The cap "
+        "is the co-tenants' declared memory taken off each GPU, rounded down to 0.01, not a constant.",
         "sources": ("000",),
     },
     {
@@ -497,7 +545,18 @@ def evaluate(recipe, gpus, source):
                     {"id": rule["id"], "reason": rule["reason"], "detail": detail, "remedy": rule["remedy"]}
                 )
                 continue
-            outcome, detail = _apply(effect, settings)
+            if effect.get("value_from"):
+                value, how = DYNAMIC_VALUES[effect["value_from"]](ctx)
+                if value == "none":
+                    entry["details"].append("%s: %s, so no cap" % (effect["field"], how))
+                    continue
+                if value is None:
+                    outcome, detail = "unverified", "%s cannot be capped: %s" % (effect["field"], how)
+                else:
+                    outcome, detail = _apply(dict(effect, value=value), settings)
+                    detail = "%s (%s)" % (detail, how)
+            else:
+                outcome, detail = _apply(effect, settings)
             if outcome in ("conflict", "unverified") and rule["id"] in overrides:
                 used.add(rule["id"])
                 entry["overridden"] = overrides[rule["id"]]
