@@ -19,7 +19,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import
 from seat_cases import SCHEMA
 
 # Serving fields that are not engine flags: they shape the launch around the flags.
-NOT_FLAGS = {"extra_args", "env"}
+# Fields that say where a value comes from, not a value the engine takes.
+NOT_FLAGS = {"extra_args", "env"} | {
+    "%s_%s" % (parser, part) for parser in ("reasoning_parser", "tool_call_parser") for part in ("status", "source")
+}
 
 
 def _settings(name, **serving):

@@ -23,7 +23,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     weight_estimate,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import MODEL_ROOT, render
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import parser_unknowns, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
 
@@ -94,6 +94,7 @@ def _nccl_options(host, candidate):
             candidate.get("nccl_env_gdr_level"),
             candidate.get("nccl_env_p2p_disable"),
             candidate.get("nccl_env_gid_index"),
+            candidate.get("nccl_env_rdma_mitigation"),
         )
     except NcclError as exc:
         raise SeatError("host %s: %s" % (host, exc))
@@ -386,6 +387,7 @@ def _unknowns(settings, rules, fit):
         items.append("model.checkpoint.bytes: unknown; declare it or gather checkpoint facts")
     elif fit["verdict"] == "unknown":
         items.append("fit: %s" % fit["reasons"][-1])
+    items.extend(parser_unknowns(settings))
     items.extend(rules["unverified"])
     grouped = {}
     for item in rules["undecided"]:
