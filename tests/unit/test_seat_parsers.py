@@ -98,6 +98,7 @@ def test_seed_seats_declare_the_parsers_their_engines_document(name, expected):
 
 def test_glm53_plan_renders_both_parsers_on_the_server_rank():
     argv = server_argv(plan(seat_data("glm53-vendor"), "glm53-vendor"))
+    assert {"--reasoning-parser", "--enable-auto-tool-choice", "--tool-call-parser"} <= set(argv), argv
     assert argv[argv.index("--reasoning-parser") + 1] == "glm45"
     assert argv[argv.index("--tool-call-parser") - 1] == "--enable-auto-tool-choice"
     assert argv[argv.index("--tool-call-parser") + 1] == "glm47"
@@ -145,14 +146,17 @@ def test_reasoning_asked_without_a_reasoning_parser_is_refused():
 
 
 def test_an_unknown_parser_is_a_plan_unknown_so_bring_up_refuses_it():
-    data = lab_with(tool_call_parser=None, tool_call_parser_status="unknown", tool_call_parser_source="not documented")
-    result = plan(data, "lab")
-    assert result["launchable"] is True and result["ready"] is False
-    assert [u for u in result["unknowns"] if u.startswith("serving.tool_call_parser")] == [
+    # vLLM documents no tool-call parser for the Nemotron 3 family: the seed says so, and its plan
+    # is not ready until one is declared.
+    result = plan(seat_data("nemotron3-super"), "nemotron3-super")
+    assert result["ready"] is False
+    unknown = [u for u in result["unknowns"] if u.startswith("serving.tool_call_parser")]
+    assert len(unknown) == 1, result["unknowns"]
+    assert unknown[0].startswith(
         "serving.tool_call_parser: unknown while qualification.gates has tool-calls, streaming-tool-calls, "
-        "tool-result-continuation and the quality protocol runs its tools category (not documented); "
-        "declare it before bring-up"
-    ]
+        "tool-result-continuation and the quality protocol runs its tools category ("
+    )
+    assert unknown[0].endswith("); declare it before bring-up")
     assert "--tool-call-parser" not in server_argv(result)
 
 
