@@ -55,6 +55,7 @@ _MAX_ERRORS = 12
 # The gates that send tools to the engine; the quality protocol's tools category does too.
 TOOL_GATES = ("tool-calls", "streaming-tool-calls", "tool-result-continuation")
 PARSERS = ("reasoning_parser", "tool_call_parser")
+_WHAT = {"reasoning_parser": "the reasoning inside the answer", "tool_call_parser": "tool calls"}
 
 
 def parse_size(value):
@@ -249,10 +250,10 @@ def _parser_problems(recipe):
             )
         elif value is None and status is None and needs[field]:
             problems.append(
-                "serving.%s: missing while %s; without it the engine returns them as plain text. "
+                "serving.%s: missing while %s; without it the engine hands %s back as plain text. "
                 "Name the parser with serving.%s_source saying where the engine documents it, or set "
                 "it null with serving.%s_status: unknown and say why in the source (bring-up is then "
-                "refused until it is declared)" % (field, needs[field], field, field)
+                "refused until it is declared)" % (field, needs[field], _WHAT[field], field, field)
             )
     return problems
 
