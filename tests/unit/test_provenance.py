@@ -68,6 +68,32 @@ def test_every_rule_source_is_labelled_report_upstream_or_project_in_the_rules_t
         assert set(labels) == {"field report"} if source.isdigit() else "field report" not in labels
 
 
+# The figures each field report gives that rules quote, checked against the reports by hand. A rule
+# that quotes a figure must cite a report listed here with it, so a number cannot drift from its report.
+REPORT_FIGURES = {
+    "000": {"256", "0.75", "0.78", "73.98", "74.11", "1152", "2304", "400", "0.6.17", "0.6.18", "64"},
+    "001": {"3,740", "236", "1,024"},
+    "004": {"1,867", "236"},
+}
+# Numbers in rule texts that are names, not figures: report keys, sections, models, GPUs, capabilities.
+NAMES = re.compile(
+    r"\[\d{3}\]|section \d+|GLM-5(?:\.3)?|Nemotron 3|RTX PRO 6000|\bTP\s?=?\s?\d|\bsm_?\d+x?|capability \d+|#\d+",
+    re.IGNORECASE,
+)
+# A figure stands alone: the 4 of NVFP4 or the 2 of FA2 is part of a name.
+FIGURE = re.compile(r"(?<![A-Za-z\d.,])\d[\d,]*(?:\.\d+)*(?![A-Za-z\d])")
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_figures_a_rule_quotes_are_figures_of_the_reports_it_cites(rule_id):
+    rule = next(rule for rule in RULES if rule["id"] == rule_id)
+    reports = [source for source in rule["sources"] if source.isdigit()]
+    known = set().union(*(REPORT_FIGURES.get(key, set()) for key in reports)) if reports else set()
+    for text in [rule["reason"]] + [scope["text"] for scope in rule["seen"]]:
+        figures = set(FIGURE.findall(NAMES.sub(" ", text)))
+        assert figures <= known, (rule_id, sorted(figures - known), reports)
+
+
 @pytest.mark.parametrize("number", sorted(re.findall(r"#(\d{3,6})", FIELD), key=int))
 def test_every_issue_or_pr_number_in_field_md_is_one_the_project_checked(number):
     assert number in UPSTREAM, (
