@@ -48,6 +48,13 @@ options:
   gid_index:
     description: RoCE GID index to force instead of the one found in the facts.
     type: int
+  rdma_mitigation:
+    description:
+      - Mitigation of the intermittent RDMA fault of field report 002 (docs/field.md#rdma-fault), declared per node.
+      - C(dmabuf-off) renders NCCL_DMABUF_ENABLE=0; C(lower-gdr-level) renders NCCL_NET_GDR_LEVEL one step nearer.
+    type: str
+    choices: [none, dmabuf-off, lower-gdr-level]
+    default: none
 attributes:
   check_mode:
     support: full
@@ -109,6 +116,7 @@ def main():
             "gdr_level": {"type": "str", "choices": ["auto", "LOC", "PIX", "PXB", "PHB", "SYS"], "default": "auto"},
             "p2p_disable": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
             "gid_index": {"type": "int"},
+            "rdma_mitigation": {"type": "str", "choices": ["none", "dmabuf-off", "lower-gdr-level"], "default": "none"},
         },
         supports_check_mode=True,
     )

@@ -19,8 +19,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import
 from seat_cases import SCHEMA
 
 # Serving fields that are not engine flags: they shape the launch around the flags.
-# Fields that are no engine flag: rope_scaling_reason only lets the plan accept a longer context.
-NOT_FLAGS = {"extra_args", "env", "rope_scaling_reason"}
+# Fields that are no engine flag: rope_scaling_reason only lets the plan accept a longer context;
+# the parsers' status and source say where a value comes from, not a value the engine takes.
+NOT_FLAGS = {"extra_args", "env", "rope_scaling_reason"} | {
+    "%s_%s" % (parser, part) for parser in ("reasoning_parser", "tool_call_parser") for part in ("status", "source")
+}
 
 
 def _settings(name, **serving):

@@ -165,7 +165,7 @@ def test_allreduce_fusion_reason_leads_with_the_3740_baseline():
 @pytest.mark.parametrize(
     "engine_changes,rule_id",
     [
-        # The one-hour timeout was seen on vLLM across nodes [000]; SGLang across nodes gets a warning.
+        # The one-hour timeout was given for one vLLM seat across nodes [000]; SGLang across nodes gets a warning.
         ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "distributed-timeout"),
         # The capture cap was seen with the community SM120 image [000] section 6.
         ([(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)], "cudagraph-capture-cap"),

@@ -79,8 +79,11 @@ def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():
         "--disable-custom-all-reduce",
         "--compilation-config",
         '{"pass_config":{"fuse_allreduce_rms":false}}',
-        "--distributed-timeout-seconds",
-        "3600",
+        "--reasoning-parser",
+        "glm45",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "glm47",
     ]
     assert head["env"] == {
         "HF_HUB_OFFLINE": "1",

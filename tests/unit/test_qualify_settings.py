@@ -38,6 +38,12 @@ FULL_BLOCK = {
 def test_a_full_qualification_block_validates_and_reads_back():
     data = seat_data("lab")
     data["qualification"].update(FULL_BLOCK)
+    # Reasoning asked of a model with no reasoning parser: the recipe must say so (issue 21 item 4).
+    data["serving"].update(
+        reasoning_parser=None,
+        reasoning_parser_status="unknown",
+        reasoning_parser_source="SmolLM2 has no reasoning format; this block only checks the qualification fields",
+    )
     recipe = validate(data)
     settings = qualification_settings(recipe["qualification"], 2048)
     assert settings["needle"] == {"fraction": 0.9, "depth": 0.25}

@@ -72,7 +72,6 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     assert applied(result) == [
         "custom-allreduce-off",
         "allreduce-fusion-off",
-        "distributed-timeout",
         "nope-mla-backend-gate",
         "nope-mla-block-size",
         "nope-mla-flashinfer",
@@ -86,9 +85,10 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
         serving["max_cudagraph_capture_size"],
         serving["block_size"],
         serving["moe_backend"],
-    ) == (False, False, 3600, None, 2304, "marlin")
-    # The capture cap was seen only with the community SM120 image [000] section 6: a warning here.
-    assert [w["id"] for w in result["warnings"]] == ["cudagraph-capture-cap"]
+    ) == (False, False, None, None, 2304, "marlin")
+    # The one-hour timeout was given for the Nemotron Ultra seat only [000] section 2, and the capture cap
+    # was seen only with the community SM120 image [000] section 6: warnings here.
+    assert [w["id"] for w in result["warnings"]] == ["distributed-timeout", "cudagraph-capture-cap"]
     assert result["settings"]["topology"]["executor"] == "mp"
     assert result["refusals"] == [] and result["unverified"] == [] and result["undecided"] == []
 
@@ -109,7 +109,7 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
         (
             "glm53-vendor",
             SM120_X4,
-            ["custom-allreduce-off", "allreduce-fusion-off", "distributed-timeout", "cudagraph-capture-cap"],
+            ["custom-allreduce-off", "allreduce-fusion-off", "cudagraph-capture-cap"],
         ),
         # The FP8 attempt keeps co-tenants resident on a stock image: utilisation capped, the NoPE fixes required.
         (
@@ -118,7 +118,6 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
             [
                 "custom-allreduce-off",
                 "allreduce-fusion-off",
-                "distributed-timeout",
                 "gpu-memory-cotenants",
                 "nope-mla-backend-gate",
                 "nope-mla-block-size",
@@ -151,7 +150,7 @@ def test_unknown_attention_leaves_the_nope_rules_undecided():
 def test_unknown_engine_leaves_engine_scoped_rules_undecided():
     data = recipe("qwen38-flash-next", changes=[(("topology", "nodes"), 2), (("topology", "tensor_parallel"), 4)])
     undecided = [item["id"] for item in evaluate(data, SM120_X4, "q")["undecided"]]
-    assert "distributed-timeout" in undecided and "cudagraph-capture-cap" in undecided
+    assert "cudagraph-capture-cap" in undecided
 
 
 def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():

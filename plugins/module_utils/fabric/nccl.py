@@ -17,6 +17,16 @@ MIB = 1024**2
 
 # GDR levels NCCL accepts, nearest first; PXB is NCCL's default.
 GDR_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")
+# Mitigations of the intermittent RDMA fault of field report [002] (a queue-pair error on one
+# node's adapter, a remote-access error on the other, one run of several at 16 streams): the
+# report names turning off DMA-BUF registration or lowering the GPUDirect level, and had tried
+# neither. Off by default: a node declares one (nccl_env_rdma_mitigation) once it has seen the fault.
+RDMA_MITIGATIONS = {
+    "none": "no mitigation (the default)",
+    "dmabuf-off": "NCCL_DMABUF_ENABLE=0: NCCL registers GPU memory with the NIC through nvidia-peermem, not DMA-BUF",
+    "lower-gdr-level": "NCCL_NET_GDR_LEVEL one step nearer than it would be (LOC at the floor: no GPUDirect RDMA)",
+}
+RDMA_MITIGATION_SOURCE = "docs/field.md#rdma-fault (field report [002], mitigations named there, untried)"
 
 
 def _entry(name, value, reason):
@@ -32,12 +42,19 @@ def render_env(
     gdr_level="auto",
     p2p_disable="auto",
     gid_index=None,
+    rdma_mitigation="none",
 ):
     """The NCCL/Gloo environment for one node, as a list of {name, value, reason}.
 
     `fabric` is the node's fabric facts (library/fabric_facts.py). Explicit arguments override
-    what the facts suggest; `auto` means decide from the facts.
+    what the facts suggest; `auto` means decide from the facts. `rdma_mitigation` is one of
+    RDMA_MITIGATIONS, declared per node.
     """
+    if rdma_mitigation not in RDMA_MITIGATIONS:
+        raise NcclError(
+            "host %s: nccl_env_rdma_mitigation is %r; expected one of %s"
+            % (host, rdma_mitigation, ", ".join(RDMA_MITIGATIONS))
+        )
     if not socket_ifname:
         raise NcclError(
             "host %s: the fabric interface is not set; declare seatwright_node_fabric_iface (e.g. enp65s0f0np0)" % host
@@ -73,6 +90,11 @@ def render_env(
             if port["active"]:
                 hcas.append((name, port))
 
+    if not hcas and rdma_mitigation != "none":
+        raise NcclError(
+            "host %s: nccl_env_rdma_mitigation is %s, but the node has no active RDMA port for it to act on; "
+            "set it to none" % (host, rdma_mitigation)
+        )
     if not hcas:
         reason = "no RDMA device on this node" if not devices else "no active RDMA port among %s" % ", ".join(wanted)
         env.append(_entry("NCCL_IB_DISABLE", 1, reason + "; NCCL uses sockets on the fabric port"))
@@ -94,8 +116,23 @@ def render_env(
                 )
             )
         env.extend(_gdr_entries(host, fabric, gdr_level))
+        env = _mitigated(env, rdma_mitigation)
 
     env.extend(_p2p_entries(host, fabric, p2p_disable))
+    return env
+
+
+def _mitigated(env, rdma_mitigation):
+    """The RDMA entries with the declared fault mitigation applied (RDMA_MITIGATIONS)."""
+    why = "declared RDMA fault mitigation %s (%s)" % (rdma_mitigation, RDMA_MITIGATION_SOURCE)
+    if rdma_mitigation == "dmabuf-off":
+        return env + [_entry("NCCL_DMABUF_ENABLE", 0, why)]
+    if rdma_mitigation == "lower-gdr-level":
+        rendered = [e for e in env if e["name"] == "NCCL_NET_GDR_LEVEL"]
+        current = rendered[0]["value"] if rendered else "PXB"
+        lower = GDR_LEVELS[max(GDR_LEVELS.index(current) - 1, 0)]
+        kept = [e for e in env if e["name"] != "NCCL_NET_GDR_LEVEL"]
+        return kept + [_entry("NCCL_NET_GDR_LEVEL", lower, "%s: one step nearer than %s" % (why, current))]
     return env
 
 
@@ -196,10 +233,10 @@ def env_decisions(host, fabric, socket_ifname, **options):
 P2P_CHOICES = {"auto": "auto", "true": True, "false": False, True: True, False: False}
 
 
-def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None):
+def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None, rdma_mitigation=None):
     """The nccl_env role's settings of one node (nccl_env_*) as render_env's keyword arguments.
 
-    None means the role's default (auto, or not set). p2p_disable may be auto, true/false or a bool.
+    None means the role's default (auto, none, or not set). p2p_disable may be auto, true/false or a bool.
     """
     p2p = (
         "auto"
@@ -208,7 +245,13 @@ def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None)
     )
     if p2p is None:
         raise NcclError("nccl_env_p2p_disable is %r; expected auto, true or false" % (p2p_disable,))
-    return {"ib_dscp": ib_dscp, "gdr_level": gdr_level or "auto", "p2p_disable": p2p, "gid_index": gid_index}
+    return {
+        "ib_dscp": ib_dscp,
+        "gdr_level": gdr_level or "auto",
+        "p2p_disable": p2p,
+        "gid_index": gid_index,
+        "rdma_mitigation": rdma_mitigation or "none",
+    }
 
 
 def declared_fabric(socket_ifname, rdma_devices):
@@ -257,11 +300,19 @@ NODE_FILES_BANNER = "Written by seatwright (roles/nccl_env) from this node's fab
 
 
 def node_env_files(
-    host, fabric, socket_ifname, rdma_devices=(), ib_dscp=None, gdr_level="auto", p2p_disable="auto", gid_index=None
+    host,
+    fabric,
+    socket_ifname,
+    rdma_devices=(),
+    ib_dscp=None,
+    gdr_level="auto",
+    p2p_disable="auto",
+    gid_index=None,
+    rdma_mitigation="none",
 ):
     """What roles/nccl_env writes on a node: each entry with its reason, the defaults left alone,
     /etc/nccl.conf (NCCL's own names) and the env file (all of them). NcclError names what to fix."""
-    options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index)
+    options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index, rdma_mitigation)
     entries, defaults = env_decisions(host, fabric, socket_ifname, declared_devices=list(rdma_devices), **options)
     return {
         "env": entries,

@@ -30,7 +30,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     weight_estimate,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import nesting_problem, validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import (
+    nesting_problem,
+    parser_unknowns,
+    validate_recipe,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
 
@@ -101,6 +105,7 @@ def _nccl_options(host, candidate):
             candidate.get("nccl_env_gdr_level"),
             candidate.get("nccl_env_p2p_disable"),
             candidate.get("nccl_env_gid_index"),
+            candidate.get("nccl_env_rdma_mitigation"),
         )
     except NcclError as exc:
         raise SeatError("host %s: %s" % (host, exc))
@@ -482,6 +487,7 @@ def _unknowns(settings, rules, fit):
         items.append("model.checkpoint.bytes: unknown; declare it or gather checkpoint facts")
     elif fit["verdict"] == "unknown":
         items.append("fit: %s" % fit["reasons"][-1])
+    items.extend(parser_unknowns(settings))
     items.extend(rules["unverified"])
     grouped = {}
     for item in rules["undecided"]:

@@ -14,6 +14,7 @@ import re
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import DEFAULTS as QUALIFY_DEFAULTS
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 
 try:
@@ -53,6 +54,10 @@ SIZE_FIELDS = (
     ("fit", "runtime_reserve_bytes"),
 )
 _MAX_ERRORS = 12
+# The gates that send tools to the engine; the quality protocol's tools category does too.
+TOOL_GATES = ("tool-calls", "streaming-tool-calls", "tool-result-continuation")
+PARSERS = ("reasoning_parser", "tool_call_parser")
+_WHAT = {"reasoning_parser": "the reasoning inside the answer", "tool_call_parser": "tool calls"}
 
 
 def parse_size(value):
@@ -213,6 +218,77 @@ def _get(data, parts, default=None):
     return node
 
 
+def parser_needs(recipe):
+    """{parser field: why the qualification needs it, or None} for serving.reasoning_parser and tool_call_parser.
+
+    Tools are asked for by a tool gate or by the quality protocol's tools category (on unless
+    qualification.quality.categories leaves it out); reasoning by qualification.reasoning or a
+    reasoning variant other than none. Without the parser the engine returns tool calls and
+    reasoning as plain text, and those gates fail for the launch, not the model.
+    """
+    qualification = recipe.get("qualification") or {}
+    gates = [gate for gate in qualification.get("gates") or [] if gate in TOOL_GATES]
+    categories = (qualification.get("quality") or {}).get("categories", QUALIFY_DEFAULTS["quality"]["categories"])
+    tools = []
+    if gates:
+        tools.append("qualification.gates has %s" % ", ".join(gates))
+    if "tools" in categories:
+        tools.append("the quality protocol runs its tools category")
+    modes = [qualification.get("reasoning", QUALIFY_DEFAULTS["reasoning"])]
+    modes += [mode for mode in qualification.get("reasoning_variants") or [] if mode not in modes]
+    reasoning = [mode for mode in modes if mode != "none"]
+    return {
+        "reasoning_parser": "qualification asks for reasoning %s" % ", ".join(reasoning) if reasoning else None,
+        "tool_call_parser": " and ".join(tools) if tools else None,
+    }
+
+
+def _parser_problems(recipe):
+    serving, needs = recipe["serving"], parser_needs(recipe)
+    problems = []
+    for field in PARSERS:
+        value, status, source = serving[field], serving[field + "_status"], serving.get(field + "_source")
+        if value is not None and status == "unknown":
+            problems.append(
+                "serving.%s: %r is given but serving.%s_status is unknown; set the status to declared "
+                "or the parser to null" % (field, value, field)
+            )
+        elif value is not None and not source:
+            problems.append(
+                "serving.%s_source: missing; say where the engine names %r for this model family "
+                "(its documentation page or source file)" % (field, value)
+            )
+        elif value is None and status == "unknown" and not source:
+            problems.append(
+                "serving.%s_source: missing; say why the parser is unknown (what the engine's "
+                "documentation does and does not name)" % field
+            )
+        elif value is None and status == "declared":
+            problems.append(
+                "serving.%s: null but serving.%s_status says declared; name the parser or set the "
+                "status to unknown" % (field, field)
+            )
+        elif value is None and status is None and needs[field]:
+            problems.append(
+                "serving.%s: missing while %s; without it the engine hands %s back as plain text. "
+                "Name the parser with serving.%s_source saying where the engine documents it, or set "
+                "it null with serving.%s_status: unknown and say why in the source (bring-up is then "
+                "refused until it is declared)" % (field, needs[field], _WHAT[field], field, field)
+            )
+    return problems
+
+
+def parser_unknowns(recipe):
+    """Plan unknowns for parsers a qualification needs and the recipe declares unknown."""
+    serving, needs = recipe["serving"], parser_needs(recipe)
+    return [
+        "serving.%s: unknown while %s (%s); declare it before bring-up"
+        % (field, needs[field], serving[field + "_source"])
+        for field in PARSERS
+        if serving[field] is None and serving[field + "_status"] == "unknown" and needs[field]
+    ]
+
+
 def _cross_field_problems(recipe, rule_ids):
     """Problems the schema cannot express: fields that must agree with each other."""
     problems = []
@@ -324,7 +400,7 @@ def _cross_field_problems(recipe, rule_ids):
         if rule in seen:
             problems.append("overrides[%d].rule: %r is overridden twice; keep one entry" % (index, rule))
         seen.add(rule)
-    return problems
+    return problems + _parser_problems(recipe)
 
 
 def _normalise(data):
@@ -358,6 +434,9 @@ def _normalise(data):
         "tool_call_parser",
     ):
         serving.setdefault(key, None)
+    for key in PARSERS:
+        serving.setdefault(key + "_status", "declared" if serving[key] is not None else None)
+        serving.setdefault(key + "_source", None)
     serving.setdefault("enforce_eager", False)
     serving.setdefault("extra_args", [])
     serving.setdefault("env", {})

@@ -91,6 +91,18 @@ CONDITIONS = {
         lambda ctx: _and(_multi_node(ctx), _sm12x(ctx), _engine_is(ctx, "vllm")),
         ("engine.name",),
     ),
+    # The one cross-node seat [000] gives the one-hour timeout for: Nemotron 3 Ultra, a hybrid Mamba
+    # model, on vLLM's multiprocessing executor across two nodes of SM12x cards (section 2).
+    "multi-node-sm12x-vllm-mp-hybrid-mamba": (
+        lambda ctx: _and(
+            _multi_node(ctx),
+            _sm12x(ctx),
+            _engine_is(ctx, "vllm"),
+            ctx["recipe"]["topology"]["executor"] == "mp",
+            _attention_is(ctx, "hybrid-mamba"),
+        ),
+        ("engine.name", "model.architecture.attention"),
+    ),
     "multi-node-vllm-sm120-image": (
         lambda ctx: _and(_multi_node(ctx), _engine_is(ctx, "vllm"), _image_has_sm120_kernels(ctx)),
         ("engine.name",),
@@ -111,15 +123,37 @@ CONDITIONS = {
     ),
 }
 
-# Sources a rule may cite: field reports by key (docs/field.md) and upstream items by link.
-SOURCE_LINKS = {
-    "000": "docs/field.md#report-000",
-    "001": "docs/field.md#report-001",
-    "002": "docs/field.md#report-002",
-    "003": "docs/field.md#report-003",
-    "004": "docs/field.md#report-004",
-    "vLLM PR #47751": "https://github.com/vllm-project/vllm/pull/47751",
+# Where a rule's facts come from, one label each (docs/field.md says how each was checked):
+# - report: a field report, by its key (docs/field.md#sources); the figures are the report's;
+# - upstream: an upstream issue, pull request or page the project read itself (the link);
+# - project: seatwright's own choice, with its reason in the rule.
+SOURCE_KINDS = {
+    "report": "field report",
+    "upstream": "upstream, read",
+    "project": "project choice",
 }
+SOURCES = {
+    "000": {"kind": "report", "link": "docs/field.md#report-000"},
+    "001": {"kind": "report", "link": "docs/field.md#report-001"},
+    "002": {"kind": "report", "link": "docs/field.md#report-002"},
+    "003": {"kind": "report", "link": "docs/field.md#report-003"},
+    "004": {"kind": "report", "link": "docs/field.md#report-004"},
+    # Open when read: auto-disables custom all-reduce on sm_12x after an abort at CUDA-graph capture
+    # with two PCIe GPUs; no field report names it.
+    "vLLM PR #47751": {"kind": "upstream", "link": "https://github.com/vllm-project/vllm/pull/47751"},
+}
+SOURCE_LINKS = {key: source["link"] for key, source in SOURCES.items()}
+
+
+def source_kind(source):
+    """'report', 'upstream' or 'project' for a source a rule cites; SeatError for one not in SOURCES."""
+    if source not in SOURCES:
+        raise SeatError(
+            "rule source %r is not in seat/rules.py SOURCES; add it with its kind (%s)"
+            % (source, ", ".join(SOURCE_KINDS))
+        )
+    return SOURCES[source]["kind"]
+
 
 _NOPE_WHEN = "the model's attention is MLA with no rotary part (NoPE) and any GPU of the seat is SM12x"
 _NOPE_SEEN = (
@@ -184,17 +218,18 @@ RULES = (
             },
             {
                 "condition": "single-node-sm12x-vllm",
-                "text": "one node, SM12x, vLLM: upstream only (vLLM PR #47751, CUDA-graph capture abort at TP=2 "
-                "on sm_12x); the field's single-node image used its PCIe all-reduce and worked, so a "
+                "text": "one node, SM12x, vLLM: an upstream pull request only (vLLM PR #47751, open when read: the "
+                "custom all-reduce kernel aborts at CUDA-graph capture with two PCIe GPUs on sm_12x); no field "
+                "report saw it, and the field's single-node image used its PCIe all-reduce and worked, so a "
                 "recipe may keep it on through overrides with its reason",
                 "sources": ("vLLM PR #47751",),
             },
         ),
         "effects": ({"kind": "set", "field": "serving.custom_all_reduce", "value": False},),
-        "reason": "The custom all-reduce prober enters a symmetric-memory rendezvous that SM120 cannot "
-        "complete: every rank hung silently until the flag was passed, and the engine's own "
-        "multi-node switch did not stop the prober [000]. On one node the reason is upstream: "
-        "a CUDA-graph capture abort at TP=2 on sm_12x (vLLM PR #47751).",
+        "reason": "Across nodes (field report): the custom all-reduce prober enters a symmetric-memory "
+        "rendezvous that SM120 cannot complete; every rank hung silently until the flag was passed, and the "
+        "engine's own multi-node switch did not stop the prober [000]. On one node (upstream, not the field): "
+        "vLLM PR #47751 reports the kernel aborting at CUDA-graph capture at TP=2 on sm_12x.",
         "sources": ("000", "vLLM PR #47751"),
     },
     {
@@ -243,14 +278,17 @@ RULES = (
         "condition": "multi-node",
         "seen": (
             {
-                "condition": "multi-node-sm12x-vllm",
-                "text": "vLLM across two nodes of RTX PRO 6000: both working cross-node seats [000]",
+                "condition": "multi-node-sm12x-vllm-mp-hybrid-mamba",
+                "text": "the Nemotron 3 Ultra seat only: a hybrid Mamba model on vLLM's multiprocessing executor "
+                "across two nodes of RTX PRO 6000 [000] section 2; the report gives no timeout for its other "
+                "cross-node seats",
                 "sources": ("000",),
             },
         ),
         "effects": ({"kind": "set", "field": "serving.distributed_timeout_s", "value": 3600},),
-        "reason": "The cross-node seats that worked were launched with a one-hour distributed "
-        "timeout alongside the all-reduce fix [000].",
+        "reason": "The Nemotron 3 Ultra seat was launched with a one-hour distributed timeout together with the "
+        "custom all-reduce fix [000] section 2. The report does not say the timeout was needed, nor that "
+        "any other seat used it; elsewhere a recipe sets serving.distributed_timeout_s itself.",
         "sources": ("000",),
     },
     {
@@ -580,10 +618,10 @@ def evaluate(recipe, gpus, source):
 
 
 def source_link(source):
-    """Markdown for one source: a field report key or an upstream item, linked where known."""
-    link = SOURCE_LINKS.get(source)
+    """Markdown for one source with its kind: a field report key or an upstream item, linked."""
+    link = SOURCES[source]["link"]
     label = "[%s]" % source if source.isdigit() else source
-    return "[%s](%s)" % (label, link) if link else label
+    return "[%s](%s) (%s)" % (label, link, SOURCE_KINDS[source_kind(source)])
 
 
 def table_rows():
