@@ -30,6 +30,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl impor
 
 BACKENDS = ("nccl", "gloo")
 FACT = "seatwright_nccl_crossnode"
+# A project choice: NCCL's ring all-reduce between two nodes reaches most of the link; below 80 %
+# something (sockets instead of RDMA, no GPUDirect, a wrong GID) is in the way.
+DEFAULT_THRESHOLD = 0.8
 # Where the worker file is mounted inside the container.
 WORKER_IN_CONTAINER = "/seatwright/crossnode_worker.py"
 # What an operator runs to measure a pair; the plan names it where no fact is cached.
@@ -168,7 +171,7 @@ def parse_result(output, world_size):
     }
 
 
-def _end_inputs(fabric):
+def end_inputs(fabric):
     return {
         "devices": [
             [d["name"], d.get("fw_ver"), [p.get("rate_gbps") for p in d.get("ports") or []]]
@@ -188,7 +191,7 @@ def pair_inputs(plan, image, fabrics, envs, sizes):
         "image": image,
         "backend": plan["backend"],
         "ranks": {node["host"]: node["local_ranks"] for node in plan["nodes"]},
-        "ends": {host: _end_inputs(fabrics.get(host)) for host in sorted(fabrics)},
+        "ends": {host: end_inputs(fabrics.get(host)) for host in sorted(fabrics)},
         "env": {host: dict(sorted((envs.get(host) or {}).items())) for host in sorted(envs)},
         "line_rate_gbps": plan["line_rate_gbps"],
         "sizes": sorted(sizes),
@@ -295,7 +298,7 @@ def plan_entries(seat_nodes, records_by_host, threshold):
         changed = sorted(
             node["host"]
             for node in (left, right)
-            if node.get("fabric") and node["host"] in ends and _end_inputs(node["fabric"]) != ends[node["host"]]
+            if node.get("fabric") and node["host"] in ends and end_inputs(node["fabric"]) != ends[node["host"]]
         )
         status = "stale" if changed else ("passed" if passed else "below-threshold")
         entry = {
@@ -314,6 +317,19 @@ def plan_entries(seat_nodes, records_by_host, threshold):
             entry["run"] = run
         entries.append(entry)
     return entries
+
+
+def seat_entries(seat_nodes, candidates):
+    """`plan_entries` for a seat plan: the records and the threshold come from the candidates'
+    cached facts (seatwright_nccl_crossnode) and settings (rdma_fabric_nccl_threshold)."""
+    if len(seat_nodes) < 2:
+        return []
+    by_host = {c.get("host"): c for c in candidates if isinstance(c, dict)}
+    records = {host: (by_host.get(host) or {}).get(FACT) for host in by_host}
+    threshold = (by_host.get(seat_nodes[0]["host"]) or {}).get("rdma_fabric_nccl_threshold")
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold <= 1:
+        threshold = DEFAULT_THRESHOLD
+    return plan_entries(seat_nodes, records, threshold)
 
 
 def plan_line(entry):
