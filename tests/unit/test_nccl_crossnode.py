@@ -1,5 +1,5 @@
 """The cross-node NCCL fact: the two-node all-reduce of a node pair (library/nccl_crossnode.py,
-fabric/crossnode.py, io/fabric/crossnode.py), and how a multi-node seat's plan shows it.
+fabric/crossnode.py, io/fabric/crossnode.py); the seat plan's side is in test_plan_crossnode.py.
 
 torch is not in the project venv, so the ranks are stand-ins: a stand-in `docker` (or interpreter)
 that checks it was handed the shipped worker with the pair's ranks and rendezvous, then replays
@@ -11,7 +11,6 @@ import time
 
 import nccl_crossnode
 import pytest
-import seat_plan
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import (
@@ -25,7 +24,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode 
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import crossnode_worker
 from conftest import FIXTURES
-from seat_cases import SEAT_NAMES, SEATS, example_nodes, seat_data
 
 NCCL = FIXTURES / "nccl"
 SOCKET_NODE0 = NCCL / "crossnode-nccl-net-socket-node0.txt"
@@ -342,64 +340,7 @@ def test_the_worker_is_a_real_file_that_parses_its_arguments():
     assert (args.backend, args.world_size, args.first_rank, args.timeout_s) == ("nccl", 4, 2, 300)
 
 
-# ---------------------------------------------------------------- the seat's plan
-
-
-def plan(capsys, seat, nodes):
-    args = {
-        "seat": seat,
-        "recipe_path": str(SEATS / ("%s.yml" % seat)),
-        "schema_path": str(SEATS.parent / "schemas" / "seat.schema.json"),
-        "nodes": nodes,
-    }
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            seat_plan.main()
-    return json.loads(capsys.readouterr().out)
-
-
-MULTI_NODE_GPU_SEATS = [
-    name
-    for name in SEAT_NAMES
-    if seat_data(name)["topology"]["nodes"] > 1 and seat_data(name)["engine"].get("device", "cuda") != "cpu"
-]
-
-
-def test_the_shipped_multi_node_gpu_seats_are_known():
-    assert {"glm53", "glm53-vendor", "nemotron3-ultra"} <= set(MULTI_NODE_GPU_SEATS)
-
-
-@pytest.mark.parametrize("seat", MULTI_NODE_GPU_SEATS)
-def test_a_multi_node_seats_plan_shows_the_cross_node_fact_as_unknown_with_what_to_run(capsys, seat):
-    result = plan(capsys, seat, example_nodes())
-    assert result.get("failed") is not True, result
-    line = "cross-node NCCL node-a<->node-b: unknown (no cross-node NCCL fact cached); run " + (
-        "ansible-playbook playbooks/nccl_crossnode.yml --limit node-a,node-b"
-    )
-    assert line in result["summary"]
-    assert [entry["status"] for entry in result["plan"].get("cross_node_nccl", [])] == ["unknown"]
-
-
-@pytest.mark.parametrize(
-    "rec,threshold,status,words",
-    [
-        (record(22.5), None, "passed", ["busbw 22.50 GB/s", "90 % of 25.00 GB/s", "image seatwright/glm53:abc"]),
-        (record(1.86, transports=("NET/Socket",), gdrdma=False), None, "below-threshold", ["not NET/Socket"]),
-        (record(21.0), 0.9, "below-threshold", ["below the 90 % threshold"]),
-    ],
-)
-def test_a_cached_pair_fact_reaches_the_plan(capsys, rec, threshold, status, words):
-    rec["inputs"] = {"ends": {}}
-    nodes = example_nodes()
-    nodes[1]["seatwright_nccl_crossnode"] = {"node-a<->node-b": rec}
-    nodes[0]["rdma_fabric_nccl_threshold"] = threshold
-    result = plan(capsys, "glm53", nodes)
-    entry = result["plan"]["cross_node_nccl"][0]
-    assert entry["status"] == status and entry["busbw_gbps"] == rec["judged_busbw_gbps"]
-    line = [text for text in result["summary"] if text.startswith("cross-node NCCL node-a<->node-b: %s" % status)]
-    assert line, result["summary"]
-    for word in words:
-        assert word in line[0]
+# ---------------------------------------------------------------- the seat's plan (more in test_plan_crossnode.py)
 
 
 def test_a_fact_measured_on_other_fabric_facts_is_stale():
@@ -409,7 +350,3 @@ def test_a_fact_measured_on_other_fabric_facts_is_stale():
     entry = plan_entries(nodes, {"node-a": {"node-a<->node-b": rec}}, 0.8)[0]
     assert entry["status"] == "stale" and "fabric facts of node-a changed" in entry["detail"]
     assert entry["run"].endswith("--limit node-a,node-b")
-
-
-def test_a_single_node_seat_has_no_pair(capsys):
-    assert plan(capsys, "qwen35-122b", example_nodes())["plan"]["cross_node_nccl"] == []

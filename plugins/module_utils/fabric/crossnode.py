@@ -17,7 +17,7 @@ The container spec is built here, apart from the seat's (seat/launch.py, seat/ru
 should later be rendered by the seat's container-spec renderer so that both agree on devices.
 """
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.links import pair_label
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
     MIB,
@@ -326,9 +326,18 @@ def seat_entries(seat_nodes, candidates):
         return []
     by_host = {c.get("host"): c for c in candidates if isinstance(c, dict)}
     records = {host: (by_host.get(host) or {}).get(FACT) for host in by_host}
-    threshold = (by_host.get(seat_nodes[0]["host"]) or {}).get("rdma_fabric_nccl_threshold")
-    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold <= 1:
-        threshold = DEFAULT_THRESHOLD
+    setting = (by_host.get(seat_nodes[0]["host"]) or {}).get("rdma_fabric_nccl_threshold")
+    if setting in (None, ""):
+        return plan_entries(seat_nodes, records, DEFAULT_THRESHOLD)
+    try:
+        threshold = float(setting)  # -e key=value hands it over as text
+    except (TypeError, ValueError):
+        threshold = None
+    if isinstance(setting, bool) or threshold is None or not 0 < threshold <= 1:
+        raise SeatError(
+            "host %s: rdma_fabric_nccl_threshold is %r; expected a fraction of the link rate such as 0.8"
+            % (seat_nodes[0]["host"], setting)
+        )
     return plan_entries(seat_nodes, records, threshold)
 
 
