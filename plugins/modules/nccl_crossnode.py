@@ -12,10 +12,10 @@ description:
     background, bounded by O(timeout_s). C(measure) on the first node runs its ranks, reads the bus
     bandwidth per size and the transport of every channel from rank 0's output, and caches the
     record. C(store), delegated to the peer, caches the same record there.
-  - The ranks run inside the engine image (C(docker run) with host networking, host IPC, unlimited
-    locked memory, the GPUs and, when both nodes have an active RDMA port, C(/dev/infiniband) with
-    C(IPC_LOCK)), with the node's NCCL environment and C(NCCL_DEBUG=INFO). With O(runtime=none)
-    they run under O(python) on the node itself.
+  - The ranks run inside the engine image (C(docker run), the client found on PATH, with host
+    networking, host IPC, unlimited locked memory, the GPUs and, when both nodes have an active RDMA
+    port, C(/dev/infiniband) with C(IPC_LOCK)), with the node's NCCL environment and
+    C(NCCL_DEBUG=INFO). With O(runtime=none) they run under O(python) on the node itself.
   - O(backend=nccl) runs on GPUs; O(backend=gloo) runs CPU ranks over TCP, which proves the
     orchestration (two nodes, the rendezvous, parsing, caching, the threshold) where there is no GPU.
   - A record holds busbw per size, the best busbw over large sizes, the transports, the link rate
@@ -74,14 +74,11 @@ options:
     choices: [docker, none]
     default: docker
   image:
-    description: The engine image to run in (its reference); required by C(join) and C(measure) with runtime docker.
-    type: str
-  image_id:
-    description: The image's id, fingerprinted instead of O(image) when given (a retagged image is another image).
-    type: str
-  docker:
-    description: Path of the docker client; looked up on PATH when not given.
-    type: path
+    description:
+      - The engine image to run in, as its facts give it - C(reference) (what C(docker run) starts) and
+        C(id) (fingerprinted when given, so a retagged image is another image). Required by C(join) and
+        C(measure) with runtime docker.
+    type: dict
   python:
     description: Interpreter with PyTorch; inside the image (default C(python3)) or on the node with runtime none.
     type: str
@@ -94,22 +91,14 @@ options:
     type: dict
     default: {}
   sizes:
-    description: Message sizes in bytes.
+    description: Message sizes in bytes; from 64 MiB up they are judged (smaller ones measure latency).
     type: list
     elements: int
-    default: [1048576, 8388608, 67108864, 268435456, 1073741824]
-  warmup:
-    description: Untimed all-reduces per size.
-    type: int
-    default: 5
+    default: [8388608, 67108864, 268435456, 1073741824]
   iters:
     description: Timed all-reduces per size.
     type: int
     default: 20
-  judge_min_bytes:
-    description: Only sizes of at least this many bytes are judged (small sizes measure latency).
-    type: int
-    default: 67108864
   line_rate_gbps:
     description: Link rate in Gb/s when sysfs reports none.
     type: float
@@ -136,10 +125,6 @@ options:
   record:
     description: The record to store (C(store) step); the C(record) returned by C(measure).
     type: dict
-  return_output:
-    description: Also return rank 0's full output (C(measure)), for evidence and fixtures.
-    type: bool
-    default: false
 attributes:
   check_mode:
     support: partial
@@ -160,7 +145,7 @@ EXAMPLES = r"""
     host_gpus: 2
     peer_gpus: 2
     master_addr: 10.77.0.11
-    image: seatwright/glm53:abc123
+    image: "{{ ansible_facts.seatwright_engine_images['glm53'] }}"
   register: pair
 """
 
@@ -196,10 +181,6 @@ argv:
   returned: join
   type: list
   elements: str
-output:
-  description: Rank 0's full output (only with return_output).
-  returned: measure with return_output
-  type: str
 ansible_facts:
   description: C(seatwright_nccl_crossnode), every pair record cached on this node keyed by pair.
   returned: lookup, measure, store
@@ -209,9 +190,6 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.crossnode import run_step
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import STATE_DIR
-
-SIZES = [1048576, 8388608, 67108864, 268435456, 1073741824]
 
 
 def main():
@@ -228,24 +206,19 @@ def main():
             "port": {"type": "int", "default": 29533},
             "backend": {"type": "str", "choices": ["nccl", "gloo"], "default": "nccl"},
             "runtime": {"type": "str", "choices": ["docker", "none"], "default": "docker"},
-            "image": {"type": "str"},
-            "image_id": {"type": "str"},
-            "docker": {"type": "path"},
+            "image": {"type": "dict"},
             "python": {"type": "str"},
             "env": {"type": "dict", "default": {}},
             "peer_env": {"type": "dict", "default": {}},
-            "sizes": {"type": "list", "elements": "int", "default": SIZES},
-            "warmup": {"type": "int", "default": 5},
+            "sizes": {"type": "list", "elements": "int", "default": [8388608, 67108864, 268435456, 1073741824]},
             "iters": {"type": "int", "default": 20},
-            "judge_min_bytes": {"type": "int", "default": 67108864},
             "line_rate_gbps": {"type": "float"},
             "threshold": {"type": "float", "default": 0.8},
             "enforce": {"type": "bool", "default": False},
             "timeout_s": {"type": "int", "default": 600},
             "max_age_s": {"type": "int", "default": 604800},
-            "state_dir": {"type": "path", "default": STATE_DIR},
+            "state_dir": {"type": "path", "default": "/var/lib/seatwright"},
             "record": {"type": "dict"},
-            "return_output": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )

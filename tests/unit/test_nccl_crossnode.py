@@ -7,6 +7,7 @@ what the real worker printed on the device machine as two "nodes" (tests/fixture
 """
 
 import json
+import os
 import time
 
 import nccl_crossnode
@@ -220,8 +221,7 @@ def pair_args(tmp_path, **extra):
         "host_gpus": 1,
         "peer_gpus": 1,
         "master_addr": "127.0.0.1",
-        "image": "seatwright/glm53:abc",
-        "image_id": "sha256:" + "ab" * 32,
+        "image": {"reference": "seatwright/glm53:abc", "id": "sha256:" + "ab" * 32},
         "env": {"NCCL_SOCKET_IFNAME": "=lo"},
         "peer_env": {"NCCL_SOCKET_IFNAME": "=lo"},
         "line_rate_gbps": 10.0,
@@ -240,10 +240,11 @@ def peer_view(args, state_dir):
     return swapped
 
 
-def test_the_pair_is_joined_measured_cached_on_both_and_judged(capsys, tmp_path):
+def test_the_pair_is_joined_measured_cached_on_both_and_judged(capsys, tmp_path, monkeypatch):
     docker, log = stand_in_docker(tmp_path)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
     first, second = tmp_path / "node-a", tmp_path / "node-b"
-    args = pair_args(tmp_path, docker=str(docker), state_dir=str(first))
+    args = pair_args(tmp_path, state_dir=str(first))
 
     lookup = run_module(capsys, step="lookup", **args)
     assert lookup["cached"] is False and lookup["ansible_facts"]["seatwright_nccl_crossnode"] == {}
@@ -274,7 +275,7 @@ def test_the_pair_is_joined_measured_cached_on_both_and_judged(capsys, tmp_path)
         assert again["cached"] is True and again["passed"] is True, again
 
     # Another image is another figure: the cached record no longer counts.
-    other = run_module(capsys, step="lookup", **dict(args, image_id="sha256:" + "cd" * 32))
+    other = run_module(capsys, step="lookup", **dict(args, image={"reference": "x", "id": "sha256:" + "cd" * 32}))
     assert other["cached"] is False
     # On a 100 Gb/s link the same run is far below the threshold: cached, and the enforcing lookup fails.
     fast = dict(LAB, fabric_iface=dict(LAB["fabric_iface"], speed_mbps=100000))
@@ -314,7 +315,7 @@ def test_a_dead_rank_set_names_the_pair_and_the_peers_log(capsys, tmp_path):
 
 
 def test_check_mode_looks_up_and_runs_nothing(capsys, tmp_path):
-    args = pair_args(tmp_path, state_dir=str(tmp_path), docker="/nonexistent/docker", _ansible_check_mode=True)
+    args = pair_args(tmp_path, state_dir=str(tmp_path), _ansible_check_mode=True)
     result = run_module(capsys, step="measure", **args)
     assert result["changed"] is True and result["msg"] == "check mode: would measure for node-a<->node-b"
     assert not (tmp_path / "nccl_crossnode").exists()

@@ -151,6 +151,11 @@ def test_the_playbook_measures_the_pair_and_the_plan_shows_it(tmp_path):
         "rdma_fabric_nccl_threshold": 0.05,
         "rdma_fabric_nccl_timeout_s": 60,
     }
+    # --check looks up the cache and measures nothing.
+    checked = run(tmp_path, "playbooks/nccl_crossnode.yml", "--check", "-e", json.dumps(local))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert not (tmp_path / "state" / "nccl_crossnode" / "node-a--node-b.json").exists()
+
     measured = run(tmp_path, "playbooks/nccl_crossnode.yml", "-e", json.dumps(local))
     assert measured.returncode == 0, measured.stdout + measured.stderr
     assert "node-a<->node-b: gloo all-reduce over 4 ranks, busbw 2.41 GB/s" in measured.stdout

@@ -37,6 +37,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import crossnode_worker
 
 FOLDER = "nccl_crossnode"
+WARMUP = 5
+# Sizes from here up are judged; smaller ones measure latency, not bandwidth.
+JUDGE_MIN_BYTES = 64 * 1024 * 1024
 
 
 def cache_path(state_dir, label):
@@ -60,15 +63,21 @@ def check_request(params):
             "sizes must be byte counts that are positive multiples of 4 (float32 elements); got %s"
             % (bad or "an empty list")
         )
-    if params["iters"] < 1 or params["warmup"] < 0 or params["timeout_s"] < 10:
-        raise NcclError("iters must be >= 1, warmup >= 0 and timeout_s >= 10")
+    if params["iters"] < 1 or params["timeout_s"] < 10:
+        raise NcclError("iters must be >= 1 and timeout_s >= 10")
     if not 0 < params["threshold"] <= 1.0:
         raise NcclError("threshold is %r; expected a fraction of the link rate such as 0.8" % params["threshold"])
-    if params["runtime"] == "docker" and not params["image"] and params["step"] in ("join", "measure"):
+    if params["runtime"] == "docker" and not image_of(params)[0] and params["step"] in ("join", "measure"):
         raise NcclError(
             "runtime docker needs image (the engine image, e.g. from seatwright_engine_images); "
             "build it with playbooks/images.yml first"
         )
+
+
+def image_of(params):
+    """(reference, id) of the image parameter: the engine image's facts, or none."""
+    image = params["image"] or {}
+    return image.get("reference"), image.get("id")
 
 
 def _worker_file(state_dir):
@@ -95,25 +104,23 @@ def command(module, params, plan, host):
     sizes, timeout = params["sizes"], params["timeout_s"]
     if params["runtime"] == "none":
         python = params["python"] or sys.executable
-        argv = worker_argv(
-            plan, host, params["port"], sizes, params["warmup"], params["iters"], timeout, python, worker
-        )
+        argv = worker_argv(plan, host, params["port"], sizes, WARMUP, params["iters"], timeout, python, worker)
         return argv, run_env
     inner = worker_argv(
         plan,
         host,
         params["port"],
         sizes,
-        params["warmup"],
+        WARMUP,
         params["iters"],
         timeout,
         params["python"] or "python3",
         WORKER_IN_CONTAINER,
     )
-    docker = params["docker"] or module.get_bin_path("docker")
+    docker = module.get_bin_path("docker")
     if not docker:
         raise NcclError("host %s: docker is not installed; the cross-node all-reduce runs in the engine image" % host)
-    return container_argv(plan, host, params["image"], worker, run_env, inner, docker=docker), {}
+    return container_argv(plan, host, image_of(params)[0], worker, run_env, inner, docker=docker), {}
 
 
 def bounded(module, argv, seconds):
@@ -172,13 +179,13 @@ def measure(module, params, plan, inputs, digest, host, peer):
     record = make_record(
         plan,
         parsed,
-        params["judge_min_bytes"],
+        JUDGE_MIN_BYTES,
         inputs,
         digest,
         datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(),
         now,
     )
-    return record, output
+    return record
 
 
 def run_step(module, params, check_mode):
@@ -206,7 +213,7 @@ def run_step(module, params, check_mode):
     )
     inputs = pair_inputs(
         plan,
-        params["image_id"] or params["image"],
+        image_of(params)[1] or image_of(params)[0],
         {first: first_fabric, second: second_fabric},
         envs,
         params["sizes"],
@@ -255,8 +262,7 @@ def run_step(module, params, check_mode):
         )
 
     if params["step"] == "measure":
-        record, output = measure(module, params, plan, inputs, digest, first, second)
-        result["output"] = output if params["return_output"] else None
+        record = measure(module, params, plan, inputs, digest, first, second)
     else:
         record = params["record"]
         if not isinstance(record, dict) or record.get("fingerprint") != digest or record.get("pair") != plan["pair"]:
@@ -277,8 +283,6 @@ def run_step(module, params, check_mode):
         msg=message,
         ansible_facts={FACT: cached_records(params["state_dir"])},
     )
-    if result.get("output") is None:
-        result.pop("output", None)
     return result
 
 
