@@ -97,6 +97,13 @@ def test_a_threshold_that_is_no_fraction_is_named(capsys):
     assert result["msg"].startswith("host node-a: rdma_fabric_nccl_threshold is '90%'")
 
 
+def test_a_cpu_seats_pair_is_measured_with_gloo(capsys):
+    result = plan(capsys, "lab-tp2", example_nodes())
+    assert [entry["run"] for entry in result["plan"].get("cross_node_nccl", [])] == [
+        "ansible-playbook playbooks/nccl_crossnode.yml --limit node-a,node-b -e rdma_fabric_nccl_backend=gloo"
+    ]
+
+
 def test_a_single_node_seat_has_no_pair(capsys):
     result = plan(capsys, "qwen35-122b", example_nodes())
     assert result["plan"].get("cross_node_nccl") == [] and not any("cross-node" in s for s in result["summary"])

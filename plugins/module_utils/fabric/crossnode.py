@@ -263,7 +263,7 @@ def make_record(plan, parsed, judge_min_bytes, inputs, digest, measured_at, meas
     }
 
 
-def plan_entries(seat_nodes, records_by_host, threshold):
+def plan_entries(seat_nodes, records_by_host, threshold, backend="nccl"):
     """The seat plan's `cross_node_nccl`: one entry per neighbouring pair of seat nodes (node rank
     order), from the pair's record cached on either node, else `unknown` with the command to run.
 
@@ -279,6 +279,8 @@ def plan_entries(seat_nodes, records_by_host, threshold):
                 record = cached[label]
                 break
         run = RUN_HINT % ",".join(sorted([left["host"], right["host"]]))
+        if backend != "nccl":
+            run += " -e rdma_fabric_nccl_backend=%s" % backend
         if record is None:
             entries.append({"pair": label, "status": "unknown", "detail": "no cross-node NCCL fact cached", "run": run})
             continue
@@ -319,16 +321,18 @@ def plan_entries(seat_nodes, records_by_host, threshold):
     return entries
 
 
-def seat_entries(seat_nodes, candidates):
+def seat_entries(seat_nodes, candidates, device="cuda"):
     """`plan_entries` for a seat plan: the records and the threshold come from the candidates'
-    cached facts (seatwright_nccl_crossnode) and settings (rdma_fabric_nccl_threshold)."""
+    cached facts (seatwright_nccl_crossnode) and settings (rdma_fabric_nccl_threshold). A CPU
+    seat's ranks talk gloo, so its pairs are measured with backend gloo."""
+    backend = "gloo" if device == "cpu" else "nccl"
     if len(seat_nodes) < 2:
         return []
     by_host = {c.get("host"): c for c in candidates if isinstance(c, dict)}
     records = {host: (by_host.get(host) or {}).get(FACT) for host in by_host}
     setting = (by_host.get(seat_nodes[0]["host"]) or {}).get("rdma_fabric_nccl_threshold")
     if setting in (None, ""):
-        return plan_entries(seat_nodes, records, DEFAULT_THRESHOLD)
+        return plan_entries(seat_nodes, records, DEFAULT_THRESHOLD, backend)
     try:
         threshold = float(setting)  # -e key=value hands it over as text
     except (TypeError, ValueError):
@@ -338,7 +342,7 @@ def seat_entries(seat_nodes, candidates):
             "host %s: rdma_fabric_nccl_threshold is %r; expected a fraction of the link rate such as 0.8"
             % (seat_nodes[0]["host"], setting)
         )
-    return plan_entries(seat_nodes, records, threshold)
+    return plan_entries(seat_nodes, records, threshold, backend)
 
 
 def plan_line(entry):

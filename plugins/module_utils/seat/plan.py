@@ -525,7 +525,7 @@ def make_plan(data, schema, seat, candidates, source, model_root=MODEL_ROOT):
             for index, node in enumerate(seat_nodes)
         ],
         # The cached two-node all-reduce of each neighbouring node pair, or unknown with what to run.
-        "cross_node_nccl": seat_entries(seat_nodes, candidates),
+        "cross_node_nccl": seat_entries(seat_nodes, candidates, settings["engine"]["device"]),
         "ranks": ranks,
     }
 
