@@ -9,6 +9,7 @@ import re
 import shlex
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import plan_line, seat_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import flag_refusals, recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
@@ -648,6 +649,8 @@ def make_plan(data, schema, seat, candidates, source):
             }
             for index, node in enumerate(seat_nodes)
         ],
+        # The cached two-node all-reduce of each neighbouring node pair, or unknown with what to run.
+        "cross_node_nccl": seat_entries(seat_nodes, candidates, settings["engine"]["device"]),
         "ranks": ranks,
     }
 
@@ -727,6 +730,7 @@ def plan_lines(plan):
     lines += ["REFUSED by %s: %s; %s" % (item["id"], item["detail"], item["remedy"]) for item in plan["refusals"]]
     lines += ["warning: " + item for item in plan["warnings"]]
     lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
+    lines += [plan_line(entry) for entry in plan.get("cross_node_nccl") or []]
     lines += [
         "not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"]) for item in plan["provenance"]
     ]
