@@ -119,9 +119,10 @@ options:
     type: int
     default: 604800
   state_dir:
-    description: Folder of seatwright's caches on the node; records go to C(nccl_crossnode/) in it.
+    description:
+      - Folder of seatwright's caches on the node; records go to C(nccl_crossnode/) in it.
+      - Unset, the node's state folder (seatwright's one definition of it).
     type: path
-    default: /var/lib/seatwright
   record:
     description: The record to store (C(store) step); the C(record) returned by C(measure).
     type: dict
@@ -217,7 +218,7 @@ def main():
             "enforce": {"type": "bool", "default": False},
             "timeout_s": {"type": "int", "default": 600},
             "max_age_s": {"type": "int", "default": 604800},
-            "state_dir": {"type": "path", "default": "/var/lib/seatwright"},
+            "state_dir": {"type": "path"},
             "record": {"type": "dict"},
         },
         supports_check_mode=True,

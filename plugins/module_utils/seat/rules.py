@@ -329,7 +329,7 @@ RULES = (
         ),
         "reason": "With co-tenant services resident the engine can only take what they leave free: 0.78 "
         "aborted at start-up (73.98 GiB free against 74.11 GiB requested) and 0.75 ran [000]. The cap "
-        "is the co-tenants' declared memory taken off each GPU, rounded down to 0.01, not a constant.",
+        "is the co-tenants' declared memory taken off each GPU, rounded down to the hundredth, not a constant.",
         "sources": ("000",),
     },
     {

@@ -35,6 +35,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
     read_json,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import crossnode_worker
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STATE_DIR
 
 FOLDER = "nccl_crossnode"
 WARMUP = 5
@@ -190,6 +191,7 @@ def measure(module, params, plan, inputs, digest, host, peer):
 
 def run_step(module, params, check_mode):
     """One step of the pair's run (lookup, join, measure, store); returns the module's result."""
+    params = dict(params, state_dir=params.get("state_dir") or STATE_DIR)
     check_request(params)
     # The plan is always made from the first node's point of view, so both ends agree on it.
     first, second = params["host"], params["peer"]
