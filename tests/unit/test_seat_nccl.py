@@ -12,7 +12,11 @@ import nccl_env_render
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import declared_fabric, node_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
+    NCCL_DEBUG_ENV,
+    declared_fabric,
+    node_env,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
 from seat_cases import SCHEMA, example_nodes, mutated, seat_data
 
@@ -98,7 +102,8 @@ def test_every_rank_runs_with_its_nodes_rendered_nccl_env(shape, with_facts, wit
     by_host = {node["host"]: node for node in nodes}
     for rank in plan["ranks"]:
         launch = {k: v for k, v in rank["env"].items() if k.startswith(("NCCL_", "GLOO_"))}
-        assert launch == role_env(by_host[rank["host"]], capsys), rank["host"]
+        # The node's env, plus NCCL's init and net logging that bring-up reads the transport from.
+        assert launch == dict(role_env(by_host[rank["host"]], capsys), **NCCL_DEBUG_ENV), rank["host"]
     assert [h["nccl_env_source"] for h in plan["hosts"]] == ["facts" if with_facts else "inventory"] * 2
 
 

@@ -13,8 +13,8 @@ plan (seat/plan.py shows the cached fact of each node pair of a multi-node seat)
 - `judge_pair`: the record against a fraction of the link rate;
 - `plan_entries`: the `cross_node_nccl` entries of a seat's plan, or `unknown` with what to run.
 
-The container spec is built here, apart from the seat's (seat/launch.py, seat/running.py); it
-should later be rendered by the seat's container-spec renderer so that both agree on devices.
+The `docker run` is built here, apart from the seat's container spec (seat/container.py), but the
+RDMA devices and capabilities of both come from one decision, fabric/transport.py container_rdma.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
@@ -27,6 +27,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl impor
     parse_torch_sweep,
     summarise_transports,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import container_rdma
 
 BACKENDS = ("nccl", "gloo")
 FACT = "seatwright_nccl_crossnode"
@@ -86,7 +87,9 @@ def pair_plan(host, host_fabric, host_gpus, peer, peer_fabric, peer_gpus, master
         raise NcclError("host %s: no fabric address for the rendezvous; set seatwright_node_fabric_ip" % host)
     rates = [link_rate(host, host_fabric, line_rate_gbps), link_rate(peer, peer_fabric, line_rate_gbps)]
     slower = min(rates, key=lambda rate: rate[0])
-    rdma = bool(_active_ports(host_fabric)) and bool(_active_ports(peer_fabric))
+    # Each end's containers get the RDMA devices its facts show (the seat's engine containers get the same).
+    ends = [container_rdma(host, host_fabric, None), container_rdma(peer, peer_fabric, None)]
+    rdma = all(end["devices"] for end in ends)
     return {
         "pair": pair_label(host, peer),
         "backend": backend,
@@ -94,8 +97,8 @@ def pair_plan(host, host_fabric, host_gpus, peer, peer_fabric, peer_gpus, master
         "master_addr": master_addr,
         "world_size": host_gpus + peer_gpus,
         "nodes": [
-            {"host": host, "node_rank": 0, "first_rank": 0, "local_ranks": host_gpus},
-            {"host": peer, "node_rank": 1, "first_rank": host_gpus, "local_ranks": peer_gpus},
+            {"host": host, "node_rank": 0, "first_rank": 0, "local_ranks": host_gpus, "rdma": ends[0]},
+            {"host": peer, "node_rank": 1, "first_rank": host_gpus, "local_ranks": peer_gpus, "rdma": ends[1]},
         ],
         "rdma": rdma,
         "line_rate_gbps": slower[0],
@@ -120,7 +123,7 @@ def worker_argv(plan, host, port, sizes, warmup, iters, timeout_s, python="pytho
     return argv + [str(size) for size in sizes]
 
 
-def container_argv(plan, host, image, worker_path, env, command, docker="docker", rdma_devices=None):
+def container_argv(plan, host, image, worker_path, env, command, docker="docker"):
     """`docker run` of `host`'s ranks in the engine image: host network (the fabric address is the
     host's), host IPC, unlimited locked memory, the GPUs and, when the pair runs over RDMA, the
     verbs devices with IPC_LOCK. `command` is `worker_argv` with the in-container worker path."""
@@ -135,9 +138,11 @@ def container_argv(plan, host, image, worker_path, env, command, docker="docker"
     if plan["backend"] == "nccl":
         argv += ["--gpus", "all"]
     if plan["rdma"]:
-        for device in rdma_devices or ["/dev/infiniband"]:
+        rdma = node.get("rdma") or {}
+        for device in rdma.get("devices") or []:
             argv += ["--device", device]
-        argv += ["--cap-add", "IPC_LOCK"]
+        for capability in rdma.get("cap_add") or []:
+            argv += ["--cap-add", capability]
     for key in sorted(env):
         argv += ["-e", "%s=%s" % (key, env[key])]
     argv += ["-v", "%s:%s:ro" % (worker_path, command[1]), "--entrypoint", command[0], image]

@@ -282,6 +282,19 @@ def node_env(host, socket_ifname, rdma_devices, fabric=None, options=None):
     return {"env": {entry["name"]: entry["value"] for entry in entries}, "source": source}
 
 
+# A multi-node GPU seat's ranks log NCCL's init and network lines: bring-up reads the channel
+# transports, the NIC and the GID from them (fabric/transport.py) instead of assuming them.
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+
+
+def seat_rank_env(host, socket_ifname, rdma_devices, fabric=None, options=None, device="cuda"):
+    """A multi-node seat rank's NCCL/Gloo env: its node's (node_env) plus, on GPUs, NCCL's init and net logging."""
+    env = dict(node_env(host, socket_ifname, rdma_devices, fabric, options)["env"])
+    if device == "cuda":
+        env.update(NCCL_DEBUG_ENV)
+    return env
+
+
 def render_file(entries, banner, names=None):
     """KEY=VALUE lines with a banner; `names` limits which entries are written."""
     lines = ["# %s" % line for line in banner.splitlines()]
@@ -331,6 +344,11 @@ _CHANNEL = re.compile(
     r"(?: \[(send|receive)\])? via (\S+)"
 )
 _NCCL_VERSION = re.compile(r"NCCL version (\S+)")
+# NCCL's choice of network plugin and devices: `NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:...`.
+_NET_USING = re.compile(r"NET/(IB|Socket) : Using (.*?)(?:\s*;\s*OOB .*)?$")
+_GID_INDEX = re.compile(r"NCCL_IB_GID_INDEX set by environment to (\d+)")
+# vLLM's torch.distributed init line: `world_size=2 rank=0 ... backend=gloo`.
+_DIST_BACKEND = re.compile(r"\bworld_size=\d+\b.*?\bbackend=([A-Za-z_]+)")
 _TEST_ROW_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<stdout>:)?\s*")
 
 
@@ -480,6 +498,25 @@ def summarise_transports(channels):
     }
 
 
+def distributed_backend(text):
+    """The torch.distributed backend a rank's log names (vLLM's `world_size=... backend=gloo`), else None."""
+    match = _DIST_BACKEND.search(text or "")
+    return match.group(1).lower() if match else None
+
+
+def net_devices(text):
+    """(the NICs NCCL's network plugins said they use, the GID index set by the env or None)."""
+    nics = []
+    for line in (text or "").splitlines():
+        match = _NET_USING.search(line.rstrip())
+        if match:
+            used = "%s %s" % (match.group(1), match.group(2).strip())
+            if used not in nics:
+                nics.append(used)
+    gid = _GID_INDEX.search(text or "")
+    return nics, int(gid.group(1)) if gid else None
+
+
 def nccl_version(text):
     match = _NCCL_VERSION.search(text or "")
     return match.group(1) if match else None
@@ -550,9 +587,12 @@ def engine_transports(log_text, multi_node, roce):
                 "%d of %d inter-node channels run without GPUDirect RDMA (%s): collectives stage "
                 "through host memory" % (sum(1 for c in net if not c["gdrdma"]), len(net), ", ".join(plain))
             )
+    nics, gid_index = net_devices(log_text)
     return dict(
         summary,
         version=nccl_version(log_text),
+        nics=nics,
+        gid_index=gid_index,
         net_channels=len(net),
         net_gdrdma=bool(net) and all(c["gdrdma"] for c in net),
         flag=flag,

@@ -171,6 +171,25 @@ VARIABLES = (
         "a fraction from 0 to 1 (0.10: at least 10 % better; less is inside the benchmark's own spread rule)",
         "how much better than the incumbent a candidate must measure to be promoted",
     ),
+    Variable(
+        "seatwright_fleet_transport_required",
+        "fleet",
+        False,
+        "auto",
+        None,
+        "auto, rdma-gdr, rdma or socket",
+        "the transport a multi-node seat's ranks must show in their logs at bring-up; `auto`: the best "
+        "the nodes' fabric facts promise, sockets refused; `socket` accepts sockets (with a reason)",
+    ),
+    Variable(
+        "seatwright_fleet_transport_reason",
+        "fleet",
+        False,
+        "",
+        None,
+        "a sentence saying why the fleet accepts a transport below what its nodes promise",
+        "why the fleet declares its transport (required with `seatwright_fleet_transport_required: socket`)",
+    ),
 )
 BY_NAME = dict((v.name, v) for v in VARIABLES)
 HOST_VARIABLES = tuple(v for v in VARIABLES if v.scope == "host")
@@ -348,6 +367,18 @@ def _margin_ok(value, _declared):
     return None if _is_number(value) and 0 <= value < 1 else ""
 
 
+def _transport_ok(value, declared):
+    if value not in ("auto", "rdma-gdr", "rdma", "socket"):
+        return ""
+    if value == "socket" and not str(declared.get("seatwright_fleet_transport_reason") or "").strip():
+        return "socket only with seatwright_fleet_transport_reason saying why sockets are acceptable"
+    return None
+
+
+def _transport_reason_ok(value, _declared):
+    return None if isinstance(value, str) and "\n" not in value else "a one-line sentence"
+
+
 CHECKS = {
     "seatwright_node_gpu_profile": _profile_ok,
     "seatwright_node_gpu_count": _count_ok,
@@ -364,6 +395,8 @@ CHECKS = {
     "seatwright_fleet_incumbents": _incumbents_ok,
     "seatwright_fleet_incumbent_max_age_days": _max_age_ok,
     "seatwright_fleet_promotion_margin": _margin_ok,
+    "seatwright_fleet_transport_required": _transport_ok,
+    "seatwright_fleet_transport_reason": _transport_reason_ok,
 }
 
 

@@ -2,7 +2,7 @@
 
 A spec is plain data (JSON in the plan): image, entrypoint and command, env, labels, network and
 IPC mode, /dev/shm, GPUs and their capabilities, ulimits, added Linux capabilities, privileged,
-mounts, and any site run options. Secrets are held in a spec by name ({"secret": name, ...}),
+mounts, RDMA device nodes, and any site run options. Secrets are held in a spec by name ({"secret": name, ...}),
 never by value: the value is supplied only when the container starts, and read-back compares it
 by hash. `docker_run_argv` is the one place a spec becomes a `docker run` command line;
 `read_back` compares a spec with what Docker reports for the started container.
@@ -54,11 +54,21 @@ def _gpu_fields(device, gpus):
     }
 
 
+def _rdma_fields(device, rdma):
+    """The RDMA device nodes and capabilities of a GPU rank's container, as fabric/transport.py
+    container_rdma decided them for its node (None: a one-node or CPU seat, nothing passed)."""
+    if device != "cuda" or not rdma:
+        return {"devices": [], "cap_add": [], "rdma_source": None}
+    return {"devices": list(rdma["devices"]), "cap_add": list(rdma["cap_add"]), "rdma_source": rdma["source"]}
+
+
 def container_spec(plan_ctx, rank, part):
     """The spec of one container of a rank: part is 'engine', 'ray-head' or 'ray-worker'.
 
     plan_ctx: {seat, engine, device, image, image_id, served_name, models_root,
-    run_args}. The engine container of node rank 0 takes the API key by the engine's route;
+    run_args, rdma}; rdma is the node's container_rdma (fabric/transport.py) for a multi-node
+    seat, else absent. Every part of a GPU rank gets it: Ray runs the engine's workers inside
+    the ray-head and ray-worker containers. The engine container of node rank 0 takes the API key by the engine's route;
     no other container serves the API, so none holds the key.
     """
     if part not in PARTS:
@@ -90,7 +100,6 @@ def container_spec(plan_ctx, rank, part):
         },
         "network_mode": "host",
         "shm_size_bytes": SHM_BYTES["cuda" if plan_ctx["device"] == "cuda" else "cpu"],
-        "cap_add": [],
         "privileged": False,
         "mounts": [
             {
@@ -103,6 +112,7 @@ def container_spec(plan_ctx, rank, part):
         "run_args": [str(arg) for arg in plan_ctx.get("run_args") or []],
     }
     spec.update(_gpu_fields(plan_ctx["device"], rank["gpus"]))
+    spec.update(_rdma_fields(plan_ctx["device"], plan_ctx.get("rdma")))
     return spec
 
 
@@ -122,6 +132,8 @@ SPEC_FIELDS = (
     "gpus",
     "ulimits",
     "cap_add",
+    "devices",
+    "rdma_source",
     "privileged",
     "mounts",
     "run_args",
@@ -228,6 +240,9 @@ def docker_run_argv(spec, env_file, secrets=None, shown=False):
     command += ["--ipc", spec["ipc_mode"], "--shm-size", _size_text(spec["shm_size_bytes"])]
     for limit in spec["ulimits"]:
         command += ["--ulimit", "%s=%d:%d" % (limit["name"], limit["soft"], limit["hard"])]
+    for device in spec["devices"]:
+        # A folder passes every device node under it (uverbsN and rdma_cm for /dev/infiniband).
+        command += ["--device", device]
     for capability in spec["cap_add"]:
         command += ["--cap-add", capability]
     if spec["privileged"]:
@@ -283,6 +298,13 @@ def observed(inspect):
             for item in host.get("Ulimits") or []
         ],
         "cap_add": list(host.get("CapAdd") or []),
+        # Docker keeps a --device as given (a folder stays one entry), path on host and in container.
+        "devices": [
+            item.get("PathOnHost")
+            if item.get("PathInContainer") in (None, "", item.get("PathOnHost"))
+            else "%s:%s" % (item.get("PathOnHost"), item.get("PathInContainer"))
+            for item in host.get("Devices") or []
+        ],
         "privileged": bool(host.get("Privileged")),
         "mounts": [
             {"source": item.get("Source"), "target": item.get("Destination"), "read_only": not item.get("RW", True)}
@@ -352,6 +374,7 @@ SIMPLE_FIELDS = (
     "gpus",
     "ulimits",
     "cap_add",
+    "devices",
     "privileged",
     "mounts",
 )

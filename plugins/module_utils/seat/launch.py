@@ -9,7 +9,7 @@ function behind the node's /etc/nccl.conf and env file.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import seat_rank_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import RAY_WORKER
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import check_extra_args, server_argv
 
@@ -18,16 +18,22 @@ MODEL_ROOT = "/models"
 RAY_PORT = 6379
 
 
-def rank_nccl_env(node):
+def rank_nccl_env(node, device="cuda"):
     """A multi-node rank's NCCL/Gloo env: exactly what roles/nccl_env renders for its node.
 
     From the node's cached fabric facts when the plan has them, else from its declared fabric
-    interface and RDMA devices, with the node's nccl_env_* settings (fabric/nccl.py node_env).
+    interface and RDMA devices, with the node's nccl_env_* settings; a GPU rank also logs NCCL's
+    init and net lines, which bring-up reads for the transport (fabric/nccl.py seat_rank_env).
     """
     try:
-        return node_env(
-            node["host"], node["fabric_iface"], node["rdma_devices"], node.get("fabric"), node.get("nccl_options")
-        )["env"]
+        return seat_rank_env(
+            node["host"],
+            node["fabric_iface"],
+            node["rdma_devices"],
+            node.get("fabric"),
+            node.get("nccl_options"),
+            device,
+        )
     except NcclError as exc:
         raise SeatError("%s; the seat's ranks take the node's NCCL environment" % exc)
 
@@ -37,7 +43,7 @@ def _base_env(settings, node, reserved):
     if settings["engine"]["device"] == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(node["gpus"])))
     if settings["topology"]["nodes"] > 1:
-        env.update(rank_nccl_env(node))
+        env.update(rank_nccl_env(node, settings["engine"]["device"]))
         if settings["engine"]["name"] == "vllm":
             env["VLLM_HOST_IP"] = node["fabric_ip"]
     reserved.update(env)

@@ -11,6 +11,13 @@ import shlex
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import plan_line, seat_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import (
+    DECLARED_VARIABLE,
+    REASON_VARIABLE,
+    container_rdma,
+    required_transport,
+    socket_refusal,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import flag_refusals, recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
@@ -529,6 +536,23 @@ def make_plan(data, schema, seat, candidates, source):
         settings["serving"]["gpu_memory_utilization"] = memory["value"]
         settings["_memory_default"] = dict(memory)
 
+    # The RDMA devices each node's containers get and the transport bring-up must read in the logs.
+    multi_node = settings["topology"]["nodes"] > 1
+    node_rdma = [container_rdma(n["host"], n["fabric"], n["rdma_devices"]) for n in seat_nodes] if multi_node else []
+    fleet = candidates[0] if candidates else {}
+    try:
+        transport = required_transport(
+            fleet.get(DECLARED_VARIABLE),
+            fleet.get(REASON_VARIABLE),
+            node_rdma,
+            multi_node,
+            settings["engine"]["device"],
+        )
+    except SeatError as exc:
+        raise SeatError("%s: %s" % (source, exc))
+    if multi_node and socket_refusal(transport):
+        rules["refusals"].append(socket_refusal(transport))
+
     if shortfall:
         estimate = weight_estimate(settings)
         fit = {
@@ -550,8 +574,9 @@ def make_plan(data, schema, seat, candidates, source):
         for rank in ranks:
             rank["container"] = container_name(seat, rank["rank"])
             rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
-        for rank, node in zip(ranks, seat_nodes):
+        for index, (rank, node) in enumerate(zip(ranks, seat_nodes)):
             ctx = {
+                "rdma": node_rdma[index] if node_rdma else None,
                 "seat": seat,
                 "engine": settings["engine"]["name"],
                 "device": settings["engine"]["device"],
@@ -651,6 +676,8 @@ def make_plan(data, schema, seat, candidates, source):
         ],
         # The cached two-node all-reduce of each neighbouring node pair, or unknown with what to run.
         "cross_node_nccl": seat_entries(seat_nodes, candidates, settings["engine"]["device"]),
+        # What bring-up must read in the ranks' logs, and the RDMA devices each node's containers get.
+        "transport": dict(transport, nodes=[dict(r, host=n["host"]) for r, n in zip(node_rdma, seat_nodes)]),
         "ranks": ranks,
     }
 
@@ -731,6 +758,13 @@ def plan_lines(plan):
     lines += ["warning: " + item for item in plan["warnings"]]
     lines.append("fleet cost: " + plan["fleet_cost"]["summary"])
     lines += [plan_line(entry) for entry in plan.get("cross_node_nccl") or []]
+    transport = plan.get("transport") or {}
+    if transport.get("required"):
+        lines.append(
+            "transport required: %s (%s: %s; the nodes promise %s)"
+            % (transport["required"], transport["source"], transport["reason"], transport["promised"])
+        )
+    lines += ["rdma (%s): %s" % (item["source"], item["note"]) for item in transport.get("nodes") or []]
     lines += [
         "not from the field: %s %s (%s)" % (item["what"], item["value"], item["source"]) for item in plan["provenance"]
     ]
