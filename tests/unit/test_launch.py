@@ -92,6 +92,9 @@ def test_glm53_vendor_two_nodes_renders_ray_head_and_worker_exactly():
         "NCCL_SOCKET_IFNAME": "=enp65s0f0np0",
         "GLOO_SOCKET_IFNAME": "enp65s0f0np0",
         "NCCL_IB_HCA": "=mlx5_0",
+        # NCCL logs its init and net lines: bring-up reads the channel transports from them.
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
         "RAY_ADDRESS": "10.77.0.11:6379",
     }
     assert (head["host"], head["rank"], head["role"], head["tp_ranks"]) == ("node-a", 0, "ray-head+server", [0, 1])

@@ -63,6 +63,35 @@ def _answer(response):
     return first, response.get("usage") if isinstance(response.get("usage"), dict) else None
 
 
+RANK_TRANSPORT_KEYS = ("kind", "backend", "source", "channels", "nics", "gid_index", "problem")
+# Worst first: the seat's transport is the worst any rank showed.
+KINDS_WORST_FIRST = ("socket", "rdma", "rdma-gdr")
+
+
+def transport_record(plan, ranks):
+    """The seat's transport as its ranks' logs showed it (seat/verify: fabric/transport.py), with the
+    plan's requirement; null for a one-node seat. kind is the worst any rank showed (None: none did)."""
+    required = _dict(_dict(plan).get("transport"))
+    if not required.get("required"):
+        return None
+    per_rank = []
+    for rank in ranks:
+        seen = _dict(_dict(rank).get("transport"))
+        if seen:
+            per_rank.append(dict({key: seen.get(key) for key in RANK_TRANSPORT_KEYS}, host=rank.get("host")))
+    shown = [item for item in per_rank if item["kind"] in KINDS_WORST_FIRST]
+    worst = min(shown, key=lambda item: KINDS_WORST_FIRST.index(item["kind"])) if shown else None
+    return {
+        "required": required.get("required"),
+        "required_source": required.get("source"),
+        "required_reason": required.get("reason"),
+        "kind": worst["kind"] if worst else None,
+        "backend": worst["backend"] if worst else None,
+        "source": worst["source"] if worst else None,
+        "ranks": per_rank,
+    }
+
+
 def bringup_record(seat, plan, outcome, finished_at_epoch):
     """bringup.json from the plan and what the run reports (`outcome`, keys in OUTCOME_KEYS)."""
     outcome = dict(outcome or {})
@@ -85,6 +114,8 @@ def bringup_record(seat, plan, outcome, finished_at_epoch):
             "image_id": outcome.get("image_id") or None,
             # Each rank as read back from its running process; a rank never read back has no record.
             "ranks": [r for r in outcome.get("ranks") or [] if r],
+            # What the ranks talked over, read from their own logs, against what the plan required.
+            "transport": transport_record(plan, [r for r in outcome.get("ranks") or [] if isinstance(r, dict)]),
             "evicted": [e for e in outcome.get("evicted") or [] if e],
             "restored": _dict(outcome.get("restored")),
             "ready": outcome.get("ready") or None,

@@ -172,6 +172,27 @@ def decision_lines(promotion):
     return lines
 
 
+def transport_text(transport):
+    """The seat's transport as bring-up read it from the ranks' logs, against what the plan required."""
+    if not transport:
+        return "one node, or not recorded"
+    seen = (
+        "%s (%s, from %s)" % (transport["kind"], transport.get("backend") or "?", transport.get("source"))
+        if transport.get("kind")
+        else "not shown in any rank's log"
+    )
+    channels = sorted(
+        {"%s: %s" % (rank.get("host"), ", ".join(sorted(rank.get("channels") or {}))) for rank in transport["ranks"]}
+    )
+    return "%s; required %s (%s: %s)%s" % (
+        seen,
+        transport.get("required"),
+        transport.get("required_source"),
+        transport.get("required_reason"),
+        "; channels " + "; ".join(channels) if any((r.get("channels") for r in transport["ranks"])) else "",
+    )
+
+
 def render(record, plots=()):
     """The markdown report of a record; `plots` names the PNG files written beside it."""
     summary = record.get("summary") or {}
@@ -202,6 +223,7 @@ def render(record, plots=()):
         "- Image id: `%s`" % (launch.get("image_id") or "unknown"),
         "- Model revision: `%s`" % (launch.get("model_revision") or "unknown"),
         "- From: %s" % (launch.get("source") or "no plan or bring-up record"),
+        "- Transport: %s" % transport_text((record.get("bringup") or {}).get("transport")),
         "",
     ]
     for rank in launch.get("ranks") or []:

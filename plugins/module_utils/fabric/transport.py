@@ -223,12 +223,19 @@ LIKELY_CAUSES = {
 }
 
 
-def judge_transport(requirement, observed, host):
-    """None when `observed` (rank_transport) meets `requirement` (required_transport), else why not."""
+def judge_transport(requirement, observed, host, must_show=True):
+    """None when `observed` (rank_transport) meets `requirement` (required_transport), else why not.
+
+    must_show: the rank's log must show its transport. Node rank 0 always must: its engine logs
+    its own channels, and under Ray the workers' lines are forwarded to it. Another rank's log
+    (a Ray worker's container) may show nothing, but what it does show is judged.
+    """
     required = (requirement or {}).get("required")
     if not required:
         return None
     kind = observed.get("kind")
+    if kind is None and not must_show:
+        return None
     if kind is None:
         return (
             "host %s: the rank's log shows no NCCL channel and no distributed backend line, so the transport "
@@ -247,4 +254,16 @@ def judge_transport(requirement, observed, host):
         required,
         requirement.get("source"),
         LIKELY_CAUSES.get(kind, "see the rank's NCCL lines"),
+    )
+
+
+def observed_transport(log_text, channels_summary, requirement, must_show, host):
+    """What bring-up records for one rank: rank_transport of its log, the requirement and the verdict."""
+    observed = rank_transport(log_text, channels_summary)
+    problem = judge_transport(requirement, observed, host, must_show)
+    return dict(
+        observed,
+        required=(requirement or {}).get("required"),
+        required_source=(requirement or {}).get("source"),
+        problem=problem,
     )

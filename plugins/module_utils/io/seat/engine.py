@@ -11,6 +11,7 @@ import urllib.request
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import engine_transports
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import observed_transport
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
     container_state,
@@ -380,7 +381,9 @@ def probe_result(params):
         # The whole log travels once, as an evidence file, not twice.
         log = item.pop("log", "")
         if item is first and params["transports"] is not None:
-            result["nccl"] = engine_transports(
-                log, bool(params["transports"].get("multi_node")), bool(params["transports"].get("roce"))
+            transports = params["transports"]
+            result["nccl"] = engine_transports(log, bool(transports.get("multi_node")), bool(transports.get("roce")))
+            result["transport"] = observed_transport(
+                log, result["nccl"], transports.get("required"), bool(transports.get("must_show")), params["host"]
             )
     return result
