@@ -345,7 +345,8 @@ _CHANNEL = re.compile(
 )
 _NCCL_VERSION = re.compile(r"NCCL version (\S+)")
 # NCCL's choice of network plugin and devices: `NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:...`.
-_NET_USING = re.compile(r"NET/(IB|Socket) : Using (.*?)(?:\s*;\s*OOB .*)?$")
+# `Using [RO]; OOB ...` with no numbered device is IB finding none: not a NIC in use.
+_NET_USING = re.compile(r"NET/(IB|Socket) : Using ((?:\[\d+\]\S+ ?)+)")
 _GID_INDEX = re.compile(r"NCCL_IB_GID_INDEX set by environment to (\d+)")
 # vLLM's torch.distributed init line: `world_size=2 rank=0 ... backend=gloo`.
 _DIST_BACKEND = re.compile(r"\bworld_size=\d+\b.*?\bbackend=([A-Za-z_]+)")
@@ -508,7 +509,7 @@ def net_devices(text):
     """(the NICs NCCL's network plugins said they use, the GID index set by the env or None)."""
     nics = []
     for line in (text or "").splitlines():
-        match = _NET_USING.search(line.rstrip())
+        match = _NET_USING.search(line)
         if match:
             used = "%s %s" % (match.group(1), match.group(2).strip())
             if used not in nics:
