@@ -15,7 +15,7 @@ import seat_engine_probe
 import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import transport_text
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import render
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import container_argv, pair_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import docker_run_argv, read_back
@@ -184,7 +184,8 @@ REQUIRE_GDR = {"required": "rdma-gdr", "source": "fabric facts", "reason": "the 
             NO_GDR,
             "rdma",
             {"NET/IB/0": 2, "NET/IB/4": 1, "NET/IB/6": 1},
-            "host node-a: the rank talks over rdma (NET/IB/0 x2, NET/IB/4 x1, NET/IB/6 x1), the seat requires rdma-gdr (fabric facts); "
+            "host node-a: the rank talks over rdma (NET/IB/0 x2, NET/IB/4 x1, NET/IB/6 x1), "
+            "the seat requires rdma-gdr (fabric facts); "
             "likely cause: nvidia-peermem is not loaded",
         ),
         (
@@ -199,7 +200,8 @@ REQUIRE_GDR = {"required": "rdma-gdr", "source": "fabric facts", "reason": "the 
             "socket",
             dict(GDR_CHANNELS, **{"NET/Socket/0": 4}),
             "host node-a: the rank talks over socket (NET/IB/0/GDRDMA x2, NET/IB/4/GDRDMA x1, NET/IB/6/GDRDMA x1, "
-            "NET/Socket/0 x4), the seat requires rdma-gdr (fabric facts); likely cause: the container has no /dev/infiniband",
+            "NET/Socket/0 x4), the seat requires rdma-gdr (fabric facts); "
+            "likely cause: the container has no /dev/infiniband",
         ),
     ],
     ids=["GDRDMA", "IB without GDR", "socket fallback", "mixed"],
@@ -254,8 +256,9 @@ def test_the_lab_two_node_cpu_seat_is_refused_without_the_fleets_declaration():
 def test_the_lab_rank_logs_name_gloo_and_bringup_json_records_it(capsys, monkeypatch):
     fleet = {k: v for k, v in LAB_FLEET.items() if k.startswith("seatwright_fleet_transport")}
     seat = lab_tp2(**fleet)
-    seen = probed(capsys, monkeypatch, "INFO 12-01 [parallel_state.py] " + GLOO, seat["transport"])["transport"]
-    assert (seen["kind"], seen["backend"], seen["source"], seen["problem"]) == (
+    requirement = seat.get("transport") or {"required": "socket"}
+    seen = probed(capsys, monkeypatch, "INFO 12-01 [parallel_state.py] " + GLOO, requirement).get("transport") or {}
+    assert (seen.get("kind"), seen.get("backend"), seen.get("source"), seen.get("problem", "not judged")) == (
         "socket",
         "gloo",
         "rank logs (torch.distributed backend line)",
@@ -266,11 +269,14 @@ def test_the_lab_rank_logs_name_gloo_and_bringup_json_records_it(capsys, monkeyp
     transport = record.get("transport") or {}
     assert (transport.get("kind"), transport.get("backend"), transport.get("required")) == ("socket", "gloo", "socket")
     assert transport["source"] == "rank logs (torch.distributed backend line)"
-    assert transport_text(transport).startswith(
-        "socket (gloo, from rank logs (torch.distributed backend line)); required socket (fleet declaration: "
+    report = render({"seat": "lab-tp2", "bringup": record})
+    assert (
+        "- Transport: socket (gloo, from rank logs (torch.distributed backend line)); required socket "
+        "(fleet declaration: a CPU lab" in report
     )
 
 
 def test_a_cpu_log_without_the_backend_line_shows_no_transport(capsys, monkeypatch):
-    seen = probed(capsys, monkeypatch, "world_size=2 rank=0 nothing else\n", {"required": "socket"})["transport"]
-    assert seen["kind"] is None and "not proven" in seen["problem"]
+    result = probed(capsys, monkeypatch, "world_size=2 rank=0 nothing else\n", {"required": "socket"})
+    seen = result.get("transport") or {}
+    assert seen.get("kind") is None and "not proven" in (seen.get("problem") or "")
