@@ -254,6 +254,14 @@ def test_two_node_seat_answers_with_one_tp_group_over_both_nodes(lab):
     for host in ("node-a", "node-b"):
         text = (logs / ("%s-seatwright-lab-tp2-rank%d.log" % (host, 0 if host == "node-a" else 1))).read_text()
         assert re.search(r"world_size=2", text), text[-2000:]
+    # The transport as the ranks' own logs named it (vLLM's `... backend=gloo` line), not a constant,
+    # and accepted only because inventory/lab declares sockets acceptable for its CPU fleet.
+    transport = json.loads((evidence_dir(out) / "bringup.json").read_text())["transport"]
+    assert (transport["kind"], transport["backend"]) == ("socket", "gloo"), transport
+    assert transport["source"] == "rank logs (torch.distributed backend line)", transport
+    assert (transport["required"], transport["required_source"]) == ("socket", "fleet declaration"), transport
+    head = [rank for rank in transport["ranks"] if rank["host"] == "node-a"]
+    assert head and head[0]["backend"] == "gloo" and head[0]["problem"] is None, transport
     rc, out, _ = playbook("playbooks/teardown.yml", "-e", "seat=lab-tp2")
     assert rc == 0, out[-3000:]
 
