@@ -77,7 +77,11 @@ options:
     description: The image id bring-up checked; the containers must run it.
     type: str
   transports:
-    description: C({multi_node, roce}) to judge the NCCL channel lines of the first container's log.
+    description:
+      - C({multi_node, roce, required, must_show}) to read the first container's log for its transport.
+      - I(required) is the plan's C(transport) (what the seat requires); I(must_show) says the log must
+        show a transport (node rank 0). The result's C(transport) says what the log showed (NCCL channel
+        lines, else a CPU seat's gloo backend line) and C(problem) when it falls short.
     type: dict
   ray_expected:
     description:

@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import engine_transports
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import observed_transport
@@ -384,6 +385,11 @@ def probe_result(params):
             transports = params["transports"]
             result["nccl"] = engine_transports(log, bool(transports.get("multi_node")), bool(transports.get("roce")))
             result["transport"] = observed_transport(
-                log, result["nccl"], transports.get("required"), bool(transports.get("must_show")), params["host"]
+                log,
+                result["nccl"],
+                transports.get("required"),
+                # A templated "False" is false (the role passes a Jinja comparison).
+                boolean(transports.get("must_show", False), strict=False),
+                params["host"],
             )
     return result
