@@ -17,6 +17,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import render
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import container_argv, pair_plan
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import docker_run_argv, read_back
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
@@ -270,6 +271,7 @@ def test_the_lab_rank_logs_name_gloo_and_bringup_json_records_it(capsys, monkeyp
     record = bringup_record("lab-tp2", seat, {"state": "serving", "ranks": ranks}, 1.0)
     transport = record.get("transport") or {}
     assert (transport.get("kind"), transport.get("backend"), transport.get("required")) == ("socket", "gloo", "socket")
+    assert writer.validate_part("bringup", record) == []
     assert transport["source"] == "rank logs (torch.distributed backend line)"
     report = render({"seat": "lab-tp2", "bringup": record})
     assert (
