@@ -67,7 +67,9 @@ def container_rdma(host, fabric, declared_devices):
     if fabric and not fabric.get("declared_only"):
         names, source = _active_devices(fabric), "facts"
     else:
-        names, source = list(declared_devices or []), "declared"
+        # No facts, or facts made from the declaration (fabric/nccl.py declared_fabric): the declaration.
+        names = list(declared_devices or []) or _active_devices(fabric)
+        source = "declared"
     gpudirect = _gpudirect(fabric if source == "facts" else None)
     if not names:
         return {
