@@ -88,9 +88,7 @@ def inspect_of(spec, secrets=None, image_id=IMAGE_ID):
             ),
             "CapAdd": list(spec["cap_add"]) or None,
             # Docker keeps a --device as given: a folder is one entry, the same path inside.
-            "Devices": [
-                {"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"} for d in spec["devices"]
-            ],
+            "Devices": [{"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"} for d in spec["devices"]],
             "Privileged": False,
         },
         "Mounts": [
