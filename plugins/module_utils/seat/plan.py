@@ -11,7 +11,7 @@ import shlex
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import plan_line, seat_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import flag_refusals, recipe_with_image
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
@@ -30,6 +30,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     size_text,
     weight_estimate,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import flag_refusals, flags_unchecked
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import (
     nesting_problem,
@@ -577,6 +578,8 @@ def make_plan(data, schema, seat, candidates, source):
         "refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"]) for item in rules["refusals"]
     ]
     unknowns = _unknowns(settings, rules, fit)
+    # Without the image's facts its flags are unchecked: not ready, and bring-up reads them first.
+    unknowns += [item for item in [flags_unchecked(settings, image)] if item]
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")

@@ -9,7 +9,7 @@ images/facts.py parses.
 import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import FACTS_FORMAT, PROBE_MARK, parse_probe
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
 
@@ -78,7 +78,8 @@ def probe_image(reference, engine, python, cache_dir, docker_socket, timeout_s, 
         return None, False
     cache_path = os.path.join(cache_dir, "%s.json" % image["id"].replace("sha256:", ""))
     cached = read_json(cache_path)
-    if isinstance(cached, dict) and cached.get("id") == image["id"] and cached.get("engine", {}).get("name"):
+    # Facts of an older format (without the --help's aliases) are read again.
+    if isinstance(cached, dict) and cached.get("id") == image["id"] and cached.get("format") == FACTS_FORMAT:
         return dict(cached, reference=reference), True
     argv = [python, "-c", PROBE_SCRIPT, PROBE_MARK, engine] + HELP_COMMANDS[engine]
     code, stdout, stderr = docker.run_once(reference, argv, env={"HF_HUB_OFFLINE": "1"}, timeout_s=timeout_s)
