@@ -16,31 +16,33 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
 )
 
 
+def _unchecked(image):
+    """Why these facts cannot check a launch's flags, or None when they can."""
+    if not image.get("flags"):
+        return "the facts of image %s list no engine flags (its --help printed none)" % image.get("reference")
+    if "aliases" not in image:
+        return (
+            "the cached facts of image %s were read before seatwright kept the aliases of its --help "
+            "(-tp, --x_y, --no-x)" % image.get("reference")
+        )
+    return None
+
+
 def flags_unchecked(recipe, image):
     """Why the plan could not check the launch's flags against the image, or None when it did.
 
-    The plan is not ready without it: bring-up reads the facts of the image it is about to run and
-    checks every rank's flags again before it starts one (plugins/modules/engine_image_facts.py).
+    The plan is not ready without it; bring-up reads the facts of the image it is about to run and
+    checks every rank's flags again before it starts one (engine_image_facts with check_rank).
     """
-    name = recipe["engine"]["name"]
-    if name not in ENGINES:
+    if recipe["engine"]["name"] not in ENGINES:
         return None
-    wanted = recipe["engine"]["image"].get("build") or recipe["engine"]["image"].get("reference") or "the seat's image"
-    again = "read them (playbooks/images.yml for a built image) and plan again; bring-up reads them before it starts"
-    if not image:
-        return "image flags not checked: no facts of image %s are cached; %s" % (wanted, again)
-    shown = image.get("reference") or wanted
-    if not image.get("flags"):
-        return "image flags not checked: the facts of image %s list no engine flags (its --help printed none); %s" % (
-            shown,
-            again,
-        )
-    if "aliases" not in image:
-        return (
-            "image flags not checked: the cached facts of image %s were read before seatwright kept the "
-            "aliases of its --help (-tp, --x_y, --no-x); %s" % (shown, again)
-        )
-    return None
+    declared = recipe["engine"]["image"]
+    named = declared.get("build") or declared.get("reference") or (declared.get("digest") or "")[:19]
+    wanted = "image %s" % named if named else "the seat's image (none is named)"
+    reason = "no facts of %s are cached" % wanted if not image else _unchecked(image)
+    if reason is None:
+        return None
+    return "image flags not checked: %s; read them (playbooks/images.yml reads a built image) and plan again" % reason
 
 
 def rank_flag_problems(recipe, rank, image):
@@ -114,3 +116,16 @@ def flag_refusals(recipe, ranks, image):
             }
         )
     return refusals
+
+
+def launch_problems(engine_name, rank, extra_args, image):
+    """Why bring-up must not start one rank on this image, as sentences; [] when its flags check out.
+
+    Bring-up's own check (engine_image_facts with check_rank), made with the facts of the image it is
+    about to run, read on the node just before the start: the same refusals the plan makes.
+    """
+    recipe = {"engine": {"name": engine_name}, "serving": {"extra_args": list(extra_args or [])}}
+    unchecked = _unchecked(image)
+    if unchecked:
+        return ["its launch flags cannot be checked: %s" % unchecked]
+    return ["%s; %s" % (item["detail"], item["remedy"]) for item in flag_refusals(recipe, [rank], image)]

@@ -12,6 +12,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Ima
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import FACTS_FORMAT, PROBE_MARK, parse_probe
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import launch_problems
 
 # Where the build records the patches it applied (one id per line); written by the Dockerfile.
 APPLIED_PATCHES = "/etc/seatwright-image/patches"
@@ -112,4 +113,17 @@ def image_facts(params, may_write=True):
             "%s: image %s is not in this node's Docker engine; build or distribute it first "
             "(playbooks/images.yml)" % (name, params["image"])
         )
-    return dict(changed=False, cached=cached, ansible_facts={"seatwright_engine_images": {name: facts}})
+    checked = params.get("check_rank")
+    if checked:
+        problems = launch_problems(params["engine"], checked, params.get("check_extra_args"), facts)
+        if problems:
+            raise ImageError(
+                "%s: node rank %s is not started on image %s (%s): %s"
+                % (name, checked.get("rank"), params["image"], (facts.get("id") or "")[:19], "; ".join(problems))
+            )
+    return dict(
+        changed=False,
+        cached=cached,
+        launch_checked=bool(checked),
+        ansible_facts={"seatwright_engine_images": {name: facts}},
+    )
