@@ -39,6 +39,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe impor
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.verdict import bringup_verdict
 
 PLAN_FORMAT = "seatwright-plan/1"
 _CC = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
@@ -585,7 +586,7 @@ def make_plan(data, schema, seat, candidates, source):
     settings.pop("_declared_serving")
     settings.pop("_memory_default", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
-    return {
+    plan = {
         "format": PLAN_FORMAT,
         "seat": seat,
         "title": recipe["title"],
@@ -656,6 +657,9 @@ def make_plan(data, schema, seat, candidates, source):
         "cross_node_nccl": seat_entries(seat_nodes, candidates, settings["engine"]["device"]),
         "ranks": ranks,
     }
+    # What bring-up decides from this plan, for a real run and --check alike (seat/verdict.py).
+    plan["bringup"] = bringup_verdict(plan)
+    return plan
 
 
 def _figure(what, value):
