@@ -412,10 +412,10 @@ def canonical_flag(name, word, image=None):
             flag, negated = positive, True
     if negated:
         how.append("%s<flag> turns the flag off" % negation)
-    elif flag != named and not how:
-        how.append("%s names one option" % ("the image's --help" if named in image_aliases else "the engine's table"))
+    elif flag != named and named not in image_aliases:
+        how.append("an alias %s takes for it" % engine(name)["label"])
     elif flag != named:
-        how.append("one option with %s" % flag)
+        how.append("an alias of it in the image's --help")
     return {"spelled": spelled, "flag": flag, "negated": negated, "how": "; ".join(how) or "the same name"}
 
 
