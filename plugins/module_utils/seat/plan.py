@@ -579,7 +579,7 @@ def make_plan(data, schema, seat, candidates, source):
         "refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"]) for item in rules["refusals"]
     ]
     unknowns = _unknowns(settings, rules, fit)
-    # Without the image's facts its flags are unchecked: not ready, and bring-up reads them first.
+    # Without the image's facts its flags are unchecked, so the plan is not ready (seat/imageflags.py).
     unknowns += [item for item in [flags_unchecked(settings, image)] if item]
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
