@@ -45,6 +45,19 @@ options:
     description: Seconds the probe may run (the engine's C(--help) imports it).
     type: int
     default: 900
+  check_rank:
+    description:
+      - One rank of a seat's plan (its C(rank), C(host), C(role) and C(argv)). When given, the module
+        fails unless every flag the rank passes is one the image's engine lists in its C(--help)
+        (read the way the engine reads it, with aliases, C(_) for C(-), C(--no-) forms and prefixes), and
+        no extra argument sets a flag the plan renders from the recipe. Bring-up calls it with the
+        image it is about to run, before it starts the rank.
+    type: dict
+  check_extra_args:
+    description: The seat's C(serving.extra_args), checked with O(check_rank).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -75,10 +88,16 @@ ansible_facts:
       description:
         - Per image C(id), C(reference), C(size_bytes), C(engine) (C(name), C(version)), C(torch),
           C(torch_cuda), C(flashinfer), C(ray), C(py_spy), C(cuda_arch_list), C(torch_arch_list),
-          C(patches), C(flags) (the engine's long flags), C(flag_count), C(versions), C(notes).
+          C(patches), C(flags) (the engine's long flags), C(flag_count), C(aliases) (every spelling
+          its C(--help) lists for an option, mapped to the option's first long name), C(versions),
+          C(notes).
       type: dict
 cached:
   description: Whether the facts came from the node's cache (no container ran).
+  returned: success
+  type: bool
+launch_checked:
+  description: Whether O(check_rank)'s flags were checked against the image (and found good).
   returned: success
   type: bool
 """
@@ -99,6 +118,8 @@ def main():
             "cache_dir": {"type": "path", "default": IMAGE_FACTS_DIR},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout_s": {"type": "int", "default": 900},
+            "check_rank": {"type": "dict"},
+            "check_extra_args": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )

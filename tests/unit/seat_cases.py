@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 SEATS = ROOT / "seats"
@@ -73,3 +74,18 @@ def mutated(data, path, value):
         node = node[key]
     node[path[-1]] = value
     return result
+
+
+ENGINE_IMAGES = ROOT / "tests" / "fixtures" / "engine_images"
+HELP_FILE = "vllm-cpu-0.32.0-serve-help-all.txt"
+
+
+def lab_image_facts():
+    """The lab image's facts as engine_image_facts reads them now: the recorded facts of
+    seatwright/vllm-cpu (vLLM 0.32.0), with what parse_probe reads from the same image's recorded
+    --help (its flags, and the aliases of each option)."""
+    facts = json.loads((ENGINE_IMAGES / "lab-vllm-cpu-facts.json").read_text())
+    probe = {"engine": "vllm", "versions": facts["versions"], "help": (ENGINE_IMAGES / HELP_FILE).read_text()}
+    read = parse_probe(PROBE_MARK + json.dumps(probe), facts)
+    assert read["flags"] == facts["flags"], "the recorded --help is not the recorded image's"
+    return dict(facts, **{key: read[key] for key in ("format", "aliases") if key in read})

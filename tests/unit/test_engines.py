@@ -7,6 +7,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Sea
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import (
     ENGINES,
     argv_flags,
+    canonical_flag,
     default_memory_utilization,
     default_port,
     engine,
@@ -16,7 +17,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
     server_argv,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULES, launch_text, table_markdown
-from seat_cases import SCHEMA
+from seat_cases import SCHEMA, lab_image_facts
 
 # Serving fields that are not engine flags: they shape the launch around the flags.
 # Fields that are no engine flag: rope_scaling_reason only lets the plan accept a longer context;
@@ -257,3 +258,46 @@ def test_each_rules_launch_text_names_the_table_flags_and_the_readme_shows_it(ru
                 if row["field"] == field:
                     assert row["flag"] in text
     assert text in table_markdown()
+
+
+@pytest.mark.parametrize(
+    "name, word, flag, negated",
+    [
+        ("vllm", "--tensor_parallel_size", "--tensor-parallel-size", False),
+        ("vllm", "-tp", "--tensor-parallel-size", False),
+        ("vllm", "--max_model_len=999999", "--max-model-len", False),
+        ("vllm", "--no-enforce-eager", "--enforce-eager", True),
+        ("vllm", "-cc.mode=3", "--compilation-config", False),
+        ("vllm", "-O3", "--optimization-level", False),
+        ("vllm", "--port", "--port", False),
+        ("sglang", "--tp-size", "--tp", False),
+        ("sglang", "--model", "--model-path", False),
+        ("sglang", "--context_length", "--context-length", False),
+    ],
+)
+def test_canonical_flag_from_the_engine_table(name, word, flag, negated):
+    read = canonical_flag(name, word)
+    assert (read["flag"], read["negated"]) == (flag, negated)
+    assert read["spelled"] == word.split("=", 1)[0]
+
+
+@pytest.mark.parametrize("word", ["8", "-1", "-0.5", "--", "/models/m"])
+def test_values_are_not_flags(word):
+    assert canonical_flag("vllm", word) is None
+
+
+@pytest.mark.parametrize(
+    "word, flag",
+    [
+        # From the image's own --help: its aliases, negations and unambiguous prefixes.
+        ("-tp", "--tensor-parallel-size"),
+        ("-q", "--quantization"),
+        ("-dpa", "--data-parallel-address"),
+        ("--no-enable-log-requests", "--enable-log-requests"),
+        ("--max-model", "--max-model-len"),
+        ("--gpu-memory", "--gpu-memory-utilization"),
+        ("-h", "--help"),
+    ],
+)
+def test_canonical_flag_through_the_images_help(word, flag):
+    assert canonical_flag("vllm", word, lab_image_facts())["flag"] == flag

@@ -17,13 +17,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import (
     PROBE_MARK,
     argv_flags,
-    flag_refusals,
     help_flags,
     parse_probe,
     recipe_with_image,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import demultiplex
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import build_inputs, write_context
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import flag_refusals
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from seat_cases import SCHEMA, mutated, seat_data
 

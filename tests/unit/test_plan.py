@@ -7,7 +7,16 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Sea
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, node_hardware, plan_lines
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seat_cases import FIXTURE_SEATS, SCHEMA, SEAT_NAMES, example_node, example_nodes, h200_node, seat_data
+from seat_cases import (
+    FIXTURE_SEATS,
+    SCHEMA,
+    SEAT_NAMES,
+    example_node,
+    example_nodes,
+    h200_node,
+    lab_image_facts,
+    seat_data,
+)
 
 CONTRACT = {"seat", "fits", "reasons", "checkpoint_bytes", "node_vram_bytes", "per_rank_weight_bytes", "rules", "ranks"}
 
@@ -103,7 +112,8 @@ def test_unknowns_are_listed_not_invented():
     assert "launch: none rendered (engine unknown)" in plan_lines(result)
 
 
-def test_lab_seat_is_ready_on_the_lab_inventory():
+@pytest.mark.parametrize("with_facts", [True, False])
+def test_lab_seat_is_ready_on_the_lab_inventory_only_with_its_images_flags_checked(with_facts):
     lab_node = {
         "host": "node-a",
         "in_inventory": True,
@@ -113,9 +123,13 @@ def test_lab_seat_is_ready_on_the_lab_inventory():
         "seatwright_node_fabric_iface": "eth0",
         "seatwright_node_rdma_devices": [],
     }
+    if with_facts:
+        lab_node["seatwright_engine_images"] = {"lab-vllm-cpu": lab_image_facts()}
     result = plan("lab", [lab_node])
-    assert (result["verdict"], result["ready"], result["rules"]) == ("not-applicable", True, [])
+    assert (result["verdict"], result["ready"], result["rules"]) == ("not-applicable", with_facts, [])
     assert result["ranks"][0]["gpus"] == []
+    unchecked = [item for item in result["unknowns"] if item.startswith("image flags not checked")]
+    assert bool(unchecked) is not with_facts, result["unknowns"]
 
 
 def test_recipe_name_must_match_the_seat_asked_for():

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from seat_cases import ROOT, h200_gpus
+from seat_cases import ROOT, h200_gpus, lab_image_facts
 
 PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")
@@ -30,10 +30,21 @@ def run(tmp_path, *args, inventory="inventory/example"):
     )
 
 
-def test_seat_glm53_check_prints_plan_and_every_rank_without_touching_a_host(tmp_path):
+def _last_words(result):
+    """What a run ends with: the text between its last task header and the recap, on one line."""
+    before = result.stdout.split("PLAY RECAP")[0]
+    return " ".join(before.split("TASK [")[-1].split())
+
+
+def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a_real_run_reaches(tmp_path):
     out = tmp_path / "glm53.json"
     result = run(tmp_path, "playbooks/seat-glm53.yml", "--check", "-e", "plan_out=%s" % out)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # A real run refuses glm53 for its unknowns; check mode ends with that verdict, not 'would serve'.
+    assert result.returncode != 0, result.stdout + result.stderr
+    last = _last_words(result)
+    assert "seat glm53 would be refused: model.revision: not given by the field" in last
+    assert "image flags not checked: no facts of image glm53-vllm-sm120 are cached" in last
+    assert "would serve" not in result.stdout
     assert "verdict: FITS" in result.stdout
     # The field's multiprocessing launch across nodes [000]: the server on node-a, a headless follower on node-b.
     assert "launch node rank 0 on node-a (server" in result.stdout
@@ -199,7 +210,8 @@ def test_a_seat_with_unknowns_is_refused_before_any_node_is_touched(tmp_path):
 )
 def test_check_mode_renders_every_ranks_launch_and_touches_no_node(tmp_path, playbook, expected):
     result = run(tmp_path, *playbook, "--check")
-    assert result.returncode == 0, result.stdout + result.stderr
+    # Both seats hold unknowns: check mode shows every launch, then ends with the refusal.
+    assert result.returncode != 0 and "would be refused: " in _last_words(result), result.stdout + result.stderr
     text = " ".join(result.stdout.split())
     for fragment in expected:
         assert fragment in text, fragment
@@ -248,3 +260,37 @@ def test_the_lab_seat_plans_against_the_lab_image(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "note: engine image seatwright/vllm-cpu:" in result.stdout
     assert "torch 2.13.0+cpu, FlashInfer absent, Ray 2.60.0" in result.stdout
+
+
+def test_check_mode_of_a_seat_a_real_run_would_serve_says_so(tmp_path):
+    # The lab seat with the lab image's facts read (flags and aliases) has nothing unknown.
+    cache_facts(tmp_path, {"seatwright_engine_images": {"lab-vllm-cpu": lab_image_facts()}}, inventory="inventory/lab")
+    result = run(
+        tmp_path,
+        "playbooks/seat.yml",
+        "-e",
+        "seat=lab",
+        "-e",
+        "seat_hosts=node-a",
+        "--check",
+        inventory="inventory/lab",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "seat lab would serve (check mode: nothing was started) at http://" in " ".join(result.stdout.split())
+    assert "would be refused" not in result.stdout
+    assert "node-a" not in result.stdout.split("PLAY RECAP")[1]
+
+
+def test_check_mode_of_the_lab_seat_without_its_image_facts_ends_refused(tmp_path):
+    result = run(
+        tmp_path,
+        "playbooks/seat.yml",
+        "-e",
+        "seat=lab",
+        "-e",
+        "seat_hosts=node-a",
+        "--check",
+        inventory="inventory/lab",
+    )
+    assert result.returncode != 0
+    assert "seat lab would be refused: image flags not checked: no facts of image lab-vllm-cpu" in _last_words(result)

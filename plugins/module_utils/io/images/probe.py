@@ -9,9 +9,10 @@ images/facts.py parses.
 import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import FACTS_FORMAT, PROBE_MARK, parse_probe
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import launch_problems
 
 # Where the build records the patches it applied (one id per line); written by the Dockerfile.
 APPLIED_PATCHES = "/etc/seatwright-image/patches"
@@ -78,7 +79,8 @@ def probe_image(reference, engine, python, cache_dir, docker_socket, timeout_s, 
         return None, False
     cache_path = os.path.join(cache_dir, "%s.json" % image["id"].replace("sha256:", ""))
     cached = read_json(cache_path)
-    if isinstance(cached, dict) and cached.get("id") == image["id"] and cached.get("engine", {}).get("name"):
+    # Facts of an older format (without the --help's aliases) are read again.
+    if isinstance(cached, dict) and cached.get("id") == image["id"] and cached.get("format") == FACTS_FORMAT:
         return dict(cached, reference=reference), True
     argv = [python, "-c", PROBE_SCRIPT, PROBE_MARK, engine] + HELP_COMMANDS[engine]
     code, stdout, stderr = docker.run_once(reference, argv, env={"HF_HUB_OFFLINE": "1"}, timeout_s=timeout_s)
@@ -111,4 +113,17 @@ def image_facts(params, may_write=True):
             "%s: image %s is not in this node's Docker engine; build or distribute it first "
             "(playbooks/images.yml)" % (name, params["image"])
         )
-    return dict(changed=False, cached=cached, ansible_facts={"seatwright_engine_images": {name: facts}})
+    checked = params.get("check_rank")
+    if checked:
+        problems = launch_problems(params["engine"], checked, params.get("check_extra_args"), facts)
+        if problems:
+            raise ImageError(
+                "%s: node rank %s is not started on image %s (%s): %s"
+                % (name, checked.get("rank"), params["image"], (facts.get("id") or "")[:19], "; ".join(problems))
+            )
+    return dict(
+        changed=False,
+        cached=cached,
+        launch_checked=bool(checked),
+        ansible_facts={"seatwright_engine_images": {name: facts}},
+    )
