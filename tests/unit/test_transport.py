@@ -92,10 +92,10 @@ def test_every_multi_node_gpu_seat_passes_the_declared_rdma_devices_labelled_dec
                 assert run[run.index("--cap-add") + 1] == "IPC_LOCK", spec["name"]
     transport = seat_plan.get("transport") or {}
     # Declared devices promise RDMA; GPUDirect is unknown until the fabric facts are gathered.
-    assert (transport.get("required"), transport.get("source")) == ("rdma", "fabric facts")
+    assert (transport.get("required"), transport.get("source")) == ("rdma", "declared RDMA devices")
     assert [n["source"] for n in transport["nodes"]] == ["declared", "declared"]
     summary = result["summary"]
-    assert "transport required: rdma (fabric facts: the best the seat's nodes promise; the nodes promise rdma)" in (
+    assert "transport required: rdma (declared RDMA devices: the best the seat's nodes promise; the nodes promise rdma)" in (
         summary
     )
     assert any(

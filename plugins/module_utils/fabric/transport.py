@@ -111,6 +111,13 @@ def promised_transport(rdma):
     return "rdma-gdr" if rdma["gpudirect"] in ("peermem", "dmabuf") else "rdma"
 
 
+def _promise_source(node_rdma):
+    # The promise is only as firm as its weakest input: a declared node has not been probed.
+    if node_rdma and all(r.get("source") == "facts" for r in node_rdma):
+        return "fabric facts"
+    return "declared RDMA devices"
+
+
 def required_transport(declared, reason, node_rdma, multi_node, device):
     """What the seat's ranks must reach at bring-up: {required, source, promised, reason}.
 
@@ -128,7 +135,7 @@ def required_transport(declared, reason, node_rdma, multi_node, device):
     if declared in (None, "", "auto"):
         return {
             "required": promised,
-            "source": "fabric facts" if device == "cuda" else "CPU seat (gloo)",
+            "source": _promise_source(node_rdma) if device == "cuda" else "CPU seat (gloo)",
             "promised": promised,
             "reason": "the best the seat's nodes promise",
         }
