@@ -95,8 +95,9 @@ def test_every_multi_node_gpu_seat_passes_the_declared_rdma_devices_labelled_dec
     assert (transport.get("required"), transport.get("source")) == ("rdma", "declared RDMA devices")
     assert [n["source"] for n in transport["nodes"]] == ["declared", "declared"]
     summary = result["summary"]
-    assert "transport required: rdma (declared RDMA devices: the best the seat's nodes promise; the nodes promise rdma)" in (
-        summary
+    assert (
+        "transport required: rdma (declared RDMA devices: the best the seat's nodes promise; the nodes promise rdma)"
+        in summary
     )
     assert any(
         line.startswith(
