@@ -141,3 +141,64 @@ def test_parse_json_has_one_home():
         if re.search(r"^def parse_json\(", p.read_text(), re.M)
     ]
     assert homes == ["jsondoc.py"]
+
+
+# Modules that run on the controller only (delegate_to: localhost, or a localhost play): they may
+# use the controller venv's PyYAML and jsonschema. Every other module runs on the nodes, whose
+# Python has the standard library only.
+CONTROLLER_ONLY = {
+    "seat_plan": "playbooks/plan.yml, a localhost play",
+    "seat_evidence": "writes the evidence folder on the controller",
+    "engine_image_plan": "roles/engine_image/tasks/plan.yml, delegated to localhost",
+    "engine_image_context": "roles/engine_image/tasks/build.yml, the controller's build block",
+}
+NOT_ON_NODES = {"yaml", "jsonschema", "matplotlib"}
+PACKAGE = "ansible_collections.seatwright.fleet.plugins.module_utils"
+
+
+def _module_utils_file(dotted):
+    base = ROOT / "plugins" / "module_utils" / dotted[len(PACKAGE) + 1 :].replace(".", "/")
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _top_level_imports(path):
+    """(project modules, outside packages) a file imports when it loads, try blocks included."""
+    ours, outside = set(), set()
+    for node in ast.parse(path.read_text()).body:
+        for item in node.body if isinstance(node, ast.Try) else [node]:
+            if isinstance(item, ast.ImportFrom) and item.module and item.module.startswith(PACKAGE):
+                for alias in item.names:
+                    sub = "%s.%s" % (item.module, alias.name)
+                    ours.add(sub if _module_utils_file(sub) else item.module)
+            elif isinstance(item, ast.ImportFrom) and item.module:
+                outside.add(item.module.split(".")[0])
+            elif isinstance(item, ast.Import):
+                outside.update(alias.name.split(".")[0] for alias in item.names)
+    return ours, outside
+
+
+def _outside_packages_reached(module_path):
+    ours, outside = _top_level_imports(module_path)
+    seen, pending = set(), list(ours)
+    while pending:
+        dotted = pending.pop()
+        path = None if dotted in seen else _module_utils_file(dotted)
+        seen.add(dotted)
+        if path is not None:
+            more, packages = _top_level_imports(path)
+            outside |= packages
+            pending += list(more - seen)
+    return outside
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p.stem not in CONTROLLER_ONLY], ids=lambda p: p.stem)
+def test_a_node_module_needs_nothing_the_nodes_lack(path):
+    # seat_cotenants once reached PyYAML through node/contract.py -> seat/recipe.py and failed on the lab nodes.
+    assert _outside_packages_reached(path) & NOT_ON_NODES == set()
+
+
+def test_the_controller_only_modules_exist():
+    assert set(CONTROLLER_ONLY) <= {p.stem for p in MODULES}

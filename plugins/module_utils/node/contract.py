@@ -15,7 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults imp
     STATE_DIR,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import parse_size
+from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size
 
 # Names the collectors pass on to the contract (see playbooks/vars/contract.yml); the contract then
 # refuses unknown names under the seatwright_node_ and seatwright_fleet_ prefixes as typos.

@@ -6,16 +6,15 @@ field path, the value, what is expected and what to do.
 """
 
 import copy
-import decimal
 import difflib
 import math
-import re
 
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import DEFAULTS as QUALIFY_DEFAULTS
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
+from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size
 
 try:
     from jsonschema import Draft202012Validator, validators
@@ -31,19 +30,6 @@ except ImportError:
     HAS_JSONSCHEMA = False
 
 
-_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
-_UNITS = {
-    "B": 1,
-    "kB": 10**3,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KiB": 2**10,
-    "MiB": 2**20,
-    "GiB": 2**30,
-    "TiB": 2**40,
-}
 # Fields holding sizes: written as '204.5 GB' in recipes, integers of bytes after normalising.
 SIZE_FIELDS = (
     ("model", "checkpoint", "bytes"),
@@ -58,16 +44,6 @@ _MAX_ERRORS = 12
 TOOL_GATES = ("tool-calls", "streaming-tool-calls", "tool-result-continuation")
 PARSERS = ("reasoning_parser", "tool_call_parser")
 _WHAT = {"reasoning_parser": "the reasoning inside the answer", "tool_call_parser": "tool calls"}
-
-
-def parse_size(value):
-    """Bytes from an integer or a size string such as '204.5 GB'; None stays None."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ValueError("not a size: %r" % (value,))
-    return int((decimal.Decimal(match.group(1)) * _UNITS[match.group(2)]).to_integral_value(decimal.ROUND_HALF_UP))
 
 
 def field_path(parts):
