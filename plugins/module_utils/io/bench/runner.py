@@ -39,6 +39,41 @@ def aiperf_binary(project_root):
     return os.environ.get("SEATWRIGHT_AIPERF") or os.path.join(aiperf_venv_dir(project_root), "bin", "aiperf")
 
 
+# AIPerf 0.13 takes the key only as --api-key (it expands no ${VAR} on its command line): this
+# launcher, run by AIPerf's own Python, moves the key from its environment into sys.argv inside
+# the process, where `ps` and /proc/PID/cmdline (readable by every local user) never show it.
+# /proc/PID/environ is readable by the owner alone.
+AIPERF_KEY_ENV = "SEATWRIGHT_AIPERF_API_KEY"
+_KEY_LAUNCHER = (
+    "import os, runpy, sys; key = os.environ.pop(%r); "
+    "sys.argv = sys.argv[1:] + ['--api-key', key]; runpy.run_path(sys.argv[0], run_name='__main__')" % AIPERF_KEY_ENV
+)
+
+
+def script_interpreter(path):
+    """The interpreter argv of a script's #! line; BenchError when `path` is not a script."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(512)
+    except OSError as exc:
+        raise BenchError("cannot read AIPerf at %s: %s; run scripts/aiperf-venv" % (path, exc.strerror))
+    if not first.startswith(b"#!") or b"python" not in first:
+        raise BenchError(
+            "AIPerf at %s is not a Python script: the seat's API key is handed to AIPerf inside its own "
+            "process, never on a command line; use the aiperf that scripts/aiperf-venv installs" % path
+        )
+    return first[2:].decode("utf-8", "replace").split()
+
+
+def keyed_launch(argv, api_key, base_env=None):
+    """(argv, env) that run AIPerf's `argv` with `api_key` added in-process, off every command line."""
+    env = dict(os.environ if base_env is None else base_env)
+    if not api_key:
+        return list(argv), env
+    env[AIPERF_KEY_ENV] = api_key
+    return script_interpreter(argv[0]) + ["-c", _KEY_LAUNCHER] + list(argv), env
+
+
 def log(msg):
     emit("[seatwright-bench %s] %s" % (time.strftime("%H:%M:%S"), msg))
 
@@ -84,7 +119,7 @@ class AIPerfRunner:
         tokenizer,
         workdir,
         load,
-        api_key_env=None,
+        api_key=None,
         timeout_s=900,
         poll_hz=wl.CLOSED_LOOP_POLL_HZ,
     ):
@@ -94,13 +129,10 @@ class AIPerfRunner:
         self.tokenizer = tokenizer
         self.workdir = workdir
         self.load = load
-        self.api_key_env = api_key_env
+        self.api_key = api_key or None
         self.timeout_s = timeout_s
         self.poll_hz = poll_hz
         self.commands = []
-
-    def _api_key(self):
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def command(self, concurrency, requests, seed, out_dir):
         load = self.load
@@ -158,9 +190,7 @@ class AIPerfRunner:
             argv.append("--streaming")
         if load["ignore_eos"]:
             argv += ["--extra-inputs", "ignore_eos:true"]
-        if self.api_key_env:
-            # AIPerf expands ${VAR} itself: the key never appears on a command line.
-            argv += ["--api-key", "${%s}" % self.api_key_env]
+        # The key, when the seat has one, is added by keyed_launch inside AIPerf's process.
         return argv
 
     def run(self, label, concurrency, requests, seed):
@@ -171,12 +201,13 @@ class AIPerfRunner:
         os.makedirs(out_dir)
         argv = self.command(concurrency, requests, seed, out_dir)
         self.commands.append(argv)
-        before = read_counters(self.base_url, self.model, self._api_key())
+        before = read_counters(self.base_url, self.model, self.api_key)
         started = time.time()
         with open(os.path.join(out_dir, "aiperf.log"), "wb") as logfile:
             try:
+                launch, env = keyed_launch(argv, self.api_key)
                 proc = subprocess.run(
-                    argv, stdout=logfile, stderr=subprocess.STDOUT, timeout=self.timeout_s, check=False
+                    launch, env=env, stdout=logfile, stderr=subprocess.STDOUT, timeout=self.timeout_s, check=False
                 )
             except subprocess.TimeoutExpired:
                 raise BenchError(
@@ -185,7 +216,7 @@ class AIPerfRunner:
                 )
             except OSError as exc:
                 raise BenchError("could not start AIPerf (%s): %s; run scripts/aiperf-venv" % (self.aiperf, exc))
-        after = read_counters(self.base_url, self.model, self._api_key())
+        after = read_counters(self.base_url, self.model, self.api_key)
         wall = time.time() - started
         export = os.path.join(out_dir, "profile_export.jsonl")
         if proc.returncode != 0 or not os.path.exists(export):
