@@ -21,7 +21,11 @@ options:
     type: float
     default: 1.0
   stop_file:
-    description: Sampling ends as soon as this file exists (the playbook touches it after the benchmark).
+    description:
+      - Sampling ends as soon as this file exists (the playbook touches it after the benchmark).
+      - Its folder must be private to the sampling user (not writable by others, not a link), e.g. a
+        per-run C(ansible.builtin.tempfile) folder; a stop file in C(/tmp) is refused, since anyone
+        could plant it there.
     type: path
   backend:
     description: Which reader to use; C(auto) tries NVML, then nvidia-smi.
@@ -38,10 +42,15 @@ author: seatwright
 """
 
 EXAMPLES = r"""
+- name: Make a private folder for the stop file
+  ansible.builtin.tempfile:
+    state: directory
+  register: telemetry_folder
+
 - name: Sample GPUs beside the benchmark
   gpu_telemetry:
     duration_s: 1800
-    stop_file: /tmp/seatwright-telemetry.stop
+    stop_file: "{{ telemetry_folder.path }}/stop"
   async: 1900
   poll: 0
   register: telemetry_job

@@ -9,6 +9,7 @@ import ipaddress
 import re
 from collections import namedtuple
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
     CONFIG_DIR,
     SEAT_NAME_PATTERN,
@@ -236,7 +237,7 @@ def is_fabric_address(value):
     link-local, multicast and broadcast addresses are not one node's address on a fabric.
     """
     try:
-        parsed = ipaddress.ip_address(str(value).strip())
+        parsed = plain_ip(value)
     except ValueError:
         return False
     return not (

@@ -11,6 +11,7 @@ by hash. `docker_run_argv` is the one place a spec becomes a `docker run` comman
 import hashlib
 import json
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import is_wildcard
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import MODELS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import engine as engine_table
@@ -158,6 +159,49 @@ def check_spec(spec):
                 "the container spec %s has a secret %r that names neither an env variable nor a flag; "
                 "plan the seat again" % (spec["name"], item)
             )
+
+
+def env_file_text(env):
+    """The docker --env-file text of `env`: one NAME=value line each.
+
+    Docker's env file has no quoting, so a line break in a value would start a line of its own
+    (another variable); such a name or value is refused, naming the variable, never the value.
+    """
+    lines = []
+    for name, value in sorted(env.items()):
+        value = str(value)
+        if not name or any(c in name for c in "=\r\n\0 "):
+            raise SeatError("env %r: not a variable name (it holds '=', a space, a line break or NUL)" % name)
+        if any(c in value for c in "\r\n\0"):
+            raise SeatError(
+                "env %s: its value holds a line break or NUL, which would add lines to the engine's env "
+                "file; remove it from serving.env (or the secret)" % name
+            )
+        lines.append("%s=%s\n" % (name, value))
+    return "".join(lines)
+
+
+def serve_host(spec):
+    """The address the spec's engine binds its API to (the value after --host), or None."""
+    command = spec.get("command") or []
+    for index, arg in enumerate(command[:-1]):
+        if arg == "--host":
+            return command[index + 1]
+    return None
+
+
+def open_serving_problem(spec, secrets):
+    """Why the spec must not start: its API listens on every interface with no API key; else None."""
+    if not any(item.get("secret") == API_KEY_SECRET for item in spec["secrets"]):
+        return None
+    host = serve_host(spec)
+    if host is None or not is_wildcard(host) or _secret_value(secrets, {"secret": API_KEY_SECRET}):
+        return None
+    return (
+        "%s would serve the API on every interface (%s) with no API key: anyone who reaches the node "
+        "could use it. Set seat_api_key (keep it in a vault), or set seatwright_node_serve_address to "
+        "one address" % (spec["name"], host)
+    )
 
 
 def rank_specs(plan_ctx, rank):

@@ -4,11 +4,11 @@ Pure functions only; the HTTP source lives in staging_source.py and the pulling 
 staging_pull.py.
 """
 
-import ipaddress
 import posixpath
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, is_sha256
 
@@ -149,7 +149,7 @@ def check_bind_address(address):
     resolve anywhere.
     """
     try:
-        parsed = ipaddress.ip_address(str(address or "").strip())
+        parsed = plain_ip(address or "")
     except ValueError:
         return "bind address %r is not an IP address; give the node's fabric address (seatwright_node_fabric_ip)" % (
             address,

@@ -5,6 +5,7 @@ every interpretation lives in gpu.py.
 """
 
 import os
+import stat
 import sys
 import time
 
@@ -320,6 +321,36 @@ def set_clock_lock(module, source, index, clock_lock):
         _smi(module, binary, ["-i", str(index), "-rgc"])
 
 
+def stop_folder_problem(is_dir, mode, owner_uid, euid):
+    """None when a stop file's folder is private to this process's user, else why it is refused.
+
+    Anyone who can write the folder could plant the stop file (ending the sampling) or a link
+    where the playbook later touches it; a private per-run folder leaves nobody that chance.
+    """
+    if not is_dir:
+        return "is not a folder (a link or a file)"
+    if owner_uid != euid:
+        return "belongs to uid %d, not to uid %d that samples" % (owner_uid, euid)
+    if mode & 0o022:
+        return "can be written by others (mode %04o)" % stat.S_IMODE(mode)
+    return None
+
+
+def check_stop_file(stop_file):
+    """GpuInputError unless `stop_file` lies in a folder only this user can write."""
+    folder = os.path.dirname(os.path.abspath(stop_file))
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise GpuInputError("gpu_telemetry: stop_file's folder %s: %s" % (folder, exc.strerror))
+    problem = stop_folder_problem(stat.S_ISDIR(info.st_mode), info.st_mode, info.st_uid, os.geteuid())
+    if problem:
+        raise GpuInputError(
+            "gpu_telemetry: stop_file %s: its folder %s; put it in a private per-run folder "
+            "(ansible.builtin.tempfile state=directory)" % (stop_file, problem)
+        )
+
+
 def record_telemetry(module, duration_s, interval_s, stop_file=None, backend="auto"):
     """The gpu_telemetry module's run: samples until the window ends or `stop_file` appears.
 
@@ -330,6 +361,8 @@ def record_telemetry(module, duration_s, interval_s, stop_file=None, backend="au
         raise GpuInputError(
             "gpu_telemetry: duration_s must be 1 or more and interval_s above 0 (got %r, %r)" % (duration_s, interval_s)
         )
+    if stop_file:
+        check_stop_file(stop_file)
     telemetry = {"source": None, "emulated": False, "interval_s": interval_s, "samples": []}
     try:
         read, source, emulated = telemetry_reader(module, backend)

@@ -25,7 +25,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
     SPEC_LABEL,
     check_spec,
     docker_run_argv,
+    env_file_text,
     fingerprint,
+    open_serving_problem,
     read_back,
     redact_argv,
     resolved_command,
@@ -90,8 +92,7 @@ def run_spec(spec, env_file, secrets=None, mark=None):
 
     The env file holds the spec's env and its env secrets: the only place a key is written.
     """
-    env = dict(spec["env"], **secret_env(spec, secrets))
-    payload = "".join("%s=%s\n" % (key, value) for key, value in sorted(env.items()))
+    payload = env_file_text(dict(spec["env"], **secret_env(spec, secrets)))
     atomic_write_bytes(env_file, payload.encode("utf-8"), mode=0o600)
     # The fingerprint label lets a re-run keep a container that already runs this spec.
     labels = dict(spec["labels"], **({SPEC_LABEL: mark} if mark else {}))
@@ -128,6 +129,11 @@ def start(params, check_mode=False):
     """
     spec, secrets, host = params["spec"], params["secrets"] or {}, params["host_name"]
     check_spec(spec)
+    # Refused before anything is removed or started: an env file that would gain lines, an open API.
+    env_file_text(dict(spec["env"], **secret_env(spec, secrets)))
+    problem = open_serving_problem(spec, secrets)
+    if problem:
+        raise SeatError("%s: %s" % (host, problem))
     present = image_id(spec["image"])
     if present is None:
         raise SeatError(
