@@ -33,6 +33,12 @@ RECIPES = ROOT / "tests" / "molecule" / "seat_recipes"
 # Set by molecule.yml for its verify step: the lab is up and converged, and molecule removes it.
 LAB_READY = os.environ.get("SEATWRIGHT_LAB_READY") == "1"
 LAB_URL = "http://172.30.99.11:8000"
+# The lab's seats serve with a per-checkout key (inventory/lab/group_vars/all/seat_key.yml makes it).
+LAB_KEY_FILE = ROOT / ".cache" / "lab" / "seat-api-key"
+
+
+def lab_key():
+    return LAB_KEY_FILE.read_text().strip()
 
 
 # Molecule's verify step forces colour on; escape codes would break the recap and path matches.
@@ -114,7 +120,7 @@ def chat(url, model):
                 "messages": [{"role": "user", "content": "What is the capital of France?"}],
             }
         ).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + lab_key()},
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
@@ -196,8 +202,8 @@ def test_the_running_lab_seat_is_its_plans_container(lab):
     plan = ROOT / PLAN_DIR / "lab.json"
     assert plan.is_file(), "no plan of the lab seat at %s" % plan
     spec = json.loads(plan.read_text())["ranks"][0]["container_spec"]
-    # The lab serves without an API key (inventory/lab sets no seat_api_key).
-    assert spec_differences("node-a", spec, {"seat_api_key": ""}) == []
+    # The lab serves with its per-checkout key (inventory/lab/group_vars/all/seat_key.yml).
+    assert spec_differences("node-a", spec, {"seat_api_key": lab_key()}) == []
 
 
 def test_rerun_changes_nothing_and_keeps_the_container(lab):

@@ -192,7 +192,8 @@ def test_the_stop_file_is_not_a_predictable_tmp_name_a_planted_link_could_redire
 
 @pytest.mark.parametrize("address", ["0.0.0.0", "::", "::ffff:0.0.0.0", " ::ffff:0:0 "])
 def test_an_ipv4_mapped_wildcard_does_not_pass_the_bind_check(address):
-    assert "would listen on every network" in check_bind_address(address)
+    problem = check_bind_address(address)
+    assert problem is not None and "would listen on every network" in problem
     assert is_fabric_address(address) is False
 
 
