@@ -184,10 +184,13 @@ def _secrets(secrets):
 def secrets_from_env(environ, names=()):
     """Values of the environment that are secrets: those under secret names (HF_TOKEN,
     VLLM_API_KEY...) and under the extra `names` (the variable a tool was told holds its key)."""
+    # A short value under a generic secret name (HF_HUB_DISABLE_TOKEN=1) is not taken; a named one is.
     return {
-        value
+        value.strip()
         for key, value in environ.items()
-        if (secret_name(key) or key in names) and isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LEN
+        if isinstance(value, str)
+        and value.strip()
+        and (key in names or (secret_name(key) and len(value.strip()) >= MIN_SECRET_LEN))
     }
 
 
