@@ -94,7 +94,7 @@ BEARER = re.compile(r"(?i)(\b(?:bearer|basic|apikey)\s+)(?!<redacted>)([^\s\"',;
 # Whatever follows an Authorization header, behind any scheme (Token, Digest, ApiKey, a bare key).
 AUTHORIZATION = re.compile(
     r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z][\w.-]*\s+)?)"
-    r"(?!<redacted>)([^\s\"',;}]+)(?!\s+<redacted>)"
+    r"(?!<redacted>)([^\s\"',;}]+)(?![^\s\"',;}])(?!\s+<redacted>)"
 )
 HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}\b")
 JWT = re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*){1,3}")
