@@ -46,6 +46,14 @@ options:
     type: list
     elements: str
     default: []
+  secrets:
+    description:
+      - The run's own secrets (the seat's API key, router keys, tokens), removed from every file in every
+        shape an engine or log may echo them (bare, URL-encoded, JSON-escaped, base64). The values of the
+        controller's secret environment variables (C(HF_TOKEN), C(*_API_KEY)) are removed as well.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -105,6 +113,7 @@ def main():
             plan=dict(type="dict"),
             bringup=dict(type="dict"),
             hostnames=dict(type="list", elements="str", default=[]),
+            secrets=dict(type="list", elements="str", default=[], no_log=True),
         ),
         required_one_of=[("dir", "seat")],
         mutually_exclusive=[("dir", "seat")],

@@ -1,12 +1,17 @@
 """The evidence redactor: one case per kind of identifier, on real output shapes."""
 
+import base64
 import json
 import subprocess
 import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor, redact
 from conftest import FIXTURES
+from test_qualify_client import load_cli, write_recipe
 
 REAL_UUID = "GPU-3f9a1c22-7b1e-4c55-9a0e-1d2f3a4b5c6d"
 
@@ -107,7 +112,8 @@ def test_serial_column_of_a_csv_query_is_redacted():
 def test_configured_hostnames_and_their_short_form_are_replaced():
     text = "gpu07.dc1.example.net: ok; ssh gpu07 failed; gpu070 untouched"
     out = redact(text, hostnames=["gpu07.dc1.example.net"])
-    assert out == "host-1: ok; ssh host-2 failed; gpu070 untouched"
+    # One host, one placeholder: the short form is the same machine.
+    assert out == "host-1: ok; ssh host-1 failed; gpu070 untouched"
 
 
 def test_json_like_values_keys_and_numbering_across_files():
@@ -210,3 +216,345 @@ def test_json_numbers_under_token_names_stay_and_under_passwords_go():
         "pin_password": "<redacted>",
         "api_token": "<redacted>",
     }
+
+
+# ---- issue 23 item 5: the run's secrets in any shape, and the patterns the redactor missed ------------
+
+SEAT_KEY = "sk-seat-7Hq2Zp9Lw4Xv"
+
+
+def _gone(out, *secrets):
+    text = out if isinstance(out, str) else json.dumps(out)
+    for secret in secrets:
+        assert secret not in text, "%r survived in %s" % (secret, text)
+    return text
+
+
+@pytest.mark.parametrize(
+    "raw, secret",
+    [
+        (["--api-key", "plainvalue-0123456789"], "plainvalue-0123456789"),
+        (("vllm", "serve", "m", "--hf-token", "plainvalue-0123456789"), "plainvalue-0123456789"),
+        (["sglang", "--api-key=plainvalue-0123456789"], "plainvalue-0123456789"),
+        ('argv ["--api-key", "plainvalue-0123456789", "--port", "8000"]', "plainvalue-0123456789"),
+        ("python -m sglang.launch_server --api-key 'plainvalue-0123456789'", "plainvalue-0123456789"),
+        ([["Authorization", "Token plainvalue-0123456789"]], "plainvalue-0123456789"),
+    ],
+)
+def test_api_key_flag_value_in_argv_list_is_removed(raw, secret):
+    _gone(redact(raw), secret)
+
+
+def test_api_key_flag_keeps_the_flags_around_it():
+    assert redact(["--api-key", "plainvalue-0123456789", "--max-tokens", "256", "--tokenizer", "t"]) == [
+        "--api-key",
+        "<redacted>",
+        "--max-tokens",
+        "256",
+        "--tokenizer",
+        "t",
+    ]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"api_key": ["plainvalue-0123456789"]},
+        {"router": {"credentials": {"user": "svc", "pass": "plainvalue-0123456789"}}},
+        {"HF_TOKEN": ("plainvalue-0123456789",)},
+    ],
+)
+def test_list_or_object_under_a_secret_key_is_removed(raw):
+    _gone(redact(raw), "plainvalue-0123456789")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "Authorization: Token plainvalue-0123456789",
+        "authorization: ApiKey plainvalue-0123456789",
+        "Proxy-Authorization: Digest plainvalue-0123456789",
+        '{"headers": "Authorization: plainvalue-0123456789"}',
+    ],
+)
+def test_authorization_header_of_any_scheme_is_removed(raw):
+    out = _gone(redact(raw), "plainvalue-0123456789")
+    assert redact(out) == out  # a second pass changes nothing
+
+
+@pytest.mark.parametrize(
+    "raw, secret",
+    [
+        ("aws access key AKIAIOSFODNN7EXAMPLE in use", "AKIAIOSFODNN7EXAMPLE"),
+        ("ASIAY34FZKBOKMUTVV7A", "ASIAY34FZKBOKMUTVV7A"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+        ('{"secret_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}', "wJalrXUtnFEMI"),
+    ],
+)
+def test_aws_access_key_and_secret_key_are_removed(raw, secret):
+    _gone(redact(raw), secret)
+
+
+JWT_TEXT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+@pytest.mark.parametrize("raw", ["session %s ok" % JWT_TEXT, {"id": JWT_TEXT}, "x-auth=%s" % JWT_TEXT])
+def test_jwt_is_removed(raw):
+    _gone(redact(raw), "SflKxwRJ", "eyJzdWIi")
+
+
+PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACDx3ZlDWiKpZ8yJbXV2c3JpcHRfc2VjcmV0X2JvZHlfaGVyZQ==\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        PEM,
+        "key: " + PEM.replace("OPENSSH ", "RSA "),
+        json.dumps({"log": "loaded " + PEM}),
+        "cut short: " + PEM[:120],
+    ],
+)
+def test_pem_private_key_block_is_removed(raw):
+    out = _gone(redact(raw), "b3BlbnNzaC1rZXkt", "QyNTUxOQAAACDx3Zl")
+    assert "PRIVATE KEY-----" in out  # the kind of block stays readable
+
+
+@pytest.mark.parametrize(
+    "raw, secret",
+    [
+        ("https://user:p@ss:w%40rd@hub.example.com/org/model", "p@ss"),
+        ("redis://:s3cr3t-pass@cache:6379/0", "s3cr3t-pass"),
+        ("https://ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8@github.com/org/x.git", "ghp_A1b2"),
+        ("GET /v1/models?token=tok-0123456789&limit=5", "tok-0123456789"),
+        ("https://h/x?a=1&api_key=abc-0123456789#frag", "abc-0123456789"),
+        ("https://h/x?user=me&password=hunter2-long", "hunter2-long"),
+        ("https://s3/b/o?X-Amz-Signature=deadbeefcafe0123&X-Amz-Credential=AKIAX%2F2026", "deadbeefcafe0123"),
+        ('{"url": "https:\\/\\/me:pw-0123456789@host\\/v1"}', "pw-0123456789"),
+    ],
+)
+def test_url_password_in_every_shape_is_removed(raw, secret):
+    out = _gone(redact(raw), secret)
+    assert redact(out) == out
+
+
+def test_url_query_keeps_the_parameters_that_are_not_secret():
+    assert redact("https://h/x?token=tok-0123456789&limit=5") == "https://h/x?token=<redacted>&limit=5"
+    assert redact("ssh://git@github.com/org/x") == "ssh://git@github.com/org/x"
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("Cisco  0011.22aa.bb55  DYNAMIC  Gi1/0/1", "Cisco  0200.0000.0001  DYNAMIC  Gi1/0/1"),
+        ("mac 5c25.730a.1b2c and again 5C25.730A.1B2C", "mac 0200.0000.0001 and again 0200.0000.0001"),
+    ],
+)
+def test_dotted_mac_is_removed(raw, expected):
+    assert redact(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, secret",
+    [
+        ("link/ether 5c25730a1b2c brd ffffffffffff", "5c25730a1b2c"),
+        ("eth0      Link encap:Ethernet  HWaddr 5C25730A1B2C", "5C25730A1B2C"),
+        ("mac_address=5c25730a1b2c", "5c25730a1b2c"),
+        ({"ifname": "ens1f0", "mac": "5c25730a1b2c"}, "5c25730a1b2c"),
+        ({"hwaddr": "5C25730A1B2C"}, "5C25730A1B2C"),
+    ],
+)
+def test_bare_mac_where_it_is_named_one_is_removed(raw, secret):
+    _gone(redact(raw), secret)
+
+
+def test_one_mac_keeps_one_number_in_every_spelling():
+    out = redact("5c:25:73:0a:1b:2c 5c25.730a.1b2c link/ether 5c25730a1b2c")
+    assert out == "02:00:00:00:00:01 0200.0000.0001 link/ether 020000000001"
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        "image sha256:6f1c2a9e8b7d4c3f2e1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e pulled",
+        '{"image_id": "6f1c2a9e8b7d", "digest": "sha256:'
+        + '6f1c2a9e8b7d4c3f2e1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e"}',
+        "model revision 3c1d5f2a9b8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c",
+        "docker run 6f1c2a9e8b7d, layer 001122334455 cached",
+        "tokens 1654823012345 of 20261130150000, throughput 1234.5, seed 20261130",
+        "eyJhbGciOiJIUzI1NiJ9 alone is a header, not a token",
+        "v2024.1130.0001 build",
+    ],
+)
+def test_digests_image_ids_revisions_and_numbers_are_kept(keep):
+    assert redact(keep) == keep
+    if keep.startswith("{"):
+        assert redact(json.loads(keep)) == json.loads(keep)
+
+
+def test_hostname_from_inventory_is_replaced_by_one_placeholder_across_files(tmp_path):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import write_evidence
+
+    inventory = ["gpu07.dc1.example.net", "gpu08.dc1.example.net"]
+    write_evidence(dir=str(tmp_path), files={"a.txt": "gpu08 up; gpu07 up"}, hostnames=inventory)
+    write_evidence(dir=str(tmp_path), files={"b.txt": "gpu07.dc1.example.net joined"}, hostnames=inventory)
+    a, b = (tmp_path / "a.txt").read_text(), (tmp_path / "b.txt").read_text()
+    assert a == "host-2 up; host-1 up" and b == "host-1 joined"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "resolved gpu07.dc1.internal to a rank",
+        "ip-10-0-0-5.ec2.internal: ok",
+        "vllm-0.default.svc.cluster.local:8000",
+        "node gpu07.lab.home.arpa",
+    ],
+)
+def test_hostname_under_a_private_zone_is_replaced(raw):
+    out = redact(raw)
+    assert "host-1" in out and ".internal" not in out and ".local" not in out and "arpa" not in out
+
+
+# The run's own secrets, through the new API: every shape, the short-secret rule, keys as well as values.
+
+
+def _b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+QUOTED_KEY = SEAT_KEY[:5] + '"' + SEAT_KEY[5:]
+SPACED_KEY = SEAT_KEY + "/+ x"
+
+
+@pytest.mark.parametrize(
+    "shape, secret",
+    [
+        ("you said %s" % SEAT_KEY, SEAT_KEY),
+        ("prefix%ssuffix" % SEAT_KEY, SEAT_KEY),
+        ("key=%s" % SEAT_KEY.replace("-", "%2D"), SEAT_KEY),
+        ("key=%s" % SEAT_KEY.replace("-", "%252d"), SEAT_KEY),
+        ("q=%s" % urllib.parse.quote(SPACED_KEY, safe=""), SPACED_KEY),
+        ("form q=%s" % urllib.parse.quote_plus(SPACED_KEY), SPACED_KEY),
+        ("basic header " + _b64("user:" + SEAT_KEY), SEAT_KEY),
+        ("b64 " + _b64(SEAT_KEY), SEAT_KEY),
+        ("b64 " + _b64("ab:" + SEAT_KEY + ":tail"), SEAT_KEY),
+        ("urlsafe " + base64.urlsafe_b64encode(("u:" + SEAT_KEY).encode()).decode(), SEAT_KEY),
+        (json.dumps({"inner": json.dumps({"echo": QUOTED_KEY})}), QUOTED_KEY),
+        ("\\u%04x%s" % (ord(SEAT_KEY[0]), SEAT_KEY[1:]), SEAT_KEY),
+    ],
+)
+def test_bare_seat_key_echoed_in_answer_is_removed(shape, secret):
+    out = Redactor(secrets=[secret]).text(shape)
+    assert "7Hq2Zp9Lw4Xv" not in out and "<redacted>" in out
+    assert _b64(SEAT_KEY)[4:14] not in out
+
+
+def test_seat_key_in_dict_keys_values_and_lists_is_removed():
+    doc = {SEAT_KEY: {"echo": [SEAT_KEY, "x %s y" % SEAT_KEY]}, "n": 3}
+    out = Redactor(secrets=[SEAT_KEY]).redact(doc)
+    assert SEAT_KEY not in json.dumps(out) and out["n"] == 3
+
+
+def test_short_secret_is_removed_only_as_a_whole_value():
+    out = Redactor(secrets=["pass"]).redact({"key": "pass", "args": ["pass"], "verdict": "bypass", "s": "a pass b"})
+    assert out == {"key": "<redacted>", "args": ["<redacted>"], "verdict": "bypass", "s": "a pass b"}
+
+
+def test_secrets_from_env_takes_secret_names_and_named_variables():
+    from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import secrets_from_env
+
+    env = {"HF_TOKEN": "hf_abcdefghijklmnopqrst", "HF_HUB_DISABLE_TOKEN": "1", "SEAT_KEY": "k1", "PATH": "/bin"}
+    assert secrets_from_env(env, ("SEAT_KEY",)) == {"hf_abcdefghijklmnopqrst", "k1"}
+
+
+class EchoingEngine(BaseHTTPRequestHandler):
+    """A hostile seat that echoes the caller's key back in every answer, in several shapes."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _echo(self):
+        key = (self.headers.get("Authorization") or "").split(" ", 1)[-1]
+        return {
+            "seen": key,
+            "seen_quoted": urllib.parse.quote(key, safe=""),
+            "seen_basic": _b64("me:" + key),
+            "argv": ["--api-key", key],
+            key: "as a key",
+        }
+
+    def do_GET(self):
+        self._send({"object": "list", "data": [{"id": "smol", "max_model_len": 2048}], "echo": self._echo()})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        key = self._echo()["seen"]
+        self._send(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "model": "smol",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Your key is %s. Paris." % key},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12},
+                "echo": self._echo(),
+            }
+        )
+
+
+def test_qualify_evidence_holds_the_echoed_seat_key_zero_times(tmp_path, monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoingEngine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cli = load_cli()
+        key = "sk-seat-7Hq2Zp9Lw4Xv"  # a plain key: no name or shape gives it away
+        monkeypatch.setenv("SEAT_KEY_FOR_TEST", key)
+        recipe = write_recipe(tmp_path, ["smoke"])
+        evidence = tmp_path / "evidence"
+        cli.main(
+            [
+                "--base-url",
+                "http://127.0.0.1:%d/v1" % server.server_address[1],
+                "--model",
+                "smol",
+                "--recipe",
+                str(recipe),
+                "--evidence-dir",
+                str(evidence),
+                "--api-key-env",
+                "SEAT_KEY_FOR_TEST",
+                "--parts",
+                "gates",
+            ]
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = "".join(path.read_text() for path in sorted(evidence.rglob("*")) if path.is_file())
+    assert "qualification.json" in {path.name for path in evidence.iterdir()}
+    assert "Your key is" in text  # the echo was recorded, so the count below means something
+    for shape in (key, urllib.parse.quote(key, safe=""), _b64("me:" + key)[4:20], "7Hq2Zp9Lw4Xv"):
+        assert text.count(shape) == 0, "%r found %d times in the qualification evidence" % (shape, text.count(shape))

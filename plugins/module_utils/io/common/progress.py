@@ -17,6 +17,13 @@ _LOCK = threading.Lock()
 _STATE = {"redactor": None, "broken": None}
 
 
+def use_redactor(redactor):
+    """The redactor of the run's progress log, told the run's secrets and host names (a tool calls
+    this once it knows them; until then the evidence redactor without them is used)."""
+    with _LOCK:
+        _STATE["redactor"] = redactor
+
+
 def emit(line, stream=None):
     """Write one progress line to `stream` (stderr) and to the progress log when one is set."""
     with _LOCK:

@@ -21,7 +21,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.folder i
     evidence_dir_parts,
     project_root_of,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor, secrets_from_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.report import PLOTS, render
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
     atomic_write_bytes,
@@ -40,10 +40,16 @@ def _spellings(path):
     return [p for p in {path, path and os.path.realpath(path)} if p]
 
 
-def evidence_redactor(hostnames=(), root=PROJECT_ROOT):
+def evidence_redactor(hostnames=(), root=PROJECT_ROOT, secrets=(), secret_envs=()):
     """The redactor of one evidence folder: one numbering for its files, the checkout made relative
-    and the home folder (where the AIPerf venv and caches live) written as ~."""
-    return Redactor(hostnames, _spellings(root), _spellings(os.path.expanduser("~")))
+    and the home folder (where the AIPerf venv and caches live) written as ~.
+
+    `secrets` are the run's own (the seat key, router keys); the values of this process's secret
+    environment variables (HF_TOKEN, *_API_KEY...) and of the variables named in `secret_envs` (the
+    one a tool was told holds its key) are added, so a caller cannot forget them.
+    """
+    found = set(secrets or ()) | secrets_from_env(os.environ, tuple(secret_envs or ()))
+    return Redactor(hostnames, _spellings(root), _spellings(os.path.expanduser("~")), found)
 
 
 def new_evidence_dir(seat, root=PROJECT_ROOT, now=None):
@@ -100,11 +106,14 @@ def validate_part(part, data, root=PROJECT_ROOT):
     return _problems({"$defs": schema["$defs"], "$ref": "#/$defs/%s" % part}, data)
 
 
-def write_evidence(dir=None, seat=None, root=None, files=None, plan=None, bringup=None, hostnames=(), check_mode=False):
+def write_evidence(
+    dir=None, seat=None, root=None, files=None, plan=None, bringup=None, hostnames=(), secrets=(), check_mode=False
+):
     """Write files into a run's evidence folder, naming the folder when `seat` is given instead of `dir`.
 
     `files` maps paths inside the folder to text or JSON-like values; `bringup` (with `plan`) is a
     bring-up's outcome, written as bringup.json after it is checked against the record schema.
+    `hostnames` and `secrets` are the run's own, replaced in every file (see evidence/redact.py).
     Returns {dir, written}; in check mode nothing is written.
     """
     now = time.time()
@@ -130,7 +139,7 @@ def write_evidence(dir=None, seat=None, root=None, files=None, plan=None, bringu
                 % (name, "\n  ".join(problems[:20]))
             )
         contents["bringup.json"] = record
-    redactor = evidence_redactor(hostnames, root)
+    redactor = evidence_redactor(hostnames, root, secrets)
     written = []
     for relative, content in sorted(contents.items()):
         path = os.path.abspath(os.path.join(folder, relative))

@@ -188,15 +188,16 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
     return summary
 
 
-def write_evidence(evidence_dir, record, hostnames=()):
+def write_evidence(evidence_dir, record, hostnames=(), secrets=()):
     """qualification.json (the whole record) and qualification.md (the verdict table), redacted.
 
     Written through the evidence writer, whose redactor makes the checkout's paths project-relative
-    (the recipe, the command line).
+    (the recipe, the command line) and removes the run's `secrets` (the seat key an endpoint may
+    echo) and `hostnames`.
     """
-    clean = evidence_redactor(hostnames).redact(record)
+    clean = evidence_redactor(hostnames, secrets=secrets).redact(record)
     files = {"qualification.json": clean, "qualification.md": qualification_markdown(clean)}
-    write_files(dir=evidence_dir, root=PROJECT_ROOT, files=files, hostnames=hostnames)
+    write_files(dir=evidence_dir, root=PROJECT_ROOT, files=files, hostnames=hostnames, secrets=secrets)
     return clean
 
 
