@@ -151,7 +151,7 @@ def test_latest_record_refuses_names_that_climb_out_or_glob(tmp_path, name):
         found = evidence.latest_record(str(root), name)
     except EvidenceError as exc:
         found = str(exc)
-    assert isinstance(found, str) and "is not a seat name" in found, found
+    assert isinstance(found, str) and "incumbents must be seat names" in found, found
 
 
 def test_promote_reads_an_evidence_root_named_with_glob_characters_literally(tmp_path):

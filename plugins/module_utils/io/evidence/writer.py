@@ -274,6 +274,16 @@ def _save(fig, evidence_dir, name):
     return name
 
 
+def check_seat_names(names):
+    """Refuse names that are not seats' names before any becomes a folder under the evidence root."""
+    odd = [name for name in names if not isinstance(name, str) or not re.match(SEAT_NAME_PATTERN, name)]
+    if odd:
+        raise EvidenceError(
+            "incumbents must be seat names (seats/<name>.yml: lowercase letters, digits and '-', "
+            "at most 63), got %s" % ", ".join(repr(name) for name in odd)
+        )
+
+
 def latest_record(evidence_root, seat, exclude=None):
     """The newest assembled record of a seat under evidence/<seat>/ (by run id), with its folder.
 
@@ -281,11 +291,7 @@ def latest_record(evidence_root, seat, exclude=None):
     name such as '../x' or 'c?nd', or a link out of the root, is refused, never followed or globbed.
     A record.json that is not a readable JSON object is refused with its path, not skipped.
     """
-    if not isinstance(seat, str) or not re.match(SEAT_NAME_PATTERN, seat):
-        raise EvidenceError(
-            "incumbent %r is not a seat name (seats/<name>.yml: lowercase letters, digits and '-', at most 63): "
-            "it cannot name a folder under the evidence root" % (seat,)
-        )
+    check_seat_names([seat])
     root = os.path.realpath(evidence_root)
     seat_dir = os.path.join(evidence_root, seat)
     if not os.path.isdir(seat_dir):
