@@ -126,7 +126,7 @@ def level_lines(promotion):
         elif bound is not None:
             lines.append(
                 "c=%d: TTFT p95 %s ms against the fleet's %s ms bound: %s"
-                % (level["concurrency"], _num(level.get("ttft_ms_p95")), _num(bound), level.get("ttft_verdict"))
+                % (level["concurrency"], _num(level.get("ttft_ms_p95")), _num(float(bound)), level.get("ttft_verdict"))
             )
     for comp in promotion.get("comparisons") or []:
         for row in comp.get("levels") or []:
@@ -190,7 +190,7 @@ def decision_lines(promotion):
             lines.append("")
             lines.append(
                 "Each level the fleet serves (a loss is a median below the incumbent's lowest pass; TTFT p95 "
-                "bound: %s):" % ("%s ms" % _num(bound) if bound is not None else "none declared")
+                "bound: %s):" % ("%s ms" % _num(float(bound)) if bound is not None else "none declared")
             )
             lines.append("")
             lines.append(
