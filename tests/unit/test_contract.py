@@ -148,6 +148,11 @@ def test_cotenants_that_break_the_contract(value, words):
         ("seatwright_fleet_incumbent_max_age_days", 7.5, "a whole number of days"),
         ("seatwright_fleet_promotion_margin", 1.5, "a fraction from 0 to 1"),
         ("seatwright_fleet_promotion_margin", "5%", "a fraction from 0 to 1"),
+        ("seatwright_fleet_promotion_levels", [4, 4], "a list of concurrency levels"),
+        ("seatwright_fleet_promotion_levels", "1,4,16", "a list of concurrency levels"),
+        ("seatwright_fleet_promotion_levels", [0, 16], "a list of concurrency levels"),
+        ("seatwright_fleet_promotion_ttft_p95_ms", 0, "a number of milliseconds above 0"),
+        ("seatwright_fleet_promotion_ttft_p95_ms", "2 s", "a number of milliseconds above 0"),
         ("seatwright_state_dir", "var/lib", "an absolute path"),
         ("seatwright_fleet_name", "my fleet", "a name of letters"),
     ],
@@ -168,6 +173,9 @@ def test_fleet_variables_that_hold_and_their_defaults():
     fleet = contract.normalised({}, contract.FLEET_VARIABLES)
     assert fleet["seatwright_fleet_incumbents"] == [] and fleet["seatwright_fleet_incumbent_max_age_days"] == 14
     assert fleet["seatwright_fleet_promotion_margin"] == 0.10
+    assert fleet["seatwright_fleet_promotion_levels"] == [] and fleet["seatwright_fleet_promotion_ttft_p95_ms"] is None
+    declared = dict(GOOD, seatwright_fleet_promotion_levels=[1, 4, 16], seatwright_fleet_promotion_ttft_p95_ms=2000)
+    assert check_fleet({"node-a": declared}) == []
 
 
 def test_fleet_variables_must_agree_on_every_host():

@@ -9,10 +9,17 @@ would have evicted seven services. So a candidate is promoted only when:
   harness version on the same workload, no older than the declared age (otherwise the incumbent
   is marked for re-measurement and nothing is promoted), and whose own benchmark is clean (a
   flagged incumbent is still shown side by side, but a win over its noise does not promote);
-- it beats each incumbent on aggregate output throughput; by the declared margin when it costs
-  the fleet more (more nodes, or co-tenant services evicted). A multi-node seat that evicts
-  co-tenants and does not clear the margin is a lab result, not a seat.
-A qualification pass alone never promotes.
+- it was measured at every concurrency level the fleet declares it serves, and its TTFT p95 stays
+  within the fleet's bound at each of them;
+- at no judged level (the declared ones, or else every level both seats measured) does it lose
+  beyond the benchmark's own noise: its median below the incumbent's lowest pass there. A mean
+  over levels cannot buy back a loss at the level the fleet serves (x1.25 overall, x0.85 at c=16);
+- it beats each incumbent on aggregate output throughput (the geometric mean over the judged
+  levels, kept as the summary); by the declared margin when it costs the fleet more (more nodes,
+  or co-tenant services evicted). A multi-node seat that evicts co-tenants and does not clear the
+  margin is a lab result, not a seat.
+A qualification pass alone never promotes. An incumbent record that is malformed (wrong types,
+missing fields, NaN) or dated in the future is not comparable, with the reason, never a crash.
 """
 
 import math
@@ -25,12 +32,32 @@ LAB_RESULT = "lab result"
 # The fleet contract holds the defaults, so the playbook, the CLI and the README cannot disagree.
 DEFAULT_MAX_AGE_DAYS = BY_NAME["seatwright_fleet_incumbent_max_age_days"].default
 DEFAULT_MARGIN = BY_NAME["seatwright_fleet_promotion_margin"].default
+DEFAULT_LEVELS = tuple(BY_NAME["seatwright_fleet_promotion_levels"].default)
+DEFAULT_TTFT_P95_MS = BY_NAME["seatwright_fleet_promotion_ttft_p95_ms"].default
+# A record's clock may run a little ahead of the controller's; beyond this it is dated in the future.
+FUTURE_SLACK_S = 300.0
+TTFT_BOUND = "ttft_ms_p95"
+WIN, WITHIN_NOISE, LOSS, NO_FIGURE = "win", "loss within noise", "loss", "no figure"
 HEADLINE = "output_tok_s"
 SIDE_BY_SIDE = (
     ("output_tok_s", "output tok/s", True),
     ("ttft_ms_p50", "TTFT p50 ms", False),
     ("decode_tok_s_p50", "decode tok/s/stream p50", True),
 )
+
+
+def parse_levels(text):
+    """'1,4,16' -> (1, 4, 16); '' -> () (every level both seats measured); a sentence for anything else."""
+    try:
+        levels = tuple(int(part) for part in str(text or "").split(",") if part.strip())
+    except ValueError:
+        levels = None
+    if levels is None or any(c < 1 for c in levels) or len(set(levels)) != len(levels):
+        raise ValueError(
+            "--levels takes the concurrency levels the fleet serves, whole numbers from 1 separated by commas "
+            "(like 1,4,16), each once; got %r" % text
+        )
+    return tuple(sorted(levels))
 
 
 def qualification_status(record):
@@ -43,14 +70,72 @@ def levels_by_concurrency(record):
     return {lv["concurrency"]: lv for lv in ((record.get("benchmark") or {}).get("summary") or [])}
 
 
-def figure(level, key):
-    return ((level or {}).get("figures") or {}).get(key, {}).get("median")
+def _finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def figure(level, key, stat="median"):
+    value = ((level or {}).get("figures") or {}).get(key, {}).get(stat)
+    return value if _finite(value) else None
+
+
+def _non_finite(value, where):
+    """The first place in a parsed JSON value holding NaN or Infinity (None when there is none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "(top)"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, "%s/%s" % (where, key) if where else str(key))
+        if found:
+            return found
+    return None
+
+
+def record_problems(record):
+    """Why a record's shape cannot be read by the decision (empty list: it can), as sentences."""
+    if not isinstance(record, dict):
+        return ["its record is not a JSON object (%s): re-assemble or re-measure it" % type(record).__name__]
+    problems = []
+    for key, kinds, text in (
+        ("harness", (dict, type(None)), "an object"),
+        ("benchmark", (dict, type(None)), "an object"),
+        ("fleet_cost", (dict, type(None)), "an object"),
+        ("measured_at_epoch", (int, float, type(None)), "a number"),
+    ):
+        if not isinstance(record.get(key), kinds) or isinstance(record.get(key), bool):
+            problems.append("its record's %s is %r, not %s: re-measure the incumbent" % (key, record.get(key), text))
+    bench = record.get("benchmark") if isinstance(record.get("benchmark"), dict) else {}
+    if not isinstance(bench.get("verdict") or {}, dict) or not isinstance(
+        (bench.get("verdict") or {}).get("flags") or [], list
+    ):
+        problems.append("its benchmark verdict is not an object with a list of flags: re-measure the incumbent")
+    summary = bench.get("summary") or []
+    if not isinstance(summary, list):
+        problems.append("its benchmark summary is %r, not a list of levels: re-measure the incumbent" % (summary,))
+        summary = []
+    for position, level in enumerate(summary):
+        concurrency = level.get("concurrency") if isinstance(level, dict) else None
+        figures = level.get("figures") if isinstance(level, dict) else None
+        if not (isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1) or not (
+            isinstance(figures, dict) and all(isinstance(f, dict) for f in figures.values())
+        ):
+            problems.append(
+                "level %d of its benchmark summary has no whole concurrency or no figures: re-measure the incumbent"
+                % position
+            )
+    cost = record.get("fleet_cost") if isinstance(record.get("fleet_cost"), dict) else {}
+    if not all(isinstance(cost.get(k) or [], list) for k in ("nodes", "evicted")):
+        problems.append("its fleet cost's nodes and evicted are not lists: re-assemble the incumbent's record")
+    odd = _non_finite(record, "")
+    if odd:
+        problems.append("its record holds NaN or Infinity (at %s), which no measurement is: re-measure it" % odd)
+    return problems
 
 
 def fleet_cost(record):
-    cost = record.get("fleet_cost") or {}
-    nodes = cost.get("nodes") or []
-    evicted = cost.get("evicted") or []
+    cost = record.get("fleet_cost") if isinstance(record.get("fleet_cost"), dict) else {}
+    nodes = cost.get("nodes") if isinstance(cost.get("nodes"), list) else []
+    evicted = cost.get("evicted") if isinstance(cost.get("evicted"), list) else []
     return {
         "nodes": list(nodes),
         "node_count": len(nodes) or None,
@@ -64,6 +149,9 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
     problems = []
     if incumbent is None:
         return ["no benchmark record of the incumbent: measure it with this harness"]
+    shape = record_problems(incumbent)
+    if shape:
+        return shape
     c_h, i_h = candidate.get("harness") or {}, incumbent.get("harness") or {}
     if (c_h.get("name"), c_h.get("version")) != (i_h.get("name"), i_h.get("version")):
         problems.append(
@@ -78,6 +166,12 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
     measured = incumbent.get("measured_at_epoch")
     if not isinstance(measured, (int, float)):
         problems.append("its record has no measurement time: re-measure the incumbent")
+    elif measured > now_epoch + FUTURE_SLACK_S:
+        problems.append(
+            "its record is dated %.1f days in the future (run %s): a record from the future never ages, so it "
+            "is not compared; fix the clock that wrote it, remove the run and re-measure the incumbent"
+            % ((measured - now_epoch) / 86400.0, incumbent.get("run_id"))
+        )
     elif now_epoch - measured > max_age_days * 86400:
         problems.append(
             "its latest record is %.1f days old (limit %g days): re-measure the incumbent"
@@ -107,6 +201,68 @@ def side_by_side(candidate, incumbent):
     return rows
 
 
+def candidate_levels(candidate, levels=DEFAULT_LEVELS, ttft_p95_ms=DEFAULT_TTFT_P95_MS):
+    """The candidate's own state at each declared level (every level it measured when none is declared):
+    whether it was measured there and its TTFT p95 against the fleet's bound, with the blocking reasons."""
+    measured = levels_by_concurrency(candidate) if isinstance(candidate.get("benchmark"), dict) else {}
+    rows, blocking = [], []
+    for concurrency in sorted(set(levels) if levels else set(measured)):
+        level = measured.get(concurrency)
+        ttft = figure(level, TTFT_BOUND)
+        row = {"concurrency": concurrency, "measured": level is not None, "ttft_ms_p95": ttft, "ttft_verdict": None}
+        if level is None:
+            blocking.append(
+                "c=%d is a level the fleet serves (seatwright_fleet_promotion_levels) and the candidate's "
+                "benchmark has no c=%d: benchmark it at every declared level" % (concurrency, concurrency)
+            )
+        elif ttft_p95_ms is not None:
+            row["ttft_verdict"] = "within" if ttft is not None and ttft <= ttft_p95_ms else "over"
+            if ttft is None:
+                row["ttft_verdict"] = NO_FIGURE
+                blocking.append(
+                    "c=%d: no TTFT p95 to hold to the fleet's %g ms bound: re-measure" % (concurrency, ttft_p95_ms)
+                )
+            elif ttft > ttft_p95_ms:
+                blocking.append(
+                    "c=%d: TTFT p95 %.0f ms is over the fleet's %g ms bound (seatwright_fleet_promotion_ttft_p95_ms)"
+                    % (concurrency, ttft, ttft_p95_ms)
+                )
+        rows.append(row)
+    return rows, blocking
+
+
+def level_verdict(candidate_median, incumbent_median, incumbent_lowest):
+    """Win, loss within the incumbent's own pass-to-pass noise, or loss (below its lowest pass)."""
+    if candidate_median is None or incumbent_median is None:
+        return NO_FIGURE
+    if candidate_median >= incumbent_median:
+        return WIN
+    lowest = incumbent_median if incumbent_lowest is None else incumbent_lowest
+    return WITHIN_NOISE if candidate_median >= lowest else LOSS
+
+
+def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
+    """Output throughput at each judged level (the declared ones, else every level both measured):
+    ratio, both medians, the incumbent's lowest pass and the verdict."""
+    cand, inc = levels_by_concurrency(candidate), levels_by_concurrency(incumbent)
+    rows = []
+    for concurrency in sorted(set(levels) if levels else set(cand) & set(inc)):
+        a, b = figure(cand.get(concurrency), HEADLINE), figure(inc.get(concurrency), HEADLINE)
+        lowest = figure(inc.get(concurrency), HEADLINE, "min")
+        rows.append(
+            {
+                "concurrency": concurrency,
+                "in_incumbent": concurrency in inc,
+                "candidate": a,
+                "incumbent": b,
+                "incumbent_lowest": lowest,
+                "ratio": (a / b) if (a is not None and b) else None,
+                "verdict": level_verdict(a, b, lowest) if concurrency in cand and concurrency in inc else NO_FIGURE,
+            }
+        )
+    return rows
+
+
 def _geomean(values):
     values = [v for v in values if v and v > 0]
     if not values:
@@ -121,11 +277,22 @@ def costs_more(c_cost, i_cost):
     ]
 
 
-def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, margin=DEFAULT_MARGIN):
+def decide(
+    candidate,
+    incumbents,
+    now_epoch,
+    max_age_days=DEFAULT_MAX_AGE_DAYS,
+    margin=DEFAULT_MARGIN,
+    levels=DEFAULT_LEVELS,
+    ttft_p95_ms=DEFAULT_TTFT_P95_MS,
+):
     """The decision with its reasons and the side-by-side comparison with each incumbent.
 
-    `incumbents` maps each incumbent seat name to its latest record (None when there is none).
+    `incumbents` maps each incumbent seat name to its latest record (None when there is none);
+    `levels` are the concurrency levels the fleet serves (empty: every level both seats measured)
+    and `ttft_p95_ms` its TTFT p95 bound at each of them (None: no bound).
     """
+    levels = tuple(sorted(set(levels or ())))
     seat = candidate.get("seat")
     reasons, actions, comparisons = [], [], []
     blocked = False
@@ -151,7 +318,10 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
         if flags:
             blocked = True
             reasons.append("the benchmark is flagged (%s): its figures cannot carry a promotion" % ", ".join(flags))
-    if seat in incumbents:
+    level_rows, level_blocks = candidate_levels(candidate, levels, ttft_p95_ms) if bench else ([], [])
+    if level_blocks:
+        blocked = True
+        reasons.extend(level_blocks)
         return {
             "decision": DO_NOT_PROMOTE,
             "seat": seat,
@@ -167,10 +337,11 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
     for name in sorted(incumbents):
         record = incumbents[name]
         problems = comparability(candidate, record, now_epoch, max_age_days)
-        i_cost = fleet_cost(record or {})
+        readable = record if isinstance(record, dict) and not problems else {}
+        i_cost = fleet_cost(readable)
         entry = {
             "incumbent": name,
-            "run": (record or {}).get("run_id"),
+            "run": readable.get("run_id"),
             "comparable": not problems,
             "problems": problems,
             "rows": [],
@@ -198,7 +369,41 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
             beats_all = False
             reasons.append("incumbent %s shares no concurrency level with the candidate" % name)
             continue
-        ratio = _geomean([row[HEADLINE]["ratio"] for row in rows])
+        judged = judged_levels(candidate, record, levels)
+        entry["levels"] = judged
+        missing = [r["concurrency"] for r in judged if not r["in_incumbent"]]
+        if missing:
+            beats_all = False
+            actions.append("re-measure incumbent %s at every level the fleet serves" % name)
+            reasons.append(
+                "incumbent %s has no c=%s, a level the fleet serves: it cannot be compared there"
+                % (name, ", c=".join(str(c) for c in missing))
+            )
+        for row in judged:
+            if row["verdict"] == LOSS:
+                beats_all = False
+                reasons.append(
+                    "loses to incumbent %s at c=%d: output x%.2f (%.4g tok/s against its median %.4g and lowest "
+                    "pass %.4g): a loss beyond the benchmark's noise at a level the fleet serves blocks "
+                    "promotion, whatever the mean"
+                    % (
+                        name,
+                        row["concurrency"],
+                        row["ratio"],
+                        row["candidate"],
+                        row["incumbent"],
+                        row["incumbent_lowest"],
+                    )
+                )
+            elif (
+                row["verdict"] == NO_FIGURE
+                and row["in_incumbent"]
+                and row["concurrency"] in levels_by_concurrency(candidate)
+            ):
+                beats_all = False
+                reasons.append("incumbent %s: no output throughput to compare at c=%d" % (name, row["concurrency"]))
+        compared = [r for r in judged if r["ratio"] is not None]
+        ratio = _geomean([r["ratio"] for r in compared])
         extra = costs_more(c_cost, i_cost)
         needs_margin_overall = needs_margin_overall or extra
         required = 1.0 + (margin if extra else 0.0)
@@ -214,14 +419,16 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
             reasons.append("incumbent %s: no output throughput to compare" % name)
         elif ratio >= required:
             reasons.append(
-                "beats incumbent %s: output throughput x%.2f over concurrency %s (needs x%.2f; %s)"
-                % (name, ratio, "/".join(str(r["concurrency"]) for r in rows), required, cost_text)
+                "beats incumbent %s on the mean: output throughput x%.2f over concurrency %s (geometric mean; "
+                "needs x%.2f; %s)"
+                % (name, ratio, "/".join(str(r["concurrency"]) for r in compared), required, cost_text)
             )
         else:
             beats_all = False
             reasons.append(
-                "does not beat incumbent %s: output throughput x%.2f over concurrency %s, needs x%.2f "
-                "(%s)" % (name, ratio, "/".join(str(r["concurrency"]) for r in rows), required, cost_text)
+                "does not beat incumbent %s: output throughput x%.2f over concurrency %s (geometric mean), "
+                "needs x%.2f (%s)"
+                % (name, ratio, "/".join(str(r["concurrency"]) for r in compared), required, cost_text)
             )
     multi_node_evicting = (c_cost["node_count"] or 0) > 1 and c_cost["evicted_count"] > 0
     if blocked or not beats_all:
@@ -241,6 +448,12 @@ def decide(candidate, incumbents, now_epoch, max_age_days=DEFAULT_MAX_AGE_DAYS, 
         "reasons": reasons,
         "actions": actions,
         "comparisons": comparisons,
-        "policy": {"max_age_days": max_age_days, "margin": margin},
+        "policy": {
+            "max_age_days": max_age_days,
+            "margin": margin,
+            "levels": list(levels),
+            "ttft_p95_ms": ttft_p95_ms,
+        },
+        "levels": level_rows,
         "needs_margin": needs_margin_overall,
     }

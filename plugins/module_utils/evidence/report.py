@@ -113,6 +113,43 @@ def telemetry_lines(telemetry):
     return lines
 
 
+def level_lines(promotion):
+    """Each judged level's win or loss against each incumbent, and the candidate's TTFT p95 against the
+    fleet's bound: one line each (the CLI prints these; the report shows them as a table)."""
+    lines = []
+    bound = (promotion.get("policy") or {}).get("ttft_p95_ms")
+    for level in promotion.get("levels") or []:
+        if not level.get("measured"):
+            lines.append(
+                "c=%d: not measured by the candidate (a level the fleet serves): blocks" % level["concurrency"]
+            )
+        elif bound is not None:
+            lines.append(
+                "c=%d: TTFT p95 %s ms against the fleet's %s ms bound: %s"
+                % (level["concurrency"], _num(level.get("ttft_ms_p95")), _num(float(bound)), level.get("ttft_verdict"))
+            )
+    for comp in promotion.get("comparisons") or []:
+        for row in comp.get("levels") or []:
+            lines.append(
+                "c=%d against %s: x%s, candidate %s tok/s, incumbent %s (lowest pass %s): %s"
+                % (
+                    row["concurrency"],
+                    comp["incumbent"],
+                    _num(row.get("ratio"), 2),
+                    _num(row.get("candidate")),
+                    _num(row.get("incumbent")),
+                    _num(row.get("incumbent_lowest")),
+                    row["verdict"] if row.get("in_incumbent") else "the incumbent has no such level",
+                )
+            )
+        if comp.get("throughput_ratio") is not None:
+            lines.append(
+                "summary against %s: geometric mean x%s over the judged levels (needs x%s)"
+                % (comp["incumbent"], _num(comp["throughput_ratio"], 2), _num(comp.get("required_ratio"), 2))
+            )
+    return lines
+
+
 def decision_lines(promotion):
     if not promotion:
         return ["No promotion decision yet (`tools/seatwright-promote --evidence-dir ...`)."]
@@ -147,6 +184,39 @@ def decision_lines(promotion):
                 "| %s | %s | %s |"
                 % (label, (cost.get("candidate") or {}).get(key), (cost.get("incumbent") or {}).get(key))
             )
+        if comp.get("levels"):
+            bound = (promotion.get("policy") or {}).get("ttft_p95_ms")
+            ttft = {lv["concurrency"]: lv.get("ttft_ms_p95") for lv in promotion.get("levels") or []}
+            lines.append("")
+            lines.append(
+                "Each level the fleet serves (a loss is a median below the incumbent's lowest pass; TTFT p95 "
+                "bound: %s):" % ("%s ms" % _num(float(bound)) if bound is not None else "none declared")
+            )
+            lines.append("")
+            lines.append(
+                "| c | output ratio | candidate median tok/s | incumbent median / lowest pass tok/s | "
+                "candidate TTFT p95 ms | verdict |"
+            )
+            lines.append("|---|---|---|---|---|---|")
+            for row in comp["levels"]:
+                lines.append(
+                    "| %d | x%s | %s | %s / %s | %s | %s |"
+                    % (
+                        row["concurrency"],
+                        _num(row.get("ratio"), 2),
+                        _num(row.get("candidate")),
+                        _num(row.get("incumbent")),
+                        _num(row.get("incumbent_lowest")),
+                        _num(ttft.get(row["concurrency"])),
+                        "**%s**" % row["verdict"] if row["verdict"] == "loss" else _cell(row["verdict"]),
+                    )
+                )
+            if comp.get("throughput_ratio") is not None:
+                lines.append("")
+                lines.append(
+                    "Summary: geometric mean of the output ratios x%s (needs x%s); a loss at any level blocks "
+                    "whatever the mean." % (_num(comp["throughput_ratio"], 2), _num(comp.get("required_ratio"), 2))
+                )
         if comp.get("rows"):
             lines.append("")
             lines.append(

@@ -173,6 +173,27 @@ VARIABLES = (
         "how much better than the incumbent a candidate must measure to be promoted",
     ),
     Variable(
+        "seatwright_fleet_promotion_levels",
+        "fleet",
+        False,
+        [],
+        None,
+        "a list of concurrency levels (whole numbers from 1 to 4096), each once, such as [1, 4, 16]",
+        "the concurrency levels the fleet serves: a candidate not benchmarked at one of them, or whose "
+        "median there falls below the incumbent's lowest pass, is not promoted, whatever its mean over "
+        "levels (`[]`: every level both seats measured)",
+    ),
+    Variable(
+        "seatwright_fleet_promotion_ttft_p95_ms",
+        "fleet",
+        False,
+        None,
+        None,
+        "a number of milliseconds above 0",
+        "the TTFT p95 the fleet promises at each of those levels: a candidate over it at any of them is "
+        "not promoted (unset: no bound)",
+    ),
+    Variable(
         "seatwright_fleet_transport_required",
         "fleet",
         False,
@@ -368,6 +389,15 @@ def _margin_ok(value, _declared):
     return None if _is_number(value) and 0 <= value < 1 else ""
 
 
+def _levels_ok(value, _declared):
+    ok = isinstance(value, list) and all(_is_int(c) and 1 <= c <= 4096 for c in value) and len(set(value)) == len(value)
+    return None if ok else ""
+
+
+def _ttft_bound_ok(value, _declared):
+    return None if _is_number(value) and 0 < value < 3.6e6 else ""
+
+
 def _transport_ok(value, declared):
     if value not in ("auto", "rdma-gdr", "rdma", "socket"):
         return ""
@@ -396,6 +426,8 @@ CHECKS = {
     "seatwright_fleet_incumbents": _incumbents_ok,
     "seatwright_fleet_incumbent_max_age_days": _max_age_ok,
     "seatwright_fleet_promotion_margin": _margin_ok,
+    "seatwright_fleet_promotion_levels": _levels_ok,
+    "seatwright_fleet_promotion_ttft_p95_ms": _ttft_bound_ok,
     "seatwright_fleet_transport_required": _transport_ok,
     "seatwright_fleet_transport_reason": _transport_reason_ok,
 }

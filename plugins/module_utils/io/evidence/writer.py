@@ -7,9 +7,9 @@ seat_evidence module and the tools (seatwright-qualify, -bench, -promote) all wr
 """
 
 import datetime
-import glob
 import json
 import os
+import re
 import time
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import EvidenceError
@@ -27,6 +27,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
     atomic_write_bytes,
     atomic_write_json,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import SEAT_NAME_PATTERN
 
 # The checkout this file lies in (the tools' and tests' import path); a module run by Ansible is
 # unpacked elsewhere, so the seat_evidence module finds the checkout from its evidence folder.
@@ -282,20 +283,63 @@ def _save(fig, evidence_dir, name):
     return name
 
 
+def check_seat_names(names):
+    """Refuse names that are not seats' names before any becomes a folder under the evidence root."""
+    odd = [name for name in names if not isinstance(name, str) or not re.match(SEAT_NAME_PATTERN, name)]
+    if odd:
+        raise EvidenceError(
+            "incumbents must be seat names (seats/<name>.yml: lowercase letters, digits and '-', "
+            "at most 63), got %s" % ", ".join(repr(name) for name in odd)
+        )
+
+
 def latest_record(evidence_root, seat, exclude=None):
-    """The newest assembled record of a seat under evidence/<seat>/ (by run id), with its folder."""
+    """The newest assembled record of a seat under evidence/<seat>/ (by run id), with its folder.
+
+    The seat must be a seat's name and every folder read must resolve inside the evidence root: a
+    name such as '../x' or 'c?nd', or a link out of the root, is refused, never followed or globbed.
+    A record.json that is not a readable JSON object is refused with its path, not skipped.
+    """
+    check_seat_names([seat])
+    root = os.path.realpath(evidence_root)
+    seat_dir = os.path.join(evidence_root, seat)
+    if not os.path.isdir(seat_dir):
+        return None, None
+    _inside(root, seat_dir)
     candidates = []
-    for path in glob.glob(os.path.join(evidence_root, seat, "*", "record.json")):
-        run_id = os.path.basename(os.path.dirname(path))
-        if not RUN_ID.match(run_id) or (exclude and os.path.abspath(os.path.dirname(path)) == exclude):
+    for run_id in os.listdir(seat_dir):
+        folder = os.path.join(seat_dir, run_id)
+        if not RUN_ID.match(run_id) or (exclude and os.path.abspath(folder) == exclude):
             continue
-        candidates.append((run_id, path))
-    for _run_id, path in sorted(candidates, reverse=True):
+        if os.path.isfile(os.path.join(folder, "record.json")):
+            candidates.append((run_id, folder))
+    for _run_id, folder in sorted(candidates, reverse=True):
+        path = os.path.join(folder, "record.json")
+        _inside(root, path)
         try:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if (data.get("benchmark") or {}).get("summary"):
-            return data, os.path.dirname(path)
+        except (OSError, ValueError) as exc:
+            raise EvidenceError(
+                "%s is not readable JSON (%s): re-assemble it (tools/seatwright-bench --evidence-dir %s "
+                "--assemble-only) or remove the run" % (path, exc, folder)
+            )
+        if not isinstance(data, dict):
+            raise EvidenceError(
+                "%s holds a JSON %s, not a record: re-assemble it or remove the run" % (path, type(data).__name__)
+            )
+        bench = data.get("benchmark")
+        # A run without a benchmark is skipped; one of the wrong shape is the decision's to refuse.
+        if bench is not None and (not isinstance(bench, dict) or bench.get("summary")):
+            return data, folder
     return None, None
+
+
+def _inside(root, path):
+    """Refuse a path that resolves outside the evidence root (a link planted under it)."""
+    resolved = os.path.realpath(path)
+    if resolved != root and not resolved.startswith(root.rstrip(os.sep) + os.sep):
+        raise EvidenceError(
+            "%s resolves to %s, outside the evidence root %s: evidence is read only from inside the root; "
+            "remove the link" % (path, resolved, root)
+        )
