@@ -48,8 +48,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
 
 # A destination's report of being done is a few hundred bytes; anything far larger is refused.
 MAX_REPORT_BYTES = 64 * 1024
-# Connections served at once; one more is closed at once. Destinations open one per stream.
+# Connections served at once (at least; 16 per destination when that is more): one more is closed at once.
 MAX_CONNECTIONS = 256
+CONNECTIONS_PER_CLIENT = 16
 # Seconds a connection may take to authenticate its first request; a stranger's holds a slot no longer.
 UNPROVEN_TIMEOUT_S = 10
 
@@ -103,10 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         """Requests are counted in the server's stats, not printed into the module's output."""
 
-    def setup(self):
-        # Every wait for a byte ends; the server also ends a connection that does not authenticate in time.
-        self.request.settimeout(KEEPALIVE_IDLE_S)
-        BaseHTTPRequestHandler.setup(self)
+    # Every wait for a byte ends; the server also ends a connection that does not authenticate in time.
+    timeout = KEEPALIVE_IDLE_S
 
     def _authenticated(self, body=b""):
         """The client name when this request is authenticated under the run's secret and fresh, else None."""
@@ -238,7 +237,7 @@ class SourceServer(ThreadingHTTPServer):
         # {socket: when it opened} for connections yet to authenticate; proven ones are only counted.
         self.unproven = {}
         self.connections = 0
-        self.max_connections = MAX_CONNECTIONS
+        self.max_connections = max(MAX_CONNECTIONS, CONNECTIONS_PER_CLIENT * clients)
         self.unproven_timeout_s = UNPROVEN_TIMEOUT_S
         self.refused_connections = 0
         ThreadingHTTPServer.__init__(self, address, _Handler)
