@@ -203,11 +203,11 @@ class Source:
             if watchdog.fired:
                 conn.close()
                 raise StagingError(
-                    "the process answering at %s did not finish its listing within %ds (io_timeout_s): it is not "
+                    "the process answering at %s did not finish its listing within %ds: it is not "
                     "answering as this run's weights source does, and nothing it sent was used. Find what "
                     "listens on that port (ss -ltnp), stop it, and run again." % (self.url, self.io_timeout_s)
                 )
-            if isinstance(failure, _TooLarge):
+            if failure is None and body is None:
                 conn.close()
                 raise StagingError(
                     "the process answering at %s sent more than %d bytes without proving it is this run's "
@@ -261,10 +261,6 @@ class Source:
             pass
 
 
-class _TooLarge(http.client.HTTPException):
-    """A body past its bound: the reader stops instead of holding whatever a listener sends."""
-
-
 class Watchdog:
     """Ends a socket's exchange at a wall-clock deadline, however slowly the other side trickles bytes.
 
@@ -293,9 +289,9 @@ class Watchdog:
 
 
 def _bounded_body(response, limit):
-    """The response's body, or _TooLarge once it passes `limit` bytes (announced or sent)."""
+    """The response's body, or None once it passes `limit` bytes (announced or sent): the rest is never read."""
     if response.length is not None and response.length > limit:
-        raise _TooLarge("announced %d bytes" % response.length)
+        return None
     parts, total = [], 0
     while True:
         part = response.read(min(64 * 1024, limit + 1 - total))
@@ -304,7 +300,7 @@ def _bounded_body(response, limit):
         parts.append(part)
         total += len(part)
         if total > limit:
-            raise _TooLarge("sent more than %d bytes" % limit)
+            return None
 
 
 def resolve_under(root, rel):
