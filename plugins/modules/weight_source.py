@@ -133,6 +133,10 @@ refused_requests:
   description: Requests refused because they were not authenticated for this run (or replayed).
   returned: success
   type: int
+refused_connections:
+  description: Connections closed at once because the source already served its most at a time.
+  returned: success
+  type: int
 handler_errors:
   description: Connections ended by a malformed request.
   returned: success

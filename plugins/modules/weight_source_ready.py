@@ -23,7 +23,7 @@ options:
     type: str
     required: true
   timeout_s:
-    description: Seconds to wait for a listener before giving up.
+    description: Seconds to wait for a listener before giving up; a listener that answers slowly gets no longer.
     type: int
     default: 60
   client:

@@ -95,7 +95,10 @@ options:
     type: int
     default: 60
   io_timeout_s:
-    description: Seconds without data after which a connection counts as lost (and the transfer resumes).
+    description:
+      - Seconds without data after which a connection counts as lost (and the transfer resumes).
+      - Also the most the listing exchange may take in all, since it is read before its signature
+        proves who sent it; a listing also has at most 32 MiB.
     type: int
     default: 60
   retries:
@@ -115,6 +118,8 @@ options:
       - Remove files in the checkpoint folder that the listing does not name (shards of an earlier
         revision, files left by hand). They are always reported in C(extra_files); hidden files are
         left alone. Temporary files of interrupted runs are removed in any case.
+      - Refused when I(dest) is reached through a link, which would aim the removal at the link's
+        target; give the real folder.
     type: bool
     default: false
 attributes:

@@ -6,6 +6,7 @@ staging_pull.py.
 
 import posixpath
 import re
+import unicodedata
 from urllib.parse import urlsplit
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
@@ -16,6 +17,11 @@ LISTING_FORMAT = "seatwright-listing/2"
 LAYOUTS = ("folder", "hf-cache")
 _GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _BLOB = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+# The permission bits a listing may carry: nobody but the owner writes, no setuid, setgid or sticky bit.
+LISTED_MODE_BITS = 0o755
+# Control and invisible format characters forge log lines and hide what a name really is.
+_UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
+_CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 
 
 def build_listing(name, layout, revision, refs, files, problems):
@@ -34,7 +40,7 @@ def build_listing(name, layout, revision, refs, files, problems):
             {
                 "path": rel,
                 "size": entry["size"],
-                "mode": entry.get("mode", 0o644),
+                "mode": entry.get("mode", 0o644) & LISTED_MODE_BITS,
                 "sha256": entry.get("sha256"),
                 "git_sha1": entry.get("git_sha1"),
                 "blob": entry.get("blob"),
@@ -48,7 +54,8 @@ def build_listing(name, layout, revision, refs, files, problems):
 def safe_rel(rel):
     """A relative path that stays inside the checkpoint folder once joined, with no hidden part.
 
-    Hidden parts (`.git/`, dotfiles) are never checkpoint files and may hold credentials.
+    Hidden parts (`.git/`, dotfiles) are never checkpoint files and may hold credentials; control
+    and format characters are never part of a checkpoint file's name.
     """
     if (
         not isinstance(rel, str)
@@ -56,8 +63,7 @@ def safe_rel(rel):
         or len(rel) > 4096
         or rel.startswith("/")
         or "\\" in rel
-        or "\x00" in rel
-        or "\n" in rel
+        or any(unicodedata.category(char) in _UNPRINTABLE for char in rel)
     ):
         return False
     normal = posixpath.normpath(rel)
@@ -124,9 +130,11 @@ def parse_listing(doc, source):
         seen.add(rel)
         if not _is_int(entry.get("size")) or entry["size"] < 0:
             raise StagingError("source %s lists %s without a size" % (source, rel))
-        if not _is_int(entry.get("mode")) or not 0 <= entry["mode"] <= 0o777:
+        if not _is_int(entry.get("mode")) or entry["mode"] < 0 or entry["mode"] & ~LISTED_MODE_BITS:
             raise StagingError(
-                "source %s lists %s with mode %r, expected permission bits (0-0o777)" % (source, rel, entry.get("mode"))
+                "source %s lists %s with mode %s, expected permission bits within 0o%o (no write for group or "
+                "others, no setuid, setgid or sticky bit): a file staged here must not be writable by other "
+                "users. Nothing was written here." % (source, rel, _mode_text(entry.get("mode")), LISTED_MODE_BITS)
             )
         for field in ("sha256", "git_sha1", "blob"):
             if entry.get(field) is not None and not isinstance(entry[field], str):
@@ -139,6 +147,16 @@ def parse_listing(doc, source):
         if doc["layout"] == "hf-cache" and not _BLOB.match(entry.get("blob") or ""):
             raise StagingError("source %s lists %s without a cache blob name" % (source, rel))
     return doc
+
+
+def _mode_text(mode):
+    return "0o%o" % mode if _is_int(mode) and mode >= 0 else repr(mode)
+
+
+def parse_content_length(header):
+    """The byte count a Content-Length header announces, or None when it is not a plain decimal count."""
+    text = header.strip() if isinstance(header, str) else ""
+    return int(text) if _CONTENT_LENGTH.match(text) else None
 
 
 def check_bind_address(address):

@@ -35,6 +35,10 @@ import re
 
 # Bytes one destination stream reads, hashes and writes at a time (and the benchmark's plain copy).
 CHUNK_BYTES = 4 * 1024 * 1024
+# The most listing bytes a destination reads before the signature is checked (about 90,000 files).
+MAX_LISTING_BYTES = 32 * 1024 * 1024
+# How long the source keeps a destination's idle connection; a destination reuses one idle for less.
+KEEPALIVE_IDLE_S = 300
 
 SCHEME = "Seatwright-HMAC"
 SIGNATURE_HEADER = "X-Seatwright-Signature"

@@ -20,6 +20,7 @@ import mmap
 import os
 import posixpath
 import re
+import socket
 import stat
 import threading
 import time
@@ -52,6 +53,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     fetch_units,
     link_target,
     needs_hash,
+    parse_content_length,
     parse_listing,
     parse_source_url,
     partial_name,
@@ -63,6 +65,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
     CHUNK_BYTES as CHUNK,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
+    KEEPALIVE_IDLE_S,
+    MAX_LISTING_BYTES,
     SIGNATURE_HEADER,
     authorization,
     listing_signed,
@@ -157,32 +161,67 @@ class Source:
 
     def connection(self, fresh=False):
         conn = getattr(self.local, "conn", None)
-        if conn is None or fresh:
+        # The source closes a connection idle for KEEPALIVE_IDLE_S; one idle half that long is replaced first.
+        stale = conn is not None and time.monotonic() - self.local.used > KEEPALIVE_IDLE_S / 2
+        if conn is None or fresh or stale:
             if conn is not None:
                 conn.close()
             conn = http.client.HTTPConnection(self.host, self.port, timeout=self.io_timeout_s)
             self.local.conn = conn
+        self.local.used = time.monotonic()
         return conn
 
     def listing(self, connect_timeout_s):
-        """The listing, returned only once its signature shows it comes from this run's source."""
+        """The listing, returned only once its signature shows it comes from this run's source.
+
+        Until then the answer comes from a process that may not hold the secret: one exchange may
+        take io_timeout_s in all and MAX_LISTING_BYTES of body, however the bytes arrive.
+        """
         deadline = time.monotonic() + connect_timeout_s
         while True:
             nonce = new_nonce()
             try:
                 conn = self.connection(fresh=True)
-                header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce)[0]
-                conn.request("GET", "/listing", headers={"Authorization": header})
-                response = conn.getresponse()
-                body = response.read()
-                break
-            except (OSError, http.client.HTTPException) as exc:
+                conn.connect()
+            except OSError as exc:
                 if time.monotonic() > deadline:
                     raise StagingError(
                         "could not reach the weights source at %s within %ds (%s): is the "
                         "source task running and the fabric address right?" % (self.url, connect_timeout_s, exc)
                     )
                 time.sleep(0.5)
+                continue
+            header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce)[0]
+            with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
+                try:
+                    conn.request("GET", "/listing", headers={"Authorization": header})
+                    response = conn.getresponse()
+                    body = _bounded_body(response, MAX_LISTING_BYTES)
+                    failure = None
+                except (OSError, http.client.HTTPException) as exc:
+                    failure = exc
+            if watchdog.fired:
+                conn.close()
+                raise StagingError(
+                    "the process answering at %s did not finish its listing within %ds: it is not "
+                    "answering as this run's weights source does, and nothing it sent was used. Find what "
+                    "listens on that port (ss -ltnp), stop it, and run again." % (self.url, self.io_timeout_s)
+                )
+            if failure is None and body is None:
+                conn.close()
+                raise StagingError(
+                    "the process answering at %s sent more than %d bytes without proving it is this run's "
+                    "weights source; nothing it sent was used and nothing was written here. Find what listens "
+                    "on that port (ss -ltnp), stop it, and run again." % (self.url, MAX_LISTING_BYTES)
+                )
+            if failure is None:
+                break
+            if time.monotonic() > deadline:
+                raise StagingError(
+                    "could not read a listing from the weights source at %s within %ds (%s): is the "
+                    "source task running and the fabric address right?" % (self.url, connect_timeout_s, failure)
+                )
+            time.sleep(0.5)
         if response.status == 403:
             raise StagingError(
                 "the process answering at %s refused this run's credentials: it is not this run's "
@@ -220,6 +259,48 @@ class Source:
             conn.close()
         except (OSError, http.client.HTTPException):
             pass
+
+
+class Watchdog:
+    """Ends a socket's exchange at a wall-clock deadline, however slowly the other side trickles bytes.
+
+    A socket timeout bounds each wait for the next byte, not the exchange: one byte every few
+    seconds would keep a reader waiting for ever. Shutting the socket down wakes the reader.
+    """
+
+    def __init__(self, sock, seconds):
+        self.sock, self.fired = sock, False
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+
+    def _fire(self):
+        self.fired = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+
+
+def _bounded_body(response, limit):
+    """The response's body, or None once it passes `limit` bytes (announced or sent): the rest is never read."""
+    if response.length is not None and response.length > limit:
+        return None
+    parts, total = [], 0
+    while True:
+        part = response.read(min(64 * 1024, limit + 1 - total))
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        total += len(part)
+        if total > limit:
+            return None
 
 
 def resolve_under(root, rel):
@@ -406,7 +487,13 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
             raise StagingError("the source answered HTTP %d for %s: %s" % (response.status, unit["target"], detail))
         if offset and response.status == 200:
             raise StagingError("the source ignored the resume request for %s" % unit["target"])
-        length = int(response.getheader("Content-Length") or -1)
+        length = parse_content_length(response.getheader("Content-Length"))
+        if length is None or response.chunked:
+            raise StagingError(
+                "the source answered %s with Content-Length %r, not a plain byte count; something between "
+                "this node and the source altered the answer. Nothing in place here was replaced; check the "
+                "fabric path to the source and run again." % (unit["target"], response.getheader("Content-Length"))
+            )
         if length != unit["size"] - offset:
             raise StagingError(
                 "the source offers %d bytes of %s from byte %d; the listing promised %d"
@@ -433,6 +520,8 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
             writer.submit(chunk)
             remaining -= count
             throttle.consume(count)
+        # An empty body leaves the response open until it is read, and the stream's next request then fails.
+        response.read()
         writer.wait()
         synced = True
     finally:
@@ -655,7 +744,9 @@ class StageLock:
 
 def confirm_source(url, secret, client, connect_timeout_s, io_timeout_s=30):
     """A summary of the signed listing served at `url`; StagingError when no source of this run answers there."""
-    listing = parse_listing(Source(url, secret, client, io_timeout_s).listing(connect_timeout_s), url)
+    # The ready check ends within its own timeout, however slowly a listener answers.
+    source = Source(url, secret, client, min(io_timeout_s, connect_timeout_s))
+    listing = parse_listing(source.listing(connect_timeout_s), url)
     return {
         "name": listing["name"],
         "layout": listing["layout"],
@@ -683,7 +774,20 @@ def stage(options, check_mode=False, now=time.time):
         source.done(outcome)
 
 
+def _refuse_linked_prune(dest):
+    """StagingError when pruning would delete through a link: a planted link would aim it at any folder."""
+    real = os.path.realpath(dest)
+    if real != os.path.abspath(dest):
+        raise StagingError(
+            "weights_transfer_prune is on and the destination %s is reached through a link (it resolves to "
+            "%s): pruning would delete every file there that the listing does not name. Nothing was "
+            "deleted or written; give the real folder (%s) as the destination, or turn prune off." % (dest, real, real)
+        )
+
+
 def _stage(options, source, check_mode, now, started, outcome):
+    if options.get("prune"):
+        _refuse_linked_prune(options["dest"])
     listing = parse_listing(source.listing(options["connect_timeout_s"]), options["source_url"])
     if options.get("revision") and listing["revision"] != options["revision"]:
         raise StagingError(

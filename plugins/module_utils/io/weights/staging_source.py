@@ -36,8 +36,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     build_listing,
     check_bind_address,
     fetch_units,
+    parse_content_length,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
+    KEEPALIVE_IDLE_S,
     MIN_SECRET_CHARS,
     SIGNATURE_HEADER,
     check_request,
@@ -46,6 +48,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
 
 # A destination's report of being done is a few hundred bytes; anything far larger is refused.
 MAX_REPORT_BYTES = 64 * 1024
+# Connections served at once (at least; 16 per destination when that is more): one more is closed at once.
+MAX_CONNECTIONS = 256
+CONNECTIONS_PER_CLIENT = 16
+# Seconds a connection may take to authenticate its first request; a stranger's holds a slot no longer.
+UNPROVEN_TIMEOUT_S = 10
 
 
 def _hashes_for(path, files, need, state_dir, workers, may_write):
@@ -97,12 +104,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         """Requests are counted in the server's stats, not printed into the module's output."""
 
+    # Every wait for a byte ends; the server also ends a connection that does not authenticate in time.
+    timeout = KEEPALIVE_IDLE_S
+
     def _authenticated(self, body=b""):
         """The client name when this request is authenticated under the run's secret and fresh, else None."""
         checked = check_request(self.server.secret, self.command, self.path, self.headers.get("Authorization"), body)
         if checked is None or not self.server.fresh_nonce(checked[1]):
             self.server.refused()
             return None
+        self.server.proven(self.request)
         return checked
 
     def _reply(self, code, body, content_type="application/json", headers=None):
@@ -185,11 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _content_length(header):
     """The body length a POST announces, or None when it is not a plain count within bounds."""
-    text = (header or "0").strip()
-    if not text.isdigit() or len(text) > 9:
-        return None
-    length = int(text)
-    return length if length <= MAX_REPORT_BYTES else None
+    length = parse_content_length(header or "0")
+    return length if length is not None and length <= MAX_REPORT_BYTES else None
 
 
 def _range_start(header, size):
@@ -226,7 +234,57 @@ class SourceServer(ThreadingHTTPServer):
         self.active = 0
         self.last_activity = time.monotonic()
         self._lock = threading.Lock()
+        # {socket: when it opened} for connections yet to authenticate; proven ones are only counted.
+        self.unproven = {}
+        self.connections = 0
+        self.max_connections = max(MAX_CONNECTIONS, CONNECTIONS_PER_CLIENT * clients)
+        self.unproven_timeout_s = UNPROVEN_TIMEOUT_S
+        self.refused_connections = 0
         ThreadingHTTPServer.__init__(self, address, _Handler)
+
+    def process_request(self, request, client_address):
+        """A thread per connection, up to max_connections; past that the connection is closed at once."""
+        with self._lock:
+            full = self.connections >= self.max_connections
+            if full:
+                self.refused_connections += 1
+            else:
+                self.connections += 1
+                self.unproven[request] = time.monotonic()
+        if full:
+            self.shutdown_request(request)
+            return
+        try:
+            ThreadingHTTPServer.process_request(self, request, client_address)
+        except Exception:
+            self._forget(request)
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            ThreadingHTTPServer.process_request_thread(self, request, client_address)
+        finally:
+            self._forget(request)
+
+    def _forget(self, request):
+        with self._lock:
+            self.connections -= 1
+            self.unproven.pop(request, None)
+
+    def proven(self, request):
+        with self._lock:
+            self.unproven.pop(request, None)
+
+    def service_actions(self):
+        """Between requests, end the connections that have not authenticated within unproven_timeout_s."""
+        cutoff = time.monotonic() - self.unproven_timeout_s
+        with self._lock:
+            late = [request for request, opened in self.unproven.items() if opened < cutoff]
+        for request in late:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def activity(self):
         server = self
@@ -335,6 +393,7 @@ def serve_until_done(server, idle_timeout_s, lifetime_s, poll_s=0.2):
         "bytes_by_client": dict(server.bytes_by_client),
         "done_reports": dict(server.done_reports),
         "refused_requests": server.refused_requests,
+        "refused_connections": server.refused_connections,
         "handler_errors": server.handler_errors,
     }
 
