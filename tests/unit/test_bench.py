@@ -542,7 +542,7 @@ def test_visible_tokens_are_counted_from_the_visible_text_never_negative(path):
     recs = records.parse_profile_export(path.read_text())
     assert len(recs) == 8 and all(r["ok"] for r in recs)
     for rec in recs:
-        assert rec["generated_tokens"] == 24  # the server's usage: reasoning and answer alike
+        assert rec.get("generated_tokens") == 24  # the server's usage: reasoning and answer alike
         assert rec["output_tokens"] >= 0 and rec["reasoning_tokens"] > 0
     if path == AIPERF_REASONING_ONLY:
         assert all(r["output_tokens"] == 0 for r in recs)
@@ -557,4 +557,4 @@ def test_reasoning_only_below_the_declared_visible_share(visible, reasoning, sha
     level = analysis.analyse_level(4, 1, recs, {}, {}, 2.0, {"min_visible_share": share})
     assert ("reasoning-only" in [f["id"] for f in level["flags"]]) is flagged
     assert level["figures"]["output_tok_s"] == pytest.approx(visible * len(recs) / 2.0)
-    assert level["figures"]["reasoning_tok_s"] == pytest.approx(reasoning * len(recs) / 2.0)
+    assert level["figures"].get("reasoning_tok_s") == pytest.approx(reasoning * len(recs) / 2.0)
