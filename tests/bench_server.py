@@ -8,7 +8,12 @@ reads kept up to date by this server. Modes:
 - steady: fresh prompts miss the cache, every pass runs at one speed;
 - prefix-hit: the prefix-cache counters say 90 % of every prompt was a cache hit;
 - climbing: each request after the first few runs faster than the one before (the warm-up trap);
-- spec-loop: speculative decoding with every draft token accepted, on output that repeats one word.
+- spec-loop: speculative decoding with every draft token accepted, on output that repeats one word;
+- reasoning-only: every token streams in the delta's `reasoning` field (vLLM 0.32 with a reasoning
+  parser, tests/fixtures/qualify/vllm/reasoning_exhausted_stream.json), `content` stays empty and the
+  stream ends at the token limit; usage counts them all as completion tokens and, as vLLM 0.32 does,
+  reports `reasoning_tokens: 0`;
+- half-reasoning: the first half of the tokens in `reasoning`, the rest in `content`.
 
     python tests/bench_server.py --port 0 --mode steady   (prints "listening on PORT" when ready)
 """
@@ -25,7 +30,9 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bench"
 METRICS_FIXTURE = FIXTURES / "vllm-0.32.0-cpu-metrics-tiny.txt"
-MODES = ("steady", "prefix-hit", "climbing", "spec-loop")
+MODES = ("steady", "prefix-hit", "climbing", "spec-loop", "reasoning-only", "half-reasoning")
+# The delta field vLLM 0.32 streams reasoning in (older vLLM and SGLang say `reasoning_content`).
+REASONING_FIELD = "reasoning"
 WORDS = (
     "seat",
     "node",
@@ -115,6 +122,23 @@ def answer_words(mode, serial, count):
     return [WORDS[(serial * 7 + i * 3 + i * i) % len(WORDS)] for i in range(count)]
 
 
+def reasoning_count(mode, count):
+    """How many of a reply's `count` tokens go to the reasoning field (the first ones)."""
+    if mode == "reasoning-only":
+        return count
+    if mode == "half-reasoning":
+        return count // 2
+    return 0
+
+
+def usage_block(mode, prompt_tokens, count):
+    """vLLM's usage: completion_tokens counts reasoning and answer alike; 0.32 reports reasoning_tokens 0."""
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": count, "total_tokens": prompt_tokens + count}
+    if reasoning_count(mode, count):
+        usage["completion_tokens_details"] = {"reasoning_tokens": 0}
+    return usage
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state = None
@@ -174,6 +198,10 @@ class Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             time.sleep(delay * count)
             state.account(prompt_tokens, count)
+            thought = reasoning_count(state.mode, count)
+            message = {"role": "assistant", "content": " ".join(words[thought:]) or None}
+            if thought:
+                message[REASONING_FIELD] = " ".join(words[:thought])
             self._send(
                 200,
                 json.dumps(
@@ -185,15 +213,11 @@ class Handler(BaseHTTPRequestHandler):
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": " ".join(words)},
+                                "message": message,
                                 "finish_reason": "length",
                             }
                         ],
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": count,
-                            "total_tokens": prompt_tokens + count,
-                        },
+                        "usage": usage_block(state.mode, prompt_tokens, count),
                     }
                 ),
             )
@@ -225,8 +249,11 @@ class Handler(BaseHTTPRequestHandler):
             )
         )
         time.sleep(delay * 2)  # prefill
+        thought = reasoning_count(state.mode, count)
         for i, word in enumerate(words):
             last = i == len(words) - 1
+            # The answer's first word has no leading space, as the reasoning's first word has none.
+            text = ("" if i in (0, thought) else " ") + word
             event(
                 json.dumps(
                     dict(
@@ -234,7 +261,7 @@ class Handler(BaseHTTPRequestHandler):
                         choices=[
                             {
                                 "index": 0,
-                                "delta": {"content": (" " if i else "") + word},
+                                "delta": {REASONING_FIELD: text} if i < thought else {"content": text},
                                 "logprobs": None,
                                 "finish_reason": "length" if last else None,
                             }
@@ -251,11 +278,7 @@ class Handler(BaseHTTPRequestHandler):
                     dict(
                         base,
                         choices=[],
-                        usage={
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": count,
-                            "total_tokens": prompt_tokens + count,
-                        },
+                        usage=usage_block(state.mode, prompt_tokens, count),
                     )
                 )
             )

@@ -94,3 +94,19 @@ def test_spec_acceptance_of_one_on_a_loop_is_flagged(tmp_path):
     level = record["benchmark"]["summary"][0]
     assert level["spec_acceptance"]["median"] == 1.0
     assert level["figures"]["output_tok_s"]["median"] is None
+
+
+def test_a_stream_that_is_all_reasoning_has_no_visible_rate_end_to_end(tmp_path):
+    record, folder = run_bench(tmp_path, "reasoning-only")
+    figures = record["benchmark"]["summary"][0]["figures"]
+    assert figures["output_tok_s"]["median"] == 0.0 and figures["reasoning_tok_s"]["median"] > 0
+    assert "reasoning-only" in record["summary"]["benchmark_flags"]
+    assert "reasoning-only" in (folder / "report.md").read_text()
+
+
+def test_a_half_reasoning_stream_reports_both_rates_end_to_end(tmp_path):
+    record, _folder = run_bench(tmp_path, "half-reasoning")
+    figures = record["benchmark"]["summary"][0]["figures"]
+    assert 0.35 < figures["visible_share"]["median"] < 0.65
+    assert figures["output_tok_s"]["median"] > 0 and figures["reasoning_tok_s"]["median"] > 0
+    assert "reasoning-only" not in record["summary"]["benchmark_flags"]

@@ -16,6 +16,7 @@ import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import (
     analysis,
     counters,
+    promotion,
     records,
     stats,
     telemetry,
@@ -32,6 +33,9 @@ import bench_server  # noqa: E402  pylint: disable=wrong-import-position
 BENCH = FIXTURES / "bench"
 AIPERF_C4 = BENCH / "aiperf-0.13.0-profile_export-vllm-tiny-c4.jsonl"
 AIPERF_RAW = BENCH / "aiperf-0.13.0-profile_export_raw-vllm-tiny-2req.jsonl"
+# AIPerf 0.13.0 against tests/bench_server.py in its reasoning modes (vLLM 0.32's stream shape).
+AIPERF_REASONING_ONLY = BENCH / "aiperf-0.13.0-profile_export-reasoning-only-c2.jsonl"
+AIPERF_HALF_REASONING = BENCH / "aiperf-0.13.0-profile_export-half-reasoning-c2.jsonl"
 VLLM_METRICS = BENCH / "vllm-0.32.0-cpu-metrics-tiny.txt"
 
 
@@ -116,7 +120,9 @@ def test_aiperf_first_token_names_are_swapped_into_ours():
     rec = records.request_from_aiperf(entry)
     assert rec["ttfo_ms"] == 100.0  # first output, reasoning included
     assert rec["ttft_ms"] == 900.0  # first visible token
-    assert rec["reasoning_tokens"] == 20 and rec["output_tokens"] == 12
+    # The server says 20 went to reasoning it did not stream: the visible count is the visible text's
+    # own (54 with the served tokenizer), never 32 - 20.
+    assert rec["reasoning_tokens"] == 20 and rec["output_tokens"] == 54 and rec["generated_tokens"] == 32
 
 
 def test_failed_requests_are_kept_with_their_error():
@@ -432,3 +438,124 @@ def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
     )
     assert proc.returncode == 2
     assert "--poll-hz must be 0 (AIPerf's own busy loop) or a rate per second, got -1" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ reasoning streams
+
+
+def without_server_reasoning_count(path, tmp_path):
+    """The recorded run as a server that sends no usage.reasoning_tokens at all would give it.
+
+    Today's main then took completion tokens minus AIPerf's count of the reasoning text: negative.
+    """
+    out = tmp_path / ("no-usage-reasoning-" + path.name)
+    lines = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        entry["metrics"].pop("usage_reasoning_tokens", None)
+        lines.append(json.dumps(entry))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def bench_replay(tmp_path, mode, recorded):
+    """tools/seatwright-bench against the test seat, with AIPerf's recorded records of that seat replayed."""
+    server, port = bench_server.serve(mode, 0, 0.0, "tiny")
+    folder = tmp_path / "evidence" / ("lab-" + mode) / "20261130T150000Z"
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "seatwright-bench"),
+                "--base-url",
+                "http://127.0.0.1:%d/v1" % port,
+                "--model",
+                "tiny",
+                "--tokenizer",
+                str(BENCH / "tokenizer-tiny"),
+                "--evidence-dir",
+                str(folder),
+                "--concurrency",
+                "2",
+                "--passes",
+                "2",
+                "--warmup-max",
+                "2",
+                "--output-tokens",
+                "24",
+                "--aiperf",
+                str(ROOT / "tests" / "aiperf_replay.py"),
+            ],
+            env=dict(os.environ, SEATWRIGHT_AIPERF_REPLAY=str(recorded)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, json.loads((folder / "record.json").read_text()), (folder / "report.md").read_text()
+
+
+def level_figure(record, key):
+    return ((record["benchmark"]["summary"][0]["figures"]).get(key) or {}).get("median")
+
+
+@pytest.mark.parametrize("server_counts_reasoning", [True, False], ids=["usage-reasoning-0", "no-usage-reasoning"])
+def test_a_stream_that_is_all_reasoning_has_no_visible_rate_and_is_flagged(tmp_path, server_counts_reasoning):
+    recorded = AIPERF_REASONING_ONLY
+    if not server_counts_reasoning:
+        recorded = without_server_reasoning_count(recorded, tmp_path)
+    proc, record, report = bench_replay(tmp_path, "reasoning-only", recorded)
+    assert level_figure(record, "output_tok_s") == 0.0  # main: 24 completion tokens counted visible, or negative
+    assert (level_figure(record, "reasoning_tok_s") or 0) > 0
+    assert level_figure(record, "visible_share") == 0.0
+    assert "reasoning-only" in record["summary"]["benchmark_flags"]
+    assert record["benchmark"]["verdict"]["clean"] is False
+    assert "reasoning-only" in promotion.benchmark_flags(record)  # so it cannot carry a promotion
+    assert "benchmark: FLAGGED" in proc.stdout and "visible tok/s" in proc.stdout
+    assert "0 visible, " in report and "reasoning-only" in report
+    assert "reasoning tok/s" in report and " 0.0 visible tok/s" in proc.stderr
+
+
+def test_a_half_reasoning_stream_reports_both_rates(tmp_path):
+    proc, record, report = bench_replay(tmp_path, "half-reasoning", AIPERF_HALF_REASONING)
+    visible, thinking = level_figure(record, "output_tok_s"), level_figure(record, "reasoning_tok_s")
+    assert visible and thinking  # main: no reasoning rate at all
+    assert visible / (visible + thinking) == pytest.approx(0.5, abs=0.1)
+    assert level_figure(record, "visible_share") == pytest.approx(0.5, abs=0.1)
+    assert "reasoning-only" not in record["summary"]["benchmark_flags"]
+    assert record["benchmark"]["verdict"]["clean"] is True
+    assert (
+        "%.1f visible tok/s, %.1f reasoning tok/s"
+        % (
+            record["benchmark"]["levels"][0]["figures"]["output_tok_s"],
+            record["benchmark"]["levels"][0]["figures"]["reasoning_tok_s"],
+        )
+        in proc.stderr
+    )
+    assert "| reasoning tok/s |" in report
+
+
+@pytest.mark.parametrize("path", [AIPERF_REASONING_ONLY, AIPERF_HALF_REASONING])
+def test_visible_tokens_are_counted_from_the_visible_text_never_negative(path):
+    recs = records.parse_profile_export(path.read_text())
+    assert len(recs) == 8 and all(r["ok"] for r in recs)
+    for rec in recs:
+        assert rec.get("generated_tokens") == 24  # the server's usage: reasoning and answer alike
+        assert rec["output_tokens"] >= 0 and rec["reasoning_tokens"] > 0
+    if path == AIPERF_REASONING_ONLY:
+        assert all(r["output_tokens"] == 0 for r in recs)
+
+
+@pytest.mark.parametrize(
+    "visible, reasoning, share, flagged",
+    [(0, 800, 0.02, True), (10, 990, 0.02, True), (100, 900, 0.02, False), (50, 50, 0.6, True), (64, 0, 0.02, False)],
+)
+def test_reasoning_only_below_the_declared_visible_share(visible, reasoning, share, flagged):
+    recs = [dict(r, output_tokens=visible, reasoning_tokens=reasoning, generated_tokens=None) for r in real_records()]
+    level = analysis.analyse_level(4, 1, recs, {}, {}, 2.0, {"min_visible_share": share})
+    assert ("reasoning-only" in [f["id"] for f in level["flags"]]) is flagged
+    assert level["figures"]["output_tok_s"] == pytest.approx(visible * len(recs) / 2.0)
+    assert level["figures"].get("reasoning_tok_s") == pytest.approx(reasoning * len(recs) / 2.0)

@@ -8,6 +8,7 @@ import importlib.machinery
 import importlib.util
 import json
 import re
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import Endpoint, call
 from conftest import FIXTURES, ROOT
+
+sys.path.insert(0, str(ROOT / "tests"))
+import bench_server  # noqa: E402  pylint: disable=wrong-import-position
 
 VLLM = FIXTURES / "qualify" / "vllm"
 
@@ -52,7 +56,10 @@ class FakeEngine(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             return self._send(404, {"detail": "Not Found"})
         if body.get("stream"):
-            return self._stream(recorded("stream_tool_call.json")["chunks"])
+            # A streamed call where tools are offered; recorded prose where none are (the soak's prompts).
+            return self._stream(
+                recorded("stream_tool_call.json" if body.get("tools") else "stream_text.json")["chunks"]
+            )
         if body.get("prompt_logprobs"):
             return self._send(400, recorded("nan_prompt_logprobs_400.json")["text"].encode())
         return self._send(200, recorded("smoke_answer.json")["json"])
@@ -237,3 +244,53 @@ def test_cli_soak_runs_for_its_time_and_counts(engine, tmp_path):
     assert soak["requests"] >= 2 and soak["errors"] == 0 and soak["completed"] == soak["requests"]
     assert soak["concurrency"] == 2 and soak["output_tokens"] > 0 and soak["latency_s"]["p50"] is not None
     assert status == 3  # the quality protocol was left out: incomplete, never qualified
+
+
+def soak_against_test_seat(tmp_path, mode):
+    """tools/seatwright-qualify's soak (2 s, 2 streams) against the test seat in one of its stream shapes."""
+    server, port = bench_server.serve(mode, 0, 0.001, "tiny")
+    evidence = tmp_path / ("evidence-" + mode)
+    try:
+        status = load_cli().main(
+            [
+                "--base-url",
+                "http://127.0.0.1:%d/v1" % port,
+                "--model",
+                "tiny",
+                "--recipe",
+                str(write_recipe(tmp_path, ["smoke"], "  soak: {stall_s: 5, max_tokens: 16}\n")),
+                "--evidence-dir",
+                str(evidence),
+                "--parts",
+                "soak",
+                "--soak-duration-s",
+                "2",
+                "--soak-concurrency",
+                "2",
+            ]
+        )
+    finally:
+        server.shutdown()
+    record = json.loads((evidence / "qualification.json").read_text())
+    return status, record, (evidence / "qualification.md").read_text()
+
+
+def test_cli_soak_of_replies_with_no_visible_content_does_not_pass(tmp_path, capsys):
+    status, record, markdown = soak_against_test_seat(tmp_path, "reasoning-only")
+    soak = record["soak"]
+    assert soak["requests"] >= 2 and soak["errors"] == 0
+    assert soak["verdict"] == "fail"  # main: pass, every empty reply counted as completed
+    assert soak["completed"] == 0
+    assert soak["reasoning_exhausted"] == soak["requests"] == soak.get("unanswered")
+    assert soak["output_tok_s"] == 0 and soak["reasoning_tok_s"] > 0
+    assert "reasoning-exhausted" in soak["reason"] and "reasoning tok/s" in markdown
+    assert soak["failures"] and record["verdict"] != "qualified" and status != 0
+    assert "reasoning-exhausted" in capsys.readouterr().err  # the progress line shows them
+
+
+def test_cli_soak_of_half_reasoning_replies_reports_both_rates(tmp_path):
+    _status, record, _markdown = soak_against_test_seat(tmp_path, "half-reasoning")
+    soak = record["soak"]
+    assert soak["verdict"] == "pass" and soak["completed"] == soak["requests"] >= 2
+    visible, thinking = soak["output_tok_s"], soak.get("reasoning_tok_s")
+    assert visible and thinking and visible / (visible + thinking) == pytest.approx(0.5, abs=0.05)

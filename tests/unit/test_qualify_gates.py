@@ -15,6 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings 
     reasoning_fields,
     token_budget,
 )
+from conftest import FIXTURES
 
 
 def ctx_for(**block):
@@ -452,6 +453,31 @@ def test_soak_summary_counts_and_percentiles():
     assert (summary["requests"], summary["completed"], summary["errors"], summary["stalls"]) == (11, 10, 1, 0)
     assert summary["output_tokens"] == 200 and summary["latency_s"]["p50"] == 5.5
     assert summary["verdict"] == "fail" and "1 errors (allowed 0)" in summary["reason"]
+
+
+def recorded_soak_exchange(name, engine="vllm"):
+    """A recorded streamed reply as the soak's client returns it."""
+    return json.loads((FIXTURES / "qualify" / engine / name).read_text())["response"]
+
+
+def test_soak_counts_answers_not_tokens_on_recorded_reasoning_exhausted_streams():
+    # vLLM 0.32 with a reasoning parser: 24 completion tokens, all in `reasoning`, content empty.
+    settings = qualification_settings({"gates": ["smoke"], "soak": {"duration_s": 60, "concurrency": 2}})
+    facts = [soak.exchange_facts(recorded_soak_exchange("reasoning_exhausted_stream.json"), 30) for _ in range(12)]
+    summary = soak.summarise(facts, settings, wall_s=12.0)
+    assert summary["verdict"] == "fail" and summary["completed"] == 0  # main: 12 of 12 completed, pass
+    assert summary["reasoning_exhausted"] == 12 and summary["errors"] == 0
+    assert summary["output_tokens"] == 0 and summary["reasoning_tokens"] == 12 * 24
+    assert summary["output_tok_s"] == 0 and summary["reasoning_tok_s"] == 24.0
+    assert "12 replies without a visible answer (12 reasoning-exhausted)" in summary["reason"]
+
+
+def test_soak_answer_counts_all_its_tokens_visible():
+    settings = qualification_settings({"gates": ["smoke"], "soak": {"duration_s": 60, "concurrency": 1}})
+    facts = [soak.exchange_facts(recorded_soak_exchange("stream_text.json"), 30)]
+    summary = soak.summarise(facts, settings, wall_s=1.0)
+    assert summary["verdict"] == "pass" and summary["completed"] == 1
+    assert (summary["output_tokens"], summary.get("reasoning_tokens")) == (128, 0)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,10 @@ A level is one concurrency measured in one pass; a sweep is every level in every
   95,941 tok/s that way);
 - time to first output (reasoning included) and first-visible TTFT are kept apart, and reasoning
   tokens stay out of the visible decode rate;
+- visible and reasoning output are counted apart (records.py counts each from its own text) and
+  reported as two rates; a level whose visible share of the output is under a declared minimum
+  is flagged reasoning-only: a seat that spends its budget thinking reads as fast decode and
+  answers nothing;
 - failed requests are counted and kept with their errors, never averaged away;
 - each figure is the median over passes with its range; a spread over the stability threshold
   flags the level unstable (one pass is not a measurement);
@@ -27,12 +31,17 @@ DEFAULT_STABILITY_SPREAD = 0.10
 DEFAULT_LOOP_ACCEPTANCE = 0.95
 # Share of distinct word 8-grams below which an output counts as repetitive (a loop).
 DEFAULT_REPETITION_DISTINCT = 0.5
+# Share of a level's output tokens that must be visible; under it the level is flagged reasoning-only.
+# Low on purpose: a reasoning seat may think for 4,096 tokens before a 512-token answer (0.11).
+DEFAULT_MIN_VISIBLE_SHARE = 0.02
 REPETITION_NGRAM = 8
 
 # The figures each level reports, and the ones the stability rule judges across passes.
 LEVEL_FIGURES = (
     "output_tok_s",
+    "reasoning_tok_s",
     "generated_tok_s",
+    "visible_share",
     "request_s",
     "ttft_ms_p50",
     "ttfo_ms_p50",
@@ -64,7 +73,7 @@ def request_figures(record):
     out = dict(record)
     latency, ttfo = record.get("latency_ms"), record.get("ttfo_ms")
     visible, reasoning = record.get("output_tokens") or 0, record.get("reasoning_tokens") or 0
-    generated = visible + reasoning
+    generated = record.get("generated_tokens") or (visible + reasoning)
     decode_ms = (latency - ttfo) if (latency is not None and ttfo is not None) else None
     out["decode_tok_s"] = ((generated - 1) / (decode_ms / 1000.0)) if decode_ms and generated > 1 else None
     out["visible_tok_s"] = (visible / (decode_ms / 1000.0)) if decode_ms and visible > 0 else None
@@ -81,7 +90,12 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
     ok = [r for r in rows if r.get("ok")]
     failed = [r for r in rows if not r.get("ok")]
     visible = sum(r.get("output_tokens") or 0 for r in ok)
-    generated = visible + sum(r.get("reasoning_tokens") or 0 for r in ok)
+    reasoning = sum(r.get("reasoning_tokens") or 0 for r in ok)
+    generated = sum(
+        r.get("generated_tokens") or (r.get("output_tokens") or 0) + (r.get("reasoning_tokens") or 0) for r in ok
+    )
+    share = visible_share(visible, reasoning)
+    unanswered = sum(1 for r in ok if not r.get("output_tokens"))
     dists = {
         key: distribution([r.get(key) for r in ok])
         for key in (
@@ -125,6 +139,9 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
                 "reason": "%d of %d requests failed (kept in the record)" % (len(failed), len(rows)),
             }
         )
+    thinking = reasoning_only(share, visible, reasoning, unanswered, len(ok), options)
+    if thinking:
+        flags.append(thinking)
     spec = engine.spec_acceptance(delta)
     if spec is not None:
         spec["repetition"] = median([repetition(r.get("text")) for r in ok if r.get("text")])
@@ -133,7 +150,9 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
             flags.append(loop)
     figures = {
         "output_tok_s": visible / duration_s if duration_s else None,
+        "reasoning_tok_s": reasoning / duration_s if duration_s else None,
         "generated_tok_s": generated / duration_s if duration_s else None,
+        "visible_share": share,
         "request_s": len(ok) / duration_s if duration_s else None,
         "ttft_ms_p50": dists["ttft_ms"]["p50"],
         "ttft_ms_p95": dists["ttft_ms"]["p95"],
@@ -145,7 +164,7 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
         "latency_ms_p50": dists["latency_ms"]["p50"],
     }
     if any(f["id"] == "loop-replay" for f in flags):
-        for key in ("output_tok_s", "generated_tok_s", "decode_tok_s_p50", "visible_tok_s_p50"):
+        for key in ("output_tok_s", "reasoning_tok_s", "generated_tok_s", "decode_tok_s_p50", "visible_tok_s_p50"):
             figures[key] = None
     return {
         "concurrency": concurrency,
@@ -155,6 +174,7 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
         "failed": len(failed),
         "failures": [{"error": r.get("error"), "status": r.get("status")} for r in failed],
         "duration_s": duration_s,
+        "unanswered": unanswered,
         "figures": figures,
         "distributions": dists,
         "prefix_cache": {
@@ -169,6 +189,26 @@ def analyse_level(concurrency, pass_index, records, before, after, duration_s, o
         "counter_resets": delta["reset"],
         "spec_decode": spec,
         "flags": flags,
+    }
+
+
+def visible_share(visible, reasoning):
+    """Visible tokens / all output tokens counted from the text (both with the served tokenizer); None with none."""
+    total = visible + reasoning
+    return visible / total if total > 0 else None
+
+
+def reasoning_only(share, visible, reasoning, unanswered, answered_requests, options=None):
+    """A flag when a level's visible output is zero or under the declared share of its output."""
+    minimum = (options or {}).get("min_visible_share", DEFAULT_MIN_VISIBLE_SHARE)
+    if not answered_requests or (visible > 0 and share is not None and share >= minimum):
+        return None
+    share = share or 0.0
+    return {
+        "id": "reasoning-only",
+        "reason": "visible output was %.1f %% of the output tokens (%d visible, %d reasoning; %d of %d requests "
+        "with no visible text), under the %.0f %% minimum: the seat spent its budget reasoning, so its output "
+        "rate is not an answer rate" % (100 * share, visible, reasoning, unanswered, answered_requests, 100 * minimum),
     }
 
 
@@ -266,12 +306,10 @@ def verdict(summary, warmup, telemetry_verdict=None):
     """The benchmark's headline: clean or flagged, and every reason a figure should not be trusted."""
     reasons = []
     if warmup and not warmup.get("settled"):
+        judged = warmup.get("generated_tok_s", warmup.get("output_tok_s", []))
         reasons.append(
             "warm-up did not settle within %d passes (%s): the seat is unstable"
-            % (
-                len(warmup.get("output_tok_s", [])),
-                ", ".join("n/a" if v is None else "%.4g" % v for v in warmup.get("output_tok_s", [])),
-            )
+            % (len(judged), ", ".join("n/a" if v is None else "%.4g" % v for v in judged))
         )
     for level in summary:
         for flag in level["flags"]:

@@ -6,9 +6,16 @@ here and nowhere else:
   seatwright's `ttfo_ms` (time to first output);
 - AIPerf `time_to_first_output_token` is the first non-reasoning token: seatwright's `ttft_ms`
   (first-visible TTFT), the one a user waits for.
-Token counts prefer the server's `usage` (what the engine generated) over AIPerf's re-tokenised
-count of the text, which differs whenever the client tokenizer does (a random-weight model's
-byte soup re-tokenises to more tokens than it generated). Failed requests stay, with their error.
+Token counts, each from one counter, never as a difference of two:
+- `generated_tokens` is the server's `usage.completion_tokens` (reasoning and answer alike);
+- `reasoning_tokens` is AIPerf's count of the streamed reasoning text with the served tokenizer
+  (vLLM 0.32 reports `reasoning_tokens: 0` in its usage however much it reasoned); the server's
+  `reasoning_tokens` only when no reasoning text was streamed;
+- `output_tokens` (visible) is AIPerf's count of the streamed visible text with the served
+  tokenizer, 0 when no visible text came. When no reasoning text came at all, every generated
+  token is visible and the server's count is kept: a random-weight model's byte soup re-tokenises
+  to more tokens than it generated, and the engine's own count is the exact one.
+Failed requests stay, with their error.
 """
 
 import json
@@ -39,8 +46,13 @@ def request_from_aiperf(entry, texts=None):
     metrics = entry.get("metrics") or {}
     error = entry.get("error")
     generated = _value(metrics, "usage_completion_tokens", "output_sequence_length")
-    reasoning = _value(metrics, "usage_reasoning_tokens", "reasoning_token_count") or 0
-    visible = (generated - reasoning) if generated is not None else _value(metrics, "output_token_count")
+    counted_visible = _value(metrics, "output_token_count")
+    # The server's reasoning count only where no reasoning text was streamed to count (a hidden one).
+    reasoning = _value(metrics, "reasoning_token_count") or _value(metrics, "usage_reasoning_tokens") or 0
+    if reasoning:
+        visible = counted_visible or 0
+    else:
+        visible = generated if counted_visible and generated is not None else counted_visible or 0
     start, end = meta.get("request_start_ns"), meta.get("request_end_ns")
     request_id = meta.get("x_request_id")
     return {
@@ -61,6 +73,7 @@ def request_from_aiperf(entry, texts=None):
         "input_tokens": _value(metrics, "usage_prompt_tokens", "input_sequence_length"),
         "output_tokens": visible,
         "reasoning_tokens": reasoning,
+        "generated_tokens": generated if generated is not None else visible + reasoning,
         "text": (texts or {}).get(request_id),
     }
 

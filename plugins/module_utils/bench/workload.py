@@ -12,7 +12,10 @@ import json
 HARNESS_NAME = "seatwright-bench"
 # Bump when the analysis or the way load is generated changes what a figure means.
 # 2: the closed loop refills a freed stream on a 1 ms timer instead of AIPerf's busy loop (CLOSED_LOOP_POLL_HZ).
-HARNESS_VERSION = "2"
+# 3: visible tokens are counted from the visible text (no longer completion minus reasoning, which went
+#    negative), reasoning and visible rates are reported apart, warm-up settles on generated tokens, and
+#    a level under the visible-share minimum is flagged reasoning-only (issue 22).
+HARNESS_VERSION = "3"
 LOAD_GENERATOR = "aiperf"
 LOAD_GENERATOR_VERSION = "0.13.0"
 DEFAULT_CONCURRENCY = (1, 4, 8, 16)

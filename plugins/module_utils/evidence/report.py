@@ -37,9 +37,10 @@ def _cell(text):
 
 def sweep_table(summary):
     lines = [
-        "| c | passes | output tok/s | TTFT p50 ms | TTFT p95 / p99 ms | first output p50 ms | decode tok/s/stream p50 "
-        "| visible tok/s/stream p50 | prefill tok/s p50 | prefix-cache hits | failed | stable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| c | passes | visible tok/s | reasoning tok/s | visible share | TTFT p50 ms | TTFT p95 / p99 ms "
+        "| first output p50 ms | decode tok/s/stream p50 | visible tok/s/stream p50 | prefill tok/s p50 "
+        "| prefix-cache hits | failed | stable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for level in summary:
         figs = level["figures"]
@@ -51,12 +52,15 @@ def sweep_table(summary):
             if hit is not None
             else "unverified"
         )
+        share = (figs.get("visible_share") or {}).get("median")
         lines.append(
-            "| %d | %d | %s | %s | %s / %s | %s | %s | %s | %s | %s | %d of %d | %s |"
+            "| %d | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %d of %d | %s |"
             % (
                 level["concurrency"],
                 level["passes"],
                 _range(figs["output_tok_s"]),
+                _range(figs.get("reasoning_tok_s")),
+                "—" if share is None else "%.0f %%%s" % (100 * share, "" if _answers(level) else " **reasoning-only**"),
                 _range(figs["ttft_ms_p50"]),
                 _num(figs["ttft_ms_p95"]["median"]),
                 _num(figs["ttft_ms_p99"]["median"]),
@@ -71,6 +75,10 @@ def sweep_table(summary):
             )
         )
     return lines
+
+
+def _answers(level):
+    return not any(f["id"] == "reasoning-only" for f in level.get("flags") or [])
 
 
 def telemetry_lines(telemetry):
@@ -325,10 +333,11 @@ def render(record, plots=()):
         if warm:
             lines.append("")
             lines.append(
-                "Warm-up at c=%s: %d pass(es), output tok/s %s — %s."
+                "Warm-up at c=%s: %d pass(es), generated tok/s %s (visible %s) — %s."
                 % (
                     warm.get("concurrency"),
                     len(warm.get("output_tok_s", [])),
+                    ", ".join(_num(v) for v in warm.get("generated_tok_s", warm.get("output_tok_s", []))),
                     ", ".join(_num(v) for v in warm.get("output_tok_s", [])),
                     "settled" if warm.get("settled") else "**did not settle**",
                 )
@@ -336,7 +345,8 @@ def render(record, plots=()):
         lines.append("")
         lines.append(
             "Figures are medians over passes with their range; p95/p99 are medians of each pass's "
-            "percentile. Decode is per stream with reasoning tokens included; visible excludes them."
+            "percentile. Visible and reasoning tok/s are counted apart from the streamed text with the "
+            "served tokenizer; decode is per stream with reasoning tokens included, visible excludes them."
         )
         lines.append("")
         lines.extend(sweep_table(bench.get("summary") or []))

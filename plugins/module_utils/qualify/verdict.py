@@ -66,7 +66,7 @@ def verdict_table(record):
     soak = record.get("soak")
     if soak:
         lines.append(
-            "| soak c%d %ss | %s | %s; latency p50 %s s p95 %s s; %s tok/s |"
+            "| soak c%d %ss | %s | %s; latency p50 %s s p95 %s s; %s visible tok/s, %s reasoning tok/s |"
             % (
                 soak["concurrency"],
                 soak["duration_s"],
@@ -75,6 +75,7 @@ def verdict_table(record):
                 soak["latency_s"]["p50"],
                 soak["latency_s"]["p95"],
                 soak["output_tok_s"],
+                soak.get("reasoning_tok_s", "—"),
             )
         )
     lines.append("")

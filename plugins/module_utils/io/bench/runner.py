@@ -258,11 +258,16 @@ def _tail(path, lines=15):
         return "(no log)"
 
 
+def _shown(value):
+    """A figure for a progress line: one decimal, or a dash when it was not measured (never 0.0)."""
+    return "—" if value is None else "%.1f" % value
+
+
 def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log):
     """Warm up until stable (or report it unstable), then every level in every pass, in sweep order."""
     load = runner.load
     top = max(levels)
-    warm = {"concurrency": top, "output_tok_s": [], "settled": False, "max_passes": warmup_max}
+    warm = {"concurrency": top, "output_tok_s": [], "generated_tok_s": [], "settled": False, "max_passes": warmup_max}
     for attempt in range(1, warmup_max + 1):
         result = runner.run(
             "warmup-%d" % attempt, top, wl.requests_for(load, top), wl.seed_for(base_seed, 900 + attempt, top)
@@ -270,25 +275,26 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
         level = analysis.analyse_level(
             top, -attempt, result["records"], result["before"], result["after"], result["duration_s"], options
         )
-        # Settling is judged on the raw rate: a figure the analysis invalidated (a loop) still shows drift.
-        raw = (
-            sum(r.get("output_tokens") or 0 for r in result["records"] if r.get("ok")) / result["duration_s"]
-            if result["duration_s"]
-            else None
-        )
-        warm["output_tok_s"].append(raw)
+        # Settling is judged on the raw rate of everything generated: a figure the analysis invalidated
+        # (a loop) still shows drift, and a seat that only reasons settles too (its visible rate stays 0).
+        ok = [r for r in result["records"] if r.get("ok")]
+        duration = result["duration_s"]
+        raw = sum(r.get("generated_tokens") or r.get("output_tokens") or 0 for r in ok) / duration if duration else None
+        warm["generated_tok_s"].append(raw)
+        warm["output_tok_s"].append(sum(r.get("output_tokens") or 0 for r in ok) / duration if duration else None)
         progress(
-            "warm-up %d/%d at c=%d: %.1f output tok/s%s"
+            "warm-up %d/%d at c=%d: %s generated tok/s (%s visible)%s"
             % (
                 attempt,
                 warmup_max,
                 top,
-                raw or 0,
+                _shown(raw),
+                _shown(warm["output_tok_s"][-1]),
                 "" if level["figures"]["output_tok_s"] is not None else " (raw: this level's figures are invalidated)",
             )
         )
         if analysis.warmup_settled(
-            warm["output_tok_s"], options.get("stability_spread", analysis.DEFAULT_STABILITY_SPREAD)
+            warm["generated_tok_s"], options.get("stability_spread", analysis.DEFAULT_STABILITY_SPREAD)
         ):
             warm["settled"] = True
             break
@@ -321,10 +327,11 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
             results.append(level)
             figs = level["figures"]
             progress(
-                "    %.1f output tok/s, TTFT p50 %.1f ms, %d failed, prefix-cache hits %s%s"
+                "    %s visible tok/s, %s reasoning tok/s, TTFT p50 %s ms, %d failed, prefix-cache hits %s%s"
                 % (
-                    figs["output_tok_s"] or 0,
-                    figs["ttft_ms_p50"] or 0,
+                    _shown(figs["output_tok_s"]),
+                    _shown(figs["reasoning_tok_s"]),
+                    _shown(figs["ttft_ms_p50"]),
                     level["failed"],
                     "n/a"
                     if level["prefix_cache"]["hit_rate"] is None

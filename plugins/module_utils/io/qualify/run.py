@@ -151,7 +151,7 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
             fact = soak_rules.exchange_facts(response, soak["stall_s"])
             with lock:
                 facts.append(dict(fact, number=number, started_s=round(started - t0, 3)))
-                if not fact["ok"] or fact["stalled"]:
+                if not fact["ok"] or fact["stalled"] or not fact["answered"]:
                     failures.append(_exchange_record({"request": req, "response": response}, settings["degenerate"]))
             if not fact["ok"]:
                 time.sleep(1.0)  # a refusing server is counted, not hammered
@@ -169,16 +169,20 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
             done = list(facts)
         elapsed = time.monotonic() - t0
         tokens = sum(f["output_tokens"] for f in done)
+        thought = sum(f["reasoning_tokens"] for f in done)
         progress(
-            "soak: %4.0f/%d s, %d requests, %d errors, %d stalls, %d tokens (%.1f tok/s)%s"
+            "soak: %4.0f/%d s, %d requests, %d errors, %d unanswered (%d reasoning-exhausted), %d stalls, "
+            "%.1f visible tok/s, %.1f reasoning tok/s%s"
             % (
                 elapsed,
                 soak["duration_s"],
                 len(done),
                 sum(1 for f in done if not f["ok"]),
+                sum(1 for f in done if f["ok"] and not f["answered"]),
+                sum(1 for f in done if f["state"] == soak_rules.STATE_REASONING_EXHAUSTED),
                 sum(1 for f in done if f["stalled"]),
-                tokens,
                 tokens / elapsed if elapsed else 0.0,
+                thought / elapsed if elapsed else 0.0,
                 ", draining" if elapsed > soak["duration_s"] else "",
             )
         )
