@@ -496,6 +496,27 @@ def test_soak_requests_rotate_prompts_and_stream_usage():
     assert first["body"]["stream_options"] == {"include_usage": True} and first["body"]["max_tokens"] == 64
 
 
+@pytest.mark.parametrize(
+    "qualification, fields, budget",
+    [
+        ({"reasoning": "none"}, {}, 64),
+        ({"reasoning": "high"}, {"reasoning_effort": "high"}, 64 + 4096),
+        (
+            {"reasoning": "on", "reasoning_request": {"on": {"chat_template_kwargs": {"enable_thinking": True}}}},
+            {"chat_template_kwargs": {"enable_thinking": True}},
+            64 + 4096,
+        ),
+    ],
+)
+def test_soak_asks_in_the_seats_reasoning_mode_with_its_headroom(qualification, fields, budget):
+    """A reasoning seat soaked with a visible-only budget thinks it away and reads as unanswered."""
+    settings = qualification_settings(dict(qualification, gates=["smoke"], soak={"max_tokens": 64}))
+    body = soak.soak_request("m", settings, 0)["body"]
+    assert body["max_tokens"] == budget
+    assert {k: body[k] for k in fields} == fields
+    assert "reasoning_effort" not in body or fields
+
+
 # ---- the verdict ------------------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.reading i
     assemble_stream,
     reply_state,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import reasoning_fields, token_budget
 
 # Reply states that carry a visible answer (a truncated answer is still an answer the user saw).
 ANSWER_STATES = (STATE_ANSWERED, STATE_TRUNCATED)
@@ -38,21 +39,22 @@ SOAK_PROMPTS = (
 
 
 def soak_request(model, settings, number):
-    """The streamed chat request of soak request `number` (prompts rotate)."""
+    """The streamed chat request of soak request `number` (prompts rotate), in the seat's reasoning mode.
+
+    The seat's reasoning mode and its headroom apply here as in the gates: a reasoning seat soaked
+    with a visible-only budget would spend it thinking and read as unanswered for the request's fault.
+    """
     soak = settings["soak"]
-    return {
-        "method": "POST",
-        "path": "/chat/completions",
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": SOAK_PROMPTS[number % len(SOAK_PROMPTS)]}],
+        "max_tokens": token_budget(settings, visible=soak["max_tokens"]),
+        "temperature": 0.7,
         "stream": True,
-        "body": {
-            "model": model,
-            "messages": [{"role": "user", "content": SOAK_PROMPTS[number % len(SOAK_PROMPTS)]}],
-            "max_tokens": soak["max_tokens"],
-            "temperature": 0.7,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        },
+        "stream_options": {"include_usage": True},
     }
+    body.update(reasoning_fields(settings))
+    return {"method": "POST", "path": "/chat/completions", "stream": True, "body": body}
 
 
 def exchange_facts(response, stall_s):
