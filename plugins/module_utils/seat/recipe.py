@@ -339,6 +339,14 @@ def _cross_field_problems(recipe, rule_ids):
             "topology.executor: %r; vLLM across nodes runs on Ray (ray) or on its own multi-node "
             "launch (mp), and the field used both: choose one" % topo.get("executor")
         )
+    # Refused, not warned: on one node the engine would start a Ray runtime of its own inside its container,
+    # which the plan neither places (no Ray head, no wait for its nodes) nor fits (its object store takes
+    # shared memory the fit does not count); the field used Ray only to span nodes [000] section 6.
+    if engine["name"] == "vllm" and nodes == 1 and topo.get("executor") == "ray":
+        problems.append(
+            "topology.executor: 'ray' on a one-node seat; Ray only spans nodes here, and on one node vLLM would "
+            "start a Ray runtime the plan does not place or fit: set it to null (one node) or mp"
+        )
     if engine["name"] == "sglang" and topo.get("executor") is not None:
         problems.append(
             "topology.executor: %r is a vLLM setting; SGLang spans nodes with --nnodes, so "

@@ -16,6 +16,7 @@ import urllib.request
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
@@ -247,12 +248,12 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
         )
         warm["output_tok_s"].append(raw)
         progress(
-            "warm-up %d/%d at c=%d: %.1f output tok/s%s"
+            "warm-up %d/%d at c=%d: %s output tok/s%s"
             % (
                 attempt,
                 warmup_max,
                 top,
-                raw or 0,
+                figure_text(raw),
                 "" if level["figures"]["output_tok_s"] is not None else " (raw: this level's figures are invalidated)",
             )
         )
@@ -290,10 +291,10 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
             results.append(level)
             figs = level["figures"]
             progress(
-                "    %.1f output tok/s, TTFT p50 %.1f ms, %d failed, prefix-cache hits %s%s"
+                "    %s output tok/s, TTFT p50 %s ms, %d failed, prefix-cache hits %s%s"
                 % (
-                    figs["output_tok_s"] or 0,
-                    figs["ttft_ms_p50"] or 0,
+                    figure_text(figs["output_tok_s"]),
+                    figure_text(figs["ttft_ms_p50"]),
                     level["failed"],
                     "n/a"
                     if level["prefix_cache"]["hit_rate"] is None
