@@ -178,21 +178,27 @@ def test_each_seat_names_the_workload_profile_of_its_report(seat, profile):
     assert seat_data(seat)["qualification"].get("workload_profile") == profile
 
 
+def _recipe_problems(data):
+    try:
+        validate_recipe(data, SCHEMA, "seats/qwen35-122b.yml", RULE_IDS)
+    except SeatError as exc:
+        return str(exc)
+    return ""
+
+
 def test_an_unknown_profile_in_a_recipe_is_refused_by_name():
     data = seat_data("qwen35-122b")
     data["qualification"]["workload_profile"] = "field-c1-23k"
-    with pytest.raises(SeatError) as caught:
-        validate_recipe(data, SCHEMA, "seats/qwen35-122b.yml", RULE_IDS)
-    assert "qualification.workload_profile: 'field-c1-23k' is not a workload profile; known: lab, " in str(caught.value)
+    assert "qualification.workload_profile: 'field-c1-23k' is not a workload profile; known: lab, " in (
+        _recipe_problems(data)
+    )
 
 
 def test_field_figures_without_a_profile_are_refused():
     data = seat_data("qwen35-122b")
     data["qualification"].pop("workload_profile", None)
-    with pytest.raises(SeatError) as caught:
-        validate_recipe(data, SCHEMA, "seats/qwen35-122b.yml", RULE_IDS)
-    assert "qualification.workload_profile: missing; qualification.anchors hold the field's figures" in str(
-        caught.value
+    assert "qualification.workload_profile: missing; qualification.anchors hold the field's figures" in (
+        _recipe_problems(data)
     )
 
 
