@@ -2,7 +2,11 @@
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import DEFAULTS, SWEEP_DEFAULTS
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import (
+    DEFAULT_PROFILE,
+    DEFAULTS,
+    SWEEP_DEFAULTS,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import COLLECT_PATTERN
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import FOR_ANSIBLE, rebased
 
@@ -50,6 +54,7 @@ def shared_values():
     values = dict(FOR_ANSIBLE, contract_pattern=COLLECT_PATTERN)
     values.update(("bench_" + key, value) for key, value in DEFAULTS.items())
     values.update(("bench_" + key, value) for key, value in SWEEP_DEFAULTS.items())
+    values["bench_profile"] = DEFAULT_PROFILE
     return values
 
 

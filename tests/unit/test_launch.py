@@ -159,7 +159,8 @@ def test_each_node_binds_its_own_interface():
 def test_speculation_renders_as_json():
     data = settings(
         "glm53-b12x-mtp",
-        [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2)],
+        # On one node without Ray: a one-node seat that names Ray is refused (issue 22).
+        [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2), (("topology", "executor"), None)],
         nodes=EXAMPLE[:1],
         folder=FIXTURE_SEATS,
     )

@@ -198,7 +198,7 @@ def test_flagged_benchmark_blocks():
     [
         ({"started": NOW - 30 * DAY}, "days old"),
         ({"harness": {"name": "seatwright-bench", "version": "0/aiperf-0.12.0"}}, "re-measure the incumbent"),
-        ({"load": wl.workload(output_tokens=512)}, "another workload"),
+        ({"load": wl.workload(output_tokens=512)}, "records compare only within one profile"),
     ],
 )
 def test_stale_or_other_harness_incumbent_is_marked_for_remeasurement(kw, text):

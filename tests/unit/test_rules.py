@@ -234,7 +234,8 @@ def test_speculation_refusal_boundaries(changes, refused):
 
 
 def test_one_node_speculation_at_concurrency_is_allowed():
-    changes = [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2)]
+    # One node, so no Ray: a one-node seat that names Ray is refused (issue 22).
+    changes = [(("topology", "nodes"), 1), (("topology", "tensor_parallel"), 2), (("topology", "executor"), None)]
     data = recipe("glm53-b12x-mtp", FIXTURE_SEATS, changes)
     assert evaluate(data, SM120_X2, "x")["refusals"] == []
 

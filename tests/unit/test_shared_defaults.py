@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleLookupError
 from ansible_collections.seatwright.fleet.plugins.lookup.defaults import LookupModule, shared_values
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import DEFAULTS, SWEEP_DEFAULTS
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import (
+    DEFAULT_PROFILE,
+    DEFAULTS,
+    SWEEP_DEFAULTS,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.node import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import FLEET_VARIABLES, check_variables
 
@@ -256,7 +260,8 @@ def test_roles_derive_their_paths_from_the_folders_the_inventory_chose(tmp_path)
         "rdma_fabric_state_dir": "/srv/sw",
         "rdma_fabric_probe_threshold": defaults.PROBE_THRESHOLD,
         "nvidia_driver_branch": defaults.DRIVER_BRANCH,
-        "seat_bench_concurrency": SWEEP_DEFAULTS["concurrency"],
+        # Empty: the workload profile's levels (tools/seatwright-bench takes them from bench/workload.py).
+        "seat_bench_concurrency": [],
         "seat_bench_passes": SWEEP_DEFAULTS["passes"],
     }
 
@@ -270,7 +275,8 @@ def test_the_benchmark_tool_takes_its_defaults_from_the_workload():
         check=True,
     )
     text = " ".join(result.stdout.split())
-    assert "(default %s)" % ",".join(map(str, SWEEP_DEFAULTS["concurrency"])) in text
+    assert "named workload (default %s)" % DEFAULT_PROFILE in text
+    assert "levels, comma separated (default: the profile's)" in text
     assert "measured passes over every level (default %d)" % SWEEP_DEFAULTS["passes"] in text
 
 

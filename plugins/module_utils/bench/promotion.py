@@ -24,6 +24,7 @@ missing fields, NaN) or dated in the future is not comparable, with the reason, 
 
 import math
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.record import record_workload_profile
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import BY_NAME
 
 PROMOTE = "promote"
@@ -158,7 +159,13 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
             "measured with harness %s %s, the candidate with %s %s: re-measure the incumbent"
             % (i_h.get("name"), i_h.get("version"), c_h.get("name"), c_h.get("version"))
         )
-    if candidate.get("workload_id") != incumbent.get("workload_id"):
+    c_p, i_p = record_workload_profile(candidate), record_workload_profile(incumbent)
+    if c_p != i_p:
+        problems.append(
+            "measured on workload profile %s, the candidate on %s: records compare only within one profile; "
+            "re-measure the incumbent with --profile %s" % (i_p, c_p, c_p)
+        )
+    elif candidate.get("workload_id") != incumbent.get("workload_id"):
         problems.append(
             "measured on another workload (%s, the candidate %s): re-measure the incumbent on the "
             "candidate's workload" % (incumbent.get("workload_id"), candidate.get("workload_id"))

@@ -56,3 +56,8 @@ def across_passes(values):
         "max": max(data) if data else None,
         "spread": spread(data),
     }
+
+
+def figure_text(value, fmt="%.1f"):
+    """A figure for a progress line: '—' when it is missing (a missing rate is not a rate of 0.0)."""
+    return "—" if value is None else fmt % value

@@ -4,6 +4,10 @@ Two records compare only when the same harness version drove the same workload. 
 is a digest of everything that shapes the load (prompt and answer lengths, requests per stream,
 endpoint, streaming, cache-bust), not of the concurrency list or the number of passes, which
 change how much is measured, not what.
+
+Workloads have names (PROFILES): `lab`, the small one the lab's test seats run, and the field's own
+contracts, so a seat is measured the way its report measured it and records compare only within one
+profile. A workload that departs from its profile's identity keys is recorded as `custom`.
 """
 
 import hashlib
@@ -58,6 +62,130 @@ IDENTITY_KEYS = (
     "min_requests",
     "cache_bust",
 )
+
+
+DEFAULT_PROFILE = "lab"
+CUSTOM_PROFILE = "custom"
+UNRECORDED_PROFILE = "field-unrecorded"
+# A field request asked for the context and left this much of it for the answer ([003]: one DeepSeek request
+# spent "the full 2,048-token completion allowance"), so a requested 32K is a 30,720-token prompt.
+FIELD_ANSWER_ALLOWANCE = 2048
+_K = 1024
+# Each profile fixes the workload's identity keys (its `workload`, over DEFAULTS) and the concurrency levels a
+# sweep runs by default. `workload: None`: the report measured without recording its workload, so its
+# figures compare with no run and a benchmark cannot be run on it.
+PROFILES = {
+    "lab": {
+        "summary": "128-token prompts, 32-token answers, c=1/4/8/16: quick, for the lab's test seats",
+        "source": "seatwright's choice",
+        "workload": {},
+        "concurrency": DEFAULT_CONCURRENCY,
+    },
+    "field-answers-512": {
+        "summary": "512-token answers generated to the end, c=1/4/8/16",
+        "source": "[002] section 2: 'All runs used 512-token answers', concurrency 1, 4, 8 and 16; the prompt "
+        "length of its sweep is not recorded, so the lab's 128 tokens stand in",
+        "workload": {"output_tokens": 512},
+        "concurrency": (1, 4, 8, 16),
+    },
+    "field-c1-32k": {
+        "summary": "one stream at a requested 32K context (prompt plus a 2,048-token answer allowance), answers "
+        "end at EOS, 12 requests; TTFT from the first visible content and first output from the first "
+        "reasoning or visible delta",
+        "source": "[003] capacity-v3 and capacity-v4-reasoning: c1, requested 32K context, 12 requests",
+        "workload": {
+            "input_tokens": 32 * _K - FIELD_ANSWER_ALLOWANCE,
+            "output_tokens": FIELD_ANSWER_ALLOWANCE,
+            "ignore_eos": False,
+            "requests_per_stream": 12,
+            "min_requests": 12,
+        },
+        "concurrency": (1,),
+    },
+    "field-c1-128k": {
+        "summary": "the longer-context check at a requested 128K context, one stream, 4 requests",
+        "source": "[003] longer-context checks: Qwen3.5 at requested 128K, 4/4",
+        "workload": {
+            "input_tokens": 128 * _K - FIELD_ANSWER_ALLOWANCE,
+            "output_tokens": FIELD_ANSWER_ALLOWANCE,
+            "ignore_eos": False,
+            "requests_per_stream": 4,
+            "min_requests": 4,
+        },
+        "concurrency": (1,),
+    },
+    "field-c1-240k": {
+        "summary": "the longer-context check at a requested 240K context, one stream, 4 requests",
+        "source": "[003] longer-context checks: Laguna S at requested 240K, 4/4",
+        "workload": {
+            "input_tokens": 240 * _K - FIELD_ANSWER_ALLOWANCE,
+            "output_tokens": FIELD_ANSWER_ALLOWANCE,
+            "ignore_eos": False,
+            "requests_per_stream": 4,
+            "min_requests": 4,
+        },
+        "concurrency": (1,),
+    },
+    UNRECORDED_PROFILE: {
+        "summary": "the report does not record the workload of its figures: they compare with no run",
+        "source": "[000] records throughput without its prompt or answer lengths",
+        "workload": None,
+        "concurrency": DEFAULT_CONCURRENCY,
+    },
+}
+
+
+def profile_problem(name):
+    """Why `name` is not a workload profile (None when it is), naming the known ones."""
+    if name in PROFILES:
+        return None
+    return "%r is not a workload profile; known: %s (plugins/module_utils/bench/workload.py)" % (
+        name,
+        ", ".join(PROFILES),
+    )
+
+
+def profile(name):
+    """The named profile: its full workload (None when unrecorded) and default concurrency levels."""
+    problem = profile_problem(name)
+    if problem:
+        raise ValueError(problem)
+    spec = PROFILES[name]
+    load = None if spec["workload"] is None else workload(**spec["workload"])
+    return dict(spec, name=name, workload=load, concurrency=tuple(spec["concurrency"]))
+
+
+def bench_profile_for(recipe_profile):
+    """The profile a seat is benchmarked on: its recipe's, or the lab's where the report recorded none."""
+    return DEFAULT_PROFILE if profile(recipe_profile)["workload"] is None else recipe_profile
+
+
+def _identity(load):
+    return {k: load.get(k) for k in IDENTITY_KEYS}
+
+
+def profile_of(load, requested=None):
+    """The name of the profile whose identity keys `load` has (`requested` first), else CUSTOM_PROFILE."""
+    if not isinstance(load, dict):
+        return None
+    names = ([requested] if requested in PROFILES else []) + list(PROFILES)
+    for name in names:
+        known = profile(name)["workload"]
+        if known is not None and _identity(known) == _identity(dict(DEFAULTS, **load)):
+            return name
+    return CUSTOM_PROFILE
+
+
+def named_workload(name, **overrides):
+    """(profile name, workload) for a profile with explicit settings over it; a departure makes it `custom`."""
+    spec = profile(name)
+    if spec["workload"] is None:
+        raise ValueError(
+            "workload profile %s has no workload to run (%s): pick one of %s"
+            % (name, spec["summary"], ", ".join(n for n in PROFILES if PROFILES[n]["workload"] is not None))
+        )
+    load = workload(**dict(spec["workload"], **{k: v for k, v in overrides.items() if v is not None}))
+    return profile_of(load, name), load
 
 
 def harness():

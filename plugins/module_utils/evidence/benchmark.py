@@ -1,16 +1,23 @@
 """benchmark.json of one sweep (pure): the shape the record schema's `$defs/benchmark` checks."""
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import profile_of
 
-def benchmark_part(harness, workload, workload_id, endpoint, options, started, finished, passes, sweep, commands):
+
+def benchmark_part(
+    harness, workload, workload_id, endpoint, options, started, finished, passes, sweep, commands, workload_profile=None
+):
     """benchmark.json from a finished sweep.
 
     `sweep` holds what the runner and the analysis produced: `concurrency` (the levels asked for),
     `warmup`, `levels` (every pass of every level), `summary` (per level) and `verdict`.
+    `workload_profile` names the workload (bench/workload.py); without it, the profile the workload matches.
     """
     return {
         "harness": harness,
         "workload": workload,
         "workload_id": workload_id,
+        # The named workload (bench/workload.py PROFILES): records and field figures compare only within one.
+        "workload_profile": workload_profile or profile_of(workload),
         "endpoint": endpoint,
         "options": options,
         "started_at_epoch": started,

@@ -9,6 +9,7 @@ and listed, never guessed.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import summarise as summarise_telemetry
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import profile_of
 
 RECORD_SCHEMA = "seatwright-record/1"
 PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotion")
@@ -126,6 +127,18 @@ def fleet_cost_of(plan, bringup):
     }
 
 
+def workload_profile_of(benchmark):
+    """The benchmark's named workload; a part written before profiles had names gets the one its workload matches."""
+    if not isinstance(benchmark, dict):
+        return None
+    return benchmark.get("workload_profile") or profile_of(benchmark.get("workload"))
+
+
+def record_workload_profile(record):
+    """A record's named workload, from the record or else its benchmark part (None without a benchmark)."""
+    return (record or {}).get("workload_profile") or workload_profile_of((record or {}).get("benchmark"))
+
+
 def assemble(seat, run_id, parts, created_at):
     """The record of one seat run from its parts ({part name: parsed JSON or None})."""
     plan, bringup = parts.get("plan"), parts.get("bringup")
@@ -148,6 +161,7 @@ def assemble(seat, run_id, parts, created_at):
         "measured_at_epoch": (benchmark or {}).get("started_at_epoch") if isinstance(benchmark, dict) else None,
         "harness": harness,
         "workload_id": (benchmark or {}).get("workload_id") if isinstance(benchmark, dict) else None,
+        "workload_profile": workload_profile_of(benchmark),
         "parts": {part_file(p): parts.get(p) is not None for p in PARTS},
         "plan": plan,
         "bringup": bringup,

@@ -8,6 +8,8 @@ with the promotion decision and its reasons.
 
 import json
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.field import field_comparison
+
 PLOTS = (
     ("throughput.png", "Output throughput against concurrency (median of passes, range as error bars)"),
     ("ttft.png", "TTFT and time to first output against concurrency (p50, median of passes)"),
@@ -79,6 +81,36 @@ def sweep_table(summary):
 
 def _answers(level):
     return not any(f["id"] == "reasoning-only" for f in level.get("flags") or [])
+
+
+def field_lines(comparison):
+    """The recipe's field figures beside the run's, with the ratio and the source; or one line saying why not."""
+    if not comparison["comparable"]:
+        if not comparison["count"]:
+            return ["- none: %s." % comparison["reason"]]
+        return [
+            "- not comparable: %d field figure(s) in the recipe, but %s." % (comparison["count"], comparison["reason"])
+        ]
+    lines = [
+        "Measured on workload profile %s, as this run was; ratio = this run / the field." % comparison["run_profile"],
+        "",
+        "| figure | c | context tokens | field | this run | ratio | source |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in comparison["rows"]:
+        lines.append(
+            "| %s | %s | %s | %s | %s | %s | %s |"
+            % (
+                row["label"],
+                row["concurrency"] or "—",
+                _num(row["context_tokens"], 0) if row["context_tokens"] else "—",
+                _num(float(row["field"])),
+                _num(row["run"]) if row["run"] is not None else "— (%s)" % row["note"],
+                "x%s" % _num(row["ratio"], 2) if row["ratio"] is not None else "—",
+                _cell(row["source"]),
+            )
+        )
+    return lines
 
 
 def telemetry_lines(telemetry):
@@ -320,11 +352,12 @@ def render(record, plots=()):
         harness = bench.get("harness") or {}
         workload = bench.get("workload") or {}
         lines.append(
-            "Harness %s %s (load from %s); workload `%s`: %s."
+            "Harness %s %s (load from %s); workload profile **%s**, workload `%s`: %s."
             % (
                 harness.get("name"),
                 harness.get("version"),
                 harness.get("load_generator"),
+                record.get("workload_profile") or "not recorded",
                 bench.get("workload_id"),
                 json.dumps(workload, sort_keys=True),
             )
@@ -354,6 +387,8 @@ def render(record, plots=()):
         lines.append("")
         lines.append("Flags: %s" % ("none" if not reasons else ""))
         lines.extend("- %s" % _cell(r) for r in reasons)
+        lines += ["", "The field's figures:", ""]
+        lines.extend(field_lines(field_comparison(record)))
         for name, caption in PLOTS:
             if name in plots:
                 lines.append("")

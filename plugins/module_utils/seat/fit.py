@@ -614,7 +614,7 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
     if headroom <= 0:
         reasons.append(
             "no KV cache room: zero or negative headroom is not a fit; %s"
-            % needed_hint(base["needed_utilization"], chosen)
+            % needed_hint(base["needed_utilization"], chosen, utilization)
         )
         return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
     if context is None or kv_token is None:
@@ -646,9 +646,18 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
     return dict(base, fits=True, verdict="fits", reasons=reasons, per_rank=ranks)
 
 
-def needed_hint(needed, chosen):
-    """Words for the utilisation a seat would need, when a higher one could help."""
+def needed_hint(needed, chosen, utilization=None):
+    """Words for the utilisation a seat would need, when a higher one could help.
+
+    The hint names a hundredth above both the need and the setting in effect: the need is rounded to four
+    places, and at a setting equal to it the KV cache still has no room (it once said "at least 0.90" of a
+    seat that ran at 0.90).
+    """
     if needed > 1:
         return "the weights and reserve need %.3f of the smallest GPU: more than the whole GPU" % needed
-    least = math.ceil(needed * 100) / 100.0
+    least = math.ceil(round(needed * 100, 6)) / 100.0
+    if utilization is not None and least <= utilization:
+        least = math.floor(round(utilization * 100, 6)) / 100.0 + 0.01
+    if least > 1:
+        return "the weights and reserve need %.4f of the smallest GPU: no setting leaves room for a KV cache" % needed
     return "it needs at least %.2f of each GPU%s" % (least, "" if chosen else "; set serving.gpu_memory_utilization")

@@ -8,6 +8,7 @@ seat uses the first topology.nodes of them and node rank 0 is the first.
 import re
 import shlex
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import DEFAULT_PROFILE, bench_profile_for
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import plan_line, seat_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
@@ -662,6 +663,8 @@ def make_plan(data, schema, seat, candidates, source):
         "topology": settings["topology"],
         "serving": settings["serving"],
         "qualification": settings["qualification"],
+        # The workload the seat is benchmarked on: its report's, or the lab's where the report recorded none.
+        "bench_profile": bench_profile_for(settings["qualification"].get("workload_profile", DEFAULT_PROFILE)),
         "hosts": [
             {
                 "host": node["host"],

@@ -10,6 +10,11 @@ import difflib
 import math
 
 import yaml
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    profile_problem,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import DEFAULTS as QUALIFY_DEFAULTS
@@ -265,6 +270,20 @@ def parser_unknowns(recipe):
     ]
 
 
+def _workload_profile_problems(qualification):
+    """The recipe's workload profile must be a known one, and named wherever the recipe holds field figures."""
+    name = qualification.get("workload_profile")
+    if name is None:
+        if qualification.get("anchors"):
+            return [
+                "qualification.workload_profile: missing; qualification.anchors hold the field's figures, so name "
+                "the workload they were measured on: one of %s" % ", ".join(PROFILES)
+            ]
+        return []
+    problem = profile_problem(name)
+    return ["qualification.workload_profile: %s" % problem] if problem else []
+
+
 def _cross_field_problems(recipe, rule_ids):
     """Problems the schema cannot express: fields that must agree with each other."""
     problems = []
@@ -319,6 +338,14 @@ def _cross_field_problems(recipe, rule_ids):
         problems.append(
             "topology.executor: %r; vLLM across nodes runs on Ray (ray) or on its own multi-node "
             "launch (mp), and the field used both: choose one" % topo.get("executor")
+        )
+    # Refused, not warned: on one node the engine would start a Ray runtime of its own inside its container,
+    # which the plan neither places (no Ray head, no wait for its nodes) nor fits (its object store takes
+    # shared memory the fit does not count); the field used Ray only to span nodes [000] section 6.
+    if engine["name"] == "vllm" and nodes == 1 and topo.get("executor") == "ray":
+        problems.append(
+            "topology.executor: 'ray' on a one-node seat; Ray only spans nodes here, and on one node vLLM would "
+            "start a Ray runtime the plan does not place or fit: set it to null (one node) or mp"
         )
     if engine["name"] == "sglang" and topo.get("executor") is not None:
         problems.append(
@@ -390,6 +417,7 @@ def _normalise(data):
     recipe.setdefault("overrides", [])
     recipe.setdefault("fit", {})
     recipe["qualification"].setdefault("expect_fail", [])
+    recipe["qualification"].setdefault("workload_profile", DEFAULT_PROFILE)
     engine = recipe["engine"]
     engine.setdefault("version", None)
     engine.setdefault("flashinfer_version", None)
@@ -473,7 +501,7 @@ def validate_recipe(data, schema, source, rule_ids=()):
         problems = _schema_problems(data, schema)
     if not problems:
         recipe = _normalise(data)
-        problems = _cross_field_problems(recipe, set(rule_ids))
+        problems = _workload_profile_problems(data["qualification"]) + _cross_field_problems(recipe, set(rule_ids))
     if problems:
         shown = problems[:_MAX_ERRORS]
         more = len(problems) - len(shown)

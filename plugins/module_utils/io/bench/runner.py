@@ -16,6 +16,7 @@ import urllib.request
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
@@ -258,11 +259,6 @@ def _tail(path, lines=15):
         return "(no log)"
 
 
-def _shown(value):
-    """A figure for a progress line: one decimal, or a dash when it was not measured (never 0.0)."""
-    return "—" if value is None else "%.1f" % value
-
-
 def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log):
     """Warm up until stable (or report it unstable), then every level in every pass, in sweep order."""
     load = runner.load
@@ -288,8 +284,8 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
                 attempt,
                 warmup_max,
                 top,
-                _shown(raw),
-                _shown(warm["output_tok_s"][-1]),
+                figure_text(raw),
+                figure_text(warm["output_tok_s"][-1]),
                 "" if level["figures"]["output_tok_s"] is not None else " (raw: this level's figures are invalidated)",
             )
         )
@@ -329,9 +325,9 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
             progress(
                 "    %s visible tok/s, %s reasoning tok/s, TTFT p50 %s ms, %d failed, prefix-cache hits %s%s"
                 % (
-                    _shown(figs["output_tok_s"]),
-                    _shown(figs["reasoning_tok_s"]),
-                    _shown(figs["ttft_ms_p50"]),
+                    figure_text(figs["output_tok_s"]),
+                    figure_text(figs["reasoning_tok_s"]),
+                    figure_text(figs["ttft_ms_p50"]),
                     level["failed"],
                     "n/a"
                     if level["prefix_cache"]["hit_rate"] is None
