@@ -19,7 +19,6 @@ Modes:
 
 import argparse
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -112,7 +111,7 @@ class Hostile(BaseHTTPRequestHandler):
     def handle_one_request(self):
         try:
             super().handle_one_request()
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading, as it should
 
     def do_GET(self):  # noqa: N802 (http.server's name)
