@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -46,16 +47,18 @@ def run_tool(argv, bound_s):
     )
     peak = 0
     output = []
-    import threading
-
     reader = threading.Thread(target=lambda: output.append(proc.stdout.read()), daemon=True)
     reader.start()
     while proc.poll() is None:
         peak = max(peak, peak_rss(proc.pid))
-        if time.monotonic() - started > bound_s:
+        over_time, over_memory = time.monotonic() - started > bound_s, peak >= MEMORY_LIMIT
+        if over_time or over_memory:  # stopped at once: a test must fail, never hang or exhaust the host
             os.killpg(proc.pid, 9)
             proc.wait()
-            pytest.fail("%s ran past its bound of %d s (peak %d MiB)" % (argv[0], bound_s, peak >> 20))
+            pytest.fail(
+                "%s %s (peak resident memory %d MiB)"
+                % (argv[0], "ran past its bound of %d s" % bound_s if over_time else "went over the limit", peak >> 20)
+            )
         time.sleep(0.05)
     reader.join(5)
     text = (output[0] if output else b"").decode("utf-8", "replace")
