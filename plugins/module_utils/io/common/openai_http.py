@@ -21,6 +21,8 @@ import threading
 import time
 import urllib.parse
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import TransportError
+
 # One home for the limits on every read from an engine or router: generous for real engines (a
 # vLLM /metrics page is tens of KB; answers are bounded by max_tokens), small for the controller.
 MAX_BODY_BYTES = 16 * 2**20  # one plain answer, prompt logprobs of a long prompt included
@@ -47,14 +49,6 @@ class Endpoint:
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
         return headers
-
-
-class TransportError(Exception):
-    """The exchange could not be read as HTTP to its end; the text says what happened."""
-
-
-class _ReadTimeout(Exception):
-    pass
 
 
 def _record(started):
@@ -153,7 +147,7 @@ class _Exchange:
         return response
 
     def read_block(self, response):
-        """Up to one block of the body (b"" at its end); TransportError or _ReadTimeout otherwise."""
+        """Up to one block of the body (b"" at its end); TransportError or a socket timeout otherwise."""
         self.sock.settimeout(self._wait())
         return response.read1(_READ_BLOCK)
 
