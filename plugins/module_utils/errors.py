@@ -89,5 +89,15 @@ class BenchError(SeatwrightError):
     """A benchmark that cannot run; the message says what to fix."""
 
 
+class TransportError(SeatwrightError):
+    """An exchange with an engine or router could not be read as HTTP to its end; the text says
+    what happened (io/common/openai_http.py turns it into the response record's transport_error)."""
+
+
+class BenchIncomplete(BenchError):
+    """The sweep could not finish against this endpoint (load generator past its bound, a page that
+    cannot be read as HTTP): the benchmark is recorded as incomplete with this reason."""
+
+
 class EvidenceError(SeatwrightError):
     """An evidence folder or part that is unusable; the message names the file."""

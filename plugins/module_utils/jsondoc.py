@@ -5,6 +5,7 @@ staging listings and manifests all read JSON through it, and none of those conce
 """
 
 import json
+import math
 
 
 def parse_json(data):
@@ -56,3 +57,34 @@ def path_text(path, head=""):
         else:
             text += ("." if text else "") + str(part)
     return text
+
+
+def finite(value):
+    """(copy, paths): `value` with every float that is not finite (NaN, Infinity) made None, and
+    the paths where that happened with what stood there, so strict JSON can hold any document.
+
+    Walks with an explicit stack, like too_deep.
+    """
+    notes = []
+
+    def fix(node, path):
+        if isinstance(node, float) and not math.isfinite(node):
+            notes.append("%s: %r" % (path_text(path) or "(top)", node))
+            return None
+        return node
+
+    top = [fix(value, ())]
+    stack = [(top, 0, value, ())]
+    while stack:
+        parent, key, node, path = stack.pop()
+        if isinstance(node, dict):
+            copy = {}
+            parent[key] = copy
+            for name, child in node.items():
+                copy[name] = fix(child, path + (name,))
+                stack.append((copy, name, child, path + (name,)))
+        elif isinstance(node, (list, tuple)):
+            copy = [fix(child, path + (i,)) for i, child in enumerate(node)]
+            parent[key] = copy
+            stack.extend((copy, i, child, path + (i,)) for i, child in enumerate(node))
+    return top[0], notes

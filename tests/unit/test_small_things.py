@@ -49,8 +49,8 @@ def test_progress_lines_show_a_missing_figure_as_a_dash_not_zero():
     measured = [line for line in lines if "TTFT p50" in line]
     # No request answered: no TTFT at all (a dash), while no tokens in 2 s is a measured rate of 0.0.
     assert measured == [
-        "    0.0 visible tok/s, 0.0 reasoning tok/s, TTFT p50 — ms, 8 failed, prefix-cache hits n/a — flags: prefill-unverified, "
-        "failed-requests"
+        "    0.0 visible tok/s, 0.0 reasoning tok/s, TTFT p50 — ms, 8 failed, prefix-cache hits n/a — flags: "
+        "prefill-unverified, failed-requests"
     ]
 
 

@@ -145,7 +145,11 @@ def assemble(seat, run_id, parts, created_at):
     qualification, benchmark = parts.get("qualification"), parts.get("benchmark")
     qual_status, qual_failures = qualification_summary(qualification)
     if isinstance(benchmark, dict):
-        bench_status = "clean" if (benchmark.get("verdict") or {}).get("clean") else "flagged"
+        bench_verdict = benchmark.get("verdict") or {}
+        if bench_verdict.get("incomplete"):
+            bench_status = "incomplete"
+        else:
+            bench_status = "clean" if bench_verdict.get("clean") else "flagged"
     else:
         bench_status = "missing"
     harness = (benchmark or {}).get("harness") if isinstance(benchmark, dict) else None

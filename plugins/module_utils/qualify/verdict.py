@@ -18,8 +18,16 @@ def gate_met(gate, result, expect_fail):
     return passed, ""
 
 
-def overall(gate_results, expect_fail, quality=None, soak=None, skipped=()):
-    """{"verdict", "reasons"} over every part that ran; `skipped` names parts left out on purpose."""
+def overall(gate_results, expect_fail, quality=None, soak=None, skipped=(), unread=()):
+    """{"verdict", "reasons"} over every part that ran; `skipped` names parts left out on purpose.
+
+    `unread` names exchanges whose answer could not be read as HTTP to its end (malformed, a
+    redirect, a size limit, the deadline, no connection): the seat was not judged on them, so the
+    run is incomplete whatever else happened, with those reasons first.
+    """
+    if unread:
+        shown = list(unread[:5]) + (["and %d more" % (len(unread) - 5)] if len(unread) > 5 else [])
+        return {"verdict": INCOMPLETE, "reasons": ["the endpoint's answer could not be read: %s" % u for u in shown]}
     reasons = []
     for gate, result in gate_results.items():
         met, note = gate_met(gate, result, expect_fail)

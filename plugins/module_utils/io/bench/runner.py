@@ -9,15 +9,15 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError, BenchIncomplete
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import openai_http
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
 
@@ -86,16 +86,19 @@ def server_root(base_url):
 
 
 def scrape_metrics(base_url, api_key=None, timeout=10):
-    """The engine's /metrics text, or None (with a logged reason) when it does not answer."""
-    request = urllib.request.Request(server_root(base_url) + "/metrics")
-    if api_key:
-        request.add_header("Authorization", "Bearer " + api_key)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        log("could not read %s/metrics: %s" % (server_root(base_url), exc))
+    """The engine's /metrics text, or None (with a logged reason) when it has none.
+
+    A page that cannot be read as HTTP (malformed, a redirect, over MAX_METRICS_BYTES, past the
+    deadline) is the endpoint misbehaving, not a seat without counters: BenchIncomplete.
+    """
+    url = server_root(base_url) + "/metrics"
+    page = openai_http.get_text(url, api_key, timeout)
+    if page["problem"] is not None and page["answered"]:
+        raise BenchIncomplete("reading %s: %s" % (url, page["problem"]))
+    if page["problem"] is not None or page["status"] != 200:
+        log("could not read %s: %s" % (url, page["problem"] or "HTTP %s" % page["status"]))
         return None
+    return page["text"]
 
 
 def read_counters(base_url, model, api_key=None):
@@ -205,26 +208,21 @@ class AIPerfRunner:
         before = read_counters(self.base_url, self.model, self.api_key)
         started = time.time()
         with open(os.path.join(out_dir, "aiperf.log"), "wb") as logfile:
-            try:
-                launch, env = keyed_launch(argv, self.api_key)
-                proc = subprocess.run(
-                    launch, env=env, stdout=logfile, stderr=subprocess.STDOUT, timeout=self.timeout_s, check=False
-                )
-            except subprocess.TimeoutExpired:
-                raise BenchError(
-                    "AIPerf ran past %d s at concurrency %d (%s): see %s/aiperf.log"
-                    % (self.timeout_s, concurrency, label, out_dir)
-                )
-            except OSError as exc:
-                raise BenchError("could not start AIPerf (%s): %s; run scripts/aiperf-venv" % (self.aiperf, exc))
+            launch, env = keyed_launch(argv, self.api_key)
+            returncode = run_bounded(launch, logfile, self.timeout_s, env=env)
+        if returncode is None:
+            raise BenchIncomplete(
+                "AIPerf ran past %d s at concurrency %d (%s) and was stopped with its workers: see %s/aiperf.log"
+                % (self.timeout_s, concurrency, label, out_dir)
+            )
         after = read_counters(self.base_url, self.model, self.api_key)
         wall = time.time() - started
         export = os.path.join(out_dir, "profile_export.jsonl")
-        if proc.returncode != 0 or not os.path.exists(export):
+        if returncode != 0 or not os.path.exists(export):
             tail = _tail(os.path.join(out_dir, "aiperf.log"))
-            raise BenchError(
+            raise BenchIncomplete(
                 "AIPerf exited %d at concurrency %d (%s) without per-request records; last lines:\n%s"
-                % (proc.returncode, concurrency, label, tail)
+                % (returncode, concurrency, label, tail)
             )
         raw_path = os.path.join(out_dir, "profile_export_raw.jsonl")
         texts = {}
@@ -251,6 +249,34 @@ class AIPerfRunner:
         }
 
 
+def run_bounded(argv, logfile, timeout_s, grace_s=5.0, env=None):
+    """Run a load generator in its own process group; its exit status, or None when it ran past
+    `timeout_s` and the whole group (AIPerf's worker processes too) was stopped."""
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        raise BenchError("could not start AIPerf (%s): %s; run scripts/aiperf-venv" % (argv[0], exc))
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            if sig == signal.SIGTERM:
+                os.killpg(proc.pid, signal.SIGKILL)  # workers that outlived their parent
+            break
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            break
+    return None
+
+
 def _tail(path, lines=15):
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -260,10 +286,30 @@ def _tail(path, lines=15):
 
 
 def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log):
-    """Warm up until stable (or report it unstable), then every level in every pass, in sweep order."""
+    """Warm up until stable (or report it unstable), then every level in every pass, in sweep order.
+
+    Returns (warm-up, levels, incomplete): `incomplete` is None, or why the sweep stopped early
+    (BenchIncomplete); what finished before that is kept.
+    """
+    warm = {
+        "concurrency": max(levels),
+        "output_tok_s": [],
+        "generated_tok_s": [],
+        "settled": False,
+        "max_passes": warmup_max,
+    }
+    results = []
+    try:
+        _sweep(runner, levels, passes, warmup_max, base_seed, options, progress, warm, results)
+    except BenchIncomplete as exc:
+        progress("stopped: %s" % exc)
+        return warm, results, str(exc)
+    return warm, results, None
+
+
+def _sweep(runner, levels, passes, warmup_max, base_seed, options, progress, warm, results):
     load = runner.load
     top = max(levels)
-    warm = {"concurrency": top, "output_tok_s": [], "generated_tok_s": [], "settled": False, "max_passes": warmup_max}
     for attempt in range(1, warmup_max + 1):
         result = runner.run(
             "warmup-%d" % attempt, top, wl.requests_for(load, top), wl.seed_for(base_seed, 900 + attempt, top)
@@ -296,7 +342,7 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
             break
     if not warm["settled"]:
         progress("warm-up did not settle in %d passes: measuring anyway, the record will say unstable" % warmup_max)
-    results, total, done = [], passes * len(levels), 0
+    total, done = passes * len(levels), 0
     for pass_index in range(1, passes + 1):
         for concurrency in levels:
             done += 1
@@ -335,7 +381,6 @@ def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=l
                     "" if not level["flags"] else " — flags: " + ", ".join(f["id"] for f in level["flags"]),
                 )
             )
-    return warm, results
 
 
 def write_json(path, data):

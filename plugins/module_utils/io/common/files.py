@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
-from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import finite, parse_json
 
 
 def fingerprint(data):
@@ -43,7 +43,10 @@ def atomic_write_bytes(path, payload, mode=0o644):
 
 
 def atomic_write_json(path, data, mode=0o644):
-    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"), mode)
+    """Standard JSON only: NaN and Infinity (which other readers refuse) are written as null."""
+    clean, _notes = finite(data)
+    text = json.dumps(clean, indent=2, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"), mode)
 
 
 def read_json(path):

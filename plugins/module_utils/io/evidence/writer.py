@@ -27,7 +27,20 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
     atomic_write_bytes,
     atomic_write_json,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import finite
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import SEAT_NAME_PATTERN
+
+NON_FINITE_NOTE = "non_finite_values"
+
+
+def _write_json(path, data):
+    """Evidence JSON is standard JSON: a figure that is not finite becomes null, and a document
+    (a mapping) lists where under NON_FINITE_NOTE, so nobody reads the null as a measured nothing."""
+    clean, notes = finite(data)
+    if notes and isinstance(clean, dict):
+        clean[NON_FINITE_NOTE] = notes[:100] + (["and %d more" % (len(notes) - 100)] if len(notes) > 100 else [])
+    atomic_write_json(path, clean)
+
 
 # The checkout this file lies in (the tools' and tests' import path); a module run by Ansible is
 # unpacked elsewhere, so the seat_evidence module finds the checkout from its evidence folder.
@@ -74,7 +87,7 @@ def read_part(evidence_dir, part):
 
 def write_part(evidence_dir, part, data, redactor):
     """One part file, redacted (pass one Redactor per evidence folder so names stay consistent)."""
-    atomic_write_json(os.path.join(evidence_dir, rec.part_file(part)), redactor.redact(data))
+    _write_json(os.path.join(evidence_dir, rec.part_file(part)), redactor.redact(data))
 
 
 def load_schema(root=PROJECT_ROOT):
@@ -151,7 +164,7 @@ def write_evidence(
                 if isinstance(content, str):
                     atomic_write_bytes(path, redactor.redact(content).encode("utf-8"))
                 else:
-                    atomic_write_json(path, redactor.redact(content))
+                    _write_json(path, redactor.redact(content))
             except OSError as exc:
                 raise EvidenceError("cannot write evidence file %s: %s" % (path, exc.strerror or exc))
         written.append(path)

@@ -68,12 +68,19 @@ def _kept_response(response):
     return kept
 
 
-def _sender(endpoint, progress, label):
+def _note_unread(unread, label, req, response):
+    """Keep what went wrong on the wire for an exchange the seat cannot be judged on."""
+    if response.get("transport_error"):
+        unread.append("%s %s %s: %s" % (label, req["method"], req["path"], response["transport_error"]))
+
+
+def _sender(endpoint, progress, label, unread):
     count = [0]
 
     def send(req):
         count[0] += 1
         response = call(endpoint, req)
+        _note_unread(unread, label, req, response)
         status = response["status"] if response["error"] is None else response["error"]
         progress(
             "%s: request %d %s %s -> %s in %.2f s"
@@ -96,24 +103,24 @@ def _exchange_record(exchange, thresholds, keep_stream=True):
     return shorten(record)
 
 
-def run_gates(ctx, endpoint, progress):
+def run_gates(ctx, endpoint, progress, unread):
     settings = ctx["settings"]
     results = {}
     for gate in settings["gates"]:
         progress("gate %s: start" % gate)
-        result, exchanges = drive(GATE_FUNCTIONS[gate](ctx), _sender(endpoint, progress, "gate " + gate))
+        result, exchanges = drive(GATE_FUNCTIONS[gate](ctx), _sender(endpoint, progress, "gate " + gate, unread))
         result["exchanges"] = [_exchange_record(e, settings["degenerate"]) for e in exchanges]
         results[gate] = result
         progress("gate %s: %s - %s" % (gate, result["verdict"], result["reason"][:160]))
     return results
 
 
-def run_quality(ctx, endpoint, progress):
+def run_quality(ctx, endpoint, progress, unread):
     settings = ctx["settings"]
     runs = quality_protocol.plan(settings)
     results = []
     for index, (category, item, number, function) in enumerate(runs, 1):
-        outcome, exchanges = drive(function(ctx), _sender(endpoint, lambda text: None, "quality"))
+        outcome, exchanges = drive(function(ctx), _sender(endpoint, lambda text: None, "quality", unread))
         if "ok" not in outcome:  # drive() turned a failing item into a gate-style verdict
             outcome = {"ok": False, "verdict": outcome["verdict"], "reason": outcome["reason"], "detail": {}}
         entry = {"category": category, "item": item, "run": number}
@@ -130,7 +137,7 @@ def run_quality(ctx, endpoint, progress):
     return summary
 
 
-def run_soak(ctx, endpoint, progress, report_every_s=10.0):
+def run_soak(ctx, endpoint, progress, unread, report_every_s=10.0):
     """Keep `concurrency` streams busy until `duration_s` has passed, then wait for those in flight."""
     settings = ctx["settings"]
     soak = settings["soak"]
@@ -150,6 +157,7 @@ def run_soak(ctx, endpoint, progress, report_every_s=10.0):
             response = call(endpoint, req)
             fact = soak_rules.exchange_facts(response, soak["stall_s"])
             with lock:
+                _note_unread(unread, "soak", req, response)
                 facts.append(dict(fact, number=number, started_s=round(started - t0, 3)))
                 if not fact["ok"] or fact["stalled"] or not fact["answered"]:
                     failures.append(_exchange_record({"request": req, "response": response}, settings["degenerate"]))
@@ -216,14 +224,18 @@ def qualify(ctx, endpoint, parts, progress):
         "quality": None,
         "soak": None,
     }
+    unread = []
     if "gates" in parts:
-        record["gates"] = run_gates(ctx, endpoint, progress)
+        record["gates"] = run_gates(ctx, endpoint, progress, unread)
     if "quality" in parts:
-        record["quality"] = run_quality(ctx, endpoint, progress)
+        record["quality"] = run_quality(ctx, endpoint, progress, unread)
     if "soak" in parts:
-        record["soak"] = run_soak(ctx, endpoint, progress)
+        record["soak"] = run_soak(ctx, endpoint, progress, unread)
     skipped = [p for p in ("gates", "quality", "soak") if p not in parts]
-    result = overall(record["gates"], ctx["settings"]["expect_fail"], record["quality"], record["soak"], skipped)
+    result = overall(
+        record["gates"], ctx["settings"]["expect_fail"], record["quality"], record["soak"], skipped, unread
+    )
+    record["unread"] = {"count": len(unread), "first": unread[:20]}
     # Readers (evidence/record.py) take `passed` first: true only for a qualified seat.
     record.update(
         verdict=result["verdict"],
