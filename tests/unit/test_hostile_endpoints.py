@@ -205,3 +205,16 @@ def test_bench_endless_stream_stops_aiperf_at_its_bound(tmp_path):
     rc, part, _server, _out = bench(tmp_path, "endless-sse", timeout_s=40, bound_s=150)
     assert rc == 3 and "AIPerf ran past 40 s" in part["verdict"]["incomplete"], part["verdict"]
     assert "incomplete" in part["verdict"]["flags"]
+
+
+def test_bringup_readiness_probe_does_not_follow_a_redirect_with_the_key():
+    """The node-side probe (seat_engine's wait for /health and /v1/models) reads like the clients do."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine
+
+    server = hostile_server.serve("redirect", deadline_s=30)
+    try:
+        status, models, error = engine.http_probe("http://127.0.0.1:%d" % server.port, KEY)
+    finally:
+        server.stop()
+    assert server.trap_seen == [], "the redirect's target was asked: %s" % server.trap_seen
+    assert models is None and "redirect to http://localhost:%d" % server.trap.server_address[1] in error

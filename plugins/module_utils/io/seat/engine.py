@@ -6,14 +6,13 @@ Every docker call is bounded (io/services.py). HTTP probes go to the address the
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import engine_transports
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import observed_transport
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import MAX_BODY_BYTES, get_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
     container_state,
     containers_labelled,
@@ -197,27 +196,24 @@ def logs(name, tail=None):
 
 
 def http_probe(base_url, api_key=None):
-    """(health status or None, [model ids] or None, error text or None)."""
-    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
-    status, models, error = None, None, None
-    try:
-        with urllib.request.urlopen(
-            urllib.request.Request(base_url + "/health", headers=headers), timeout=HTTP_TIMEOUT_S
-        ) as response:
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        return None, None, "health: %s" % getattr(exc, "reason", exc)
+    """(health status or None, [model ids] or None, error text or None).
+
+    Bounded and redirect-free like every other read from an engine (openai_http.get_text): a
+    redirect would carry the key to wherever it points.
+    """
+    health = get_text(base_url + "/health", api_key, timeout_s=HTTP_TIMEOUT_S, limit=MAX_BODY_BYTES)
+    if health["problem"]:
+        return health["status"], None, "health: %s" % health["problem"]
+    status, models, error = health["status"], None, None
     if status == 200:
+        listing = get_text(base_url + "/v1/models", api_key, timeout_s=HTTP_TIMEOUT_S, limit=MAX_BODY_BYTES)
+        if listing["problem"]:
+            return status, None, "models: %s" % listing["problem"]
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(base_url + "/v1/models", headers=headers), timeout=HTTP_TIMEOUT_S
-            ) as response:
-                data = json.loads(response.read().decode("utf-8"))
+            data = json.loads(listing["text"] or "")
             models = [item.get("id") for item in data.get("data", []) if isinstance(item, dict)]
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            error = "models: %s" % getattr(exc, "reason", exc)
+        except (ValueError, AttributeError) as exc:
+            error = "models: not a model listing (%s)" % exc
     return status, models, error
 
 
