@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-down unit integration lint docs collection molecule test
+.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -43,6 +43,11 @@ lab-seats:
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab-tp2 -e seat_measure=false
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab
 	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
+
+# Issue 23's check on the lab made by make lab: the lab seat's qualification and benchmark under
+# tools/seatwright-keywatch (/proc/*/cmdline every 0.5 s, the -vvv log, the evidence folder).
+lab-keywatch:
+	SEATWRIGHT_KEYWATCH=1 $(VENV)/python -m pytest tests/integration/test_keys_lab.py -v -s
 
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
 lab-seat-test:
