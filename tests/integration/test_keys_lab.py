@@ -61,6 +61,9 @@ def test_the_lab_seat_key_is_on_no_command_line_log_or_evidence_file(tmp_path):
         "seat=lab",
         "-e",
         "qualify_soak_duration_s=60",
+        # A short sweep: what is watched is how the key travels, not the figures.
+        "-e",
+        '{"seat_bench_concurrency": [1, 4], "seat_bench_passes": 1}',
     ]
     # The playbook makes the key file on first use; make sure it exists before the watcher reads it.
     subprocess.run(
