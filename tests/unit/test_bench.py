@@ -559,3 +559,19 @@ def test_reasoning_only_below_the_declared_visible_share(visible, reasoning, sha
     assert ("reasoning-only" in [f["id"] for f in level["flags"]]) is flagged
     assert level["figures"]["output_tok_s"] == pytest.approx(visible * len(recs) / 2.0)
     assert level["figures"].get("reasoning_tok_s") == pytest.approx(reasoning * len(recs) / 2.0)
+
+
+@pytest.mark.parametrize(
+    "visible, reasoning, generated, want_visible",
+    [(32, 0, 32, 31 / 1.55), (16, 16, 32, 16 / 1.55), (0, 32, 32, None)],
+)
+def test_visible_rate_per_stream_counts_tokens_after_the_first_output_as_decode_does(
+    visible, reasoning, generated, want_visible
+):
+    """A plain stream's visible and decode rates per stream agree; a reasoning stream's visible rate is lower."""
+    row = analysis.request_figures(
+        {"ok": True, "latency_ms": 1600.0, "ttfo_ms": 50.0, "output_tokens": visible}
+        | {"reasoning_tokens": reasoning, "generated_tokens": generated}
+    )
+    assert row["decode_tok_s"] == pytest.approx(31 / 1.55)
+    assert row["visible_tok_s"] == (pytest.approx(want_visible) if want_visible else None)

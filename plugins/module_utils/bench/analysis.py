@@ -76,7 +76,10 @@ def request_figures(record):
     generated = record.get("generated_tokens") or (visible + reasoning)
     decode_ms = (latency - ttfo) if (latency is not None and ttfo is not None) else None
     out["decode_tok_s"] = ((generated - 1) / (decode_ms / 1000.0)) if decode_ms and generated > 1 else None
-    out["visible_tok_s"] = (visible / (decode_ms / 1000.0)) if decode_ms and visible > 0 else None
+    # Tokens after the first output, as decode counts them: the first is visible when nothing was reasoned
+    # (a reasoning stream opens with its thinking), so a plain stream's two rates agree.
+    after_first = visible - 1 if not reasoning else visible
+    out["visible_tok_s"] = (after_first / (decode_ms / 1000.0)) if decode_ms and after_first > 0 else None
     prompt, first = record.get("input_tokens"), record.get("ttfo_ms")
     out["prefill_tok_s"] = (prompt / (first / 1000.0)) if prompt and first else None
     return out
