@@ -12,6 +12,7 @@ import yaml
 from ansible_collections.seatwright.fleet.plugins.filter.redact_hostnames import redact_hostnames
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.hostnames import hostnames_to_redact
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import write_evidence
 from seat_cases import ROOT
 
 PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
@@ -225,3 +226,14 @@ def test_fqdn_of_a_seat_node_is_redacted_in_evidence(tmp_path):
     written = "".join(path.read_text() for path in evidence.rglob("*") if path.is_file())
     assert "gpu7" not in written.lower()
     assert "host-1" in record
+
+
+def test_an_evidence_file_named_after_a_node_does_not_carry_its_fqdn(tmp_path):
+    result = write_evidence(
+        dir=str(tmp_path),
+        root=str(ROOT),
+        files={"ranks/gpu7.corp.example.com.json": {"host": "gpu7.corp.example.com"}},
+        hostnames=["gpu7.corp.example.com"],
+    )
+    assert [os.path.relpath(path, tmp_path) for path in result["written"]] == ["ranks/host-1.json"]
+    assert json.loads((tmp_path / "ranks" / "host-1.json").read_text()) == {"host": "host-1"}
