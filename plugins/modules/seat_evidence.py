@@ -41,8 +41,10 @@ options:
     type: dict
   hostnames:
     description:
-      - Host names to replace as well. The seat playbooks pass none, because inventory names name the
-        ranks in plan.json and bringup.json and must read the same across files.
+      - Host names to replace as well, each with its short form. The seat playbooks pass the nodes' own
+        (filter C(seatwright.fleet.redact_hostnames)) - an C(ansible_host) name, FQDNs, gathered names -
+        and the same list to every call of a run, so one host keeps one placeholder across files. Short
+        inventory names (C(node-a)) name the ranks and are not among them.
     type: list
     elements: str
     default: []

@@ -58,6 +58,8 @@ import base64
 import ipaddress
 import re
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.hostnames import MIN_HOST_NAME_LEN
+
 SECRET = "<redacted>"
 
 _HEX = "[0-9A-Fa-f]"
@@ -257,11 +259,13 @@ class Redactor:
             name = str(name or "").strip().rstrip(".")
             if not name:
                 continue
-            # Numbered in the order given, so every file (and every call) of a run agrees.
-            self._number("host", name.lower())
+            # Numbered in the order given, so every file (and every call) of a run agrees; a short
+            # form given after its FQDN shares the FQDN's number.
+            if name.lower() not in self._host_alias:
+                self._number("host", name.lower())
             names.add(name.lower())
             short = name.split(".", 1)[0]
-            if short != name and len(short) >= 3:
+            if short != name and len(short) >= MIN_HOST_NAME_LEN:
                 names.add(short.lower())
                 self._host_alias.setdefault(short.lower(), name.lower())
         if not names:

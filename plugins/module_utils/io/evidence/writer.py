@@ -156,7 +156,8 @@ def write_evidence(
     redactor = evidence_redactor(hostnames, root, secrets)
     written = []
     for relative, content in sorted(contents.items()):
-        path = os.path.abspath(os.path.join(folder, relative))
+        # A file named after a node (ranks/<host>.json) must not carry the name the files do not.
+        path = os.path.abspath(os.path.join(folder, redactor.text(relative)))
         if not path.startswith(folder + os.sep):
             raise EvidenceError("evidence file %r lies outside %s; give a path inside the folder" % (relative, folder))
         if not check_mode:
