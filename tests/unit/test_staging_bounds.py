@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import test_staging_attacks as staging_attacks
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
@@ -60,27 +61,11 @@ def folder_source(tmp_path):
 
 
 def options(tmp_path, url, **changes):
-    base = dict(
-        dest=str(tmp_path / "dst"),
-        source_url=url,
-        token=SECRET,
-        client="node-b",
-        name="m",
-        revision=None,
-        streams=2,
-        verify="full",
-        direct_io=False,
-        bandwidth_limit_bytes_s=0,
-        state_dir=str(tmp_path / "dst-state"),
-        connect_timeout_s=2,
-        io_timeout_s=1,
-        retries=0,
-        progress_interval_s=0,
-        source_label="node-a:/src",
-        prune=False,
+    """The staging options of test_staging_attacks, with the tight bounds these attacks are timed against."""
+    bounded = dict(
+        dest=str(tmp_path / "dst"), token=SECRET, revision=None, connect_timeout_s=2, io_timeout_s=1, retries=0
     )
-    base.update(changes)
-    return base
+    return staging_attacks.options(tmp_path, url, **dict(bounded, **changes))
 
 
 def with_deadline(call, seconds):
