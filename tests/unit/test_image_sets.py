@@ -17,7 +17,8 @@ from ansible.module_utils.testing import patch_module_args
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "engine_image"
 HASH = {
-    "flashinfer_python-0.7.0.post1-py3-none-any.whl": "c7adf826568d61fc1b7d3aadd4cae387a35a138bfc08e2deca2f34ecfa280716",
+    "flashinfer_python-0.7.0.post1-py3-none-any.whl": "c7adf826568d61fc1b7d3aadd4cae387a35a138b"
+    "fc08e2deca2f34ecfa280716",
     "flashinfer_python-0.7.4-py3-none-any.whl": "a" * 64,
     "flashinfer_cubin-0.6.13-py3-none-any.whl": "41e4848c2d09d220e8394489b2fb6cfec6b6ad09f897b5ab8b39fc23055f6c24",
     "flashinfer_cubin-0.7.0.post1-py3-none-any.whl": "b" * 64,
