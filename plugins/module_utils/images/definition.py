@@ -304,14 +304,14 @@ def validate_definition(data, source):
         checked_overrides[override] = dict(flashinfer_set(fields, where, target), reason=body["reason"])
     flashinfer_pins = {}
     for pin in packages:
-        name = pinned_name(pin)
-        if name in FLASHINFER_PACKAGES:
+        pin_name = pinned_name(pin)
+        if pin_name in FLASHINFER_PACKAGES:
             if flashinfer is not None:
                 raise ImageError(
                     "%s: %s is pinned in packages and the flashinfer set pins FlashInfer too; keep FlashInfer in "
                     "the flashinfer mapping only, one version with a hash per wheel" % (source, pin)
                 )
-            flashinfer_pins[name] = pin.split("==", 1)[1]
+            flashinfer_pins[pin_name] = pin.split("==", 1)[1]
     if len(set(flashinfer_pins.values())) > 1:
         raise ImageError(
             "%s: the FlashInfer packages disagree in version (%s); they are one set: pin them at one version "
