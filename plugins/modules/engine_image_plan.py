@@ -57,6 +57,12 @@ options:
     description: Install Python packages from a wheelhouse the controller prepares, with no index.
     type: bool
     default: true
+  flashinfer_override:
+    description:
+      - Name of one of the definition's C(flashinfer_overrides) to build instead of its FlashInfer
+        set (a PyPI release where the nightly index is out of reach). The name goes into the
+        content tag, the image's labels and its facts.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -141,6 +147,7 @@ def main():
             "ca_certificates": {"type": "list", "elements": "path", "default": []},
             "base_image_id": {"type": "str"},
             "offline": {"type": "bool", "default": True},
+            "flashinfer_override": {"type": "str"},
         },
         supports_check_mode=True,
     )

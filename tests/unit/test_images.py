@@ -63,15 +63,24 @@ def test_every_image_definition_is_valid(name):
         (("template",), "vllm-cpu", "vllm-cpu exactly when engine.device is cpu"),
         (("engine", "name"), "tgi", "engine.name"),
         (("patches",), ["Bad Id"], "patch id"),
-        (("flashinfer", "sha256"), "xyz", "flashinfer.sha256"),
+        (
+            ("flashinfer", "wheels"),
+            [{"file": "flashinfer_python-0.7.0.post1-py3-none-any.whl", "sha256": "xyz"}],
+            "sha256",
+        ),
+        (("flashinfer", "channel"), "nightly", "build string"),
+        (("wheel_target",), None, "not for the controller"),
+        (("base", "platform"), "linux/arm64", "a digest taken from an arm64 deployment"),
         (("repository",), "Seatwright/Vllm", "repository"),
     ],
 )
 def test_bad_gpu_definitions_name_the_field(path, value, words):
-    data = mutated(definition("glm53-vllm-sm120"), path, value)
+    data = mutated(definition("vllm-sm120"), path, value)
+    if path == ("base", "digest") or path == ("base", "platform"):
+        data["base"]["from"] = "registry"
     with pytest.raises(ImageError) as error:
-        validate_definition(data, "images/glm53-vllm-sm120.yml")
-    assert "images/glm53-vllm-sm120.yml" in str(error.value)
+        validate_definition(data, "images/vllm-sm120.yml")
+    assert "images/vllm-sm120.yml" in str(error.value)
     assert words in str(error.value)
 
 

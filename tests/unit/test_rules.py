@@ -173,6 +173,12 @@ def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
         (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
         (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
         (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
+        # A pre-fix nightly of 0.6.18 is older than 0.6.18 (PEP 440), so it lacks the fix.
+        (
+            ("engine", "flashinfer_version"),
+            "0.6.18.dev20260801",
+            "engine.flashinfer_version is '0.6.18.dev20260801'; the rule needs 0.6.18",
+        ),
     ],
 )
 def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(path, value, fragment):

@@ -10,11 +10,11 @@ with a reason. Conditions answer True, False or None (None: a field they read is
 
 import copy
 import math
-import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import flag_text
+from ansible_collections.seatwright.fleet.plugins.module_utils.versions import version_at_least
 
 
 def _and(*answers):
@@ -380,11 +380,6 @@ RULES = (
 RULE_IDS = tuple(rule["id"] for rule in RULES)
 
 
-def _version_tuple(text):
-    match = re.match(r"^([0-9]+(?:\.[0-9]+)*)", str(text))
-    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
-
-
 def _lookup(recipe, field):
     node = recipe
     for part in field.split("."):
@@ -478,7 +473,8 @@ def _apply(effect, recipe):
             return "unverified", "%s is unknown; the rule needs %s or newer" % (field, want)
         return (
             ("ok", "%s: %s >= %s" % (field, have, want))
-            if _version_tuple(have) >= _version_tuple(want)
+            # PEP 440: a 0.6.18.devN nightly predates the 0.6.18 release and its fix.
+            if version_at_least(have, want)
             else ("conflict", "%s is %r; the rule needs %s or newer" % (field, have, want))
         )
     if kind == "has_patch":
