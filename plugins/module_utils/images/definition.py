@@ -26,6 +26,9 @@ FLASHINFER_FIELDS = ("version", "channel", "index_url", "build", "wheels")
 PLATFORMS = ("linux/amd64",)
 # Every line of a patch header, in order; the text after the colon must not be empty.
 PATCH_FIELDS = ("why", "upstream", "gates")
+# One `# changes: file=<path> function=<name>` line per file the diff touches: what the patch claims
+# to change, checked against the diff so a review can hold it to the installed source.
+_CHANGES = re.compile(r"^file=(\S+) function=([A-Za-z_][A-Za-z0-9_.]*)$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _REPOSITORY = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
@@ -378,12 +381,14 @@ def validate_definition(data, source):
 
 
 def parse_patch(text, patch_id, source):
-    """{id, why, upstream, gates, files} of a patch file; ImageError when its header is incomplete.
+    """{id, why, upstream, gates, files, changes} of a patch file; ImageError when its header is incomplete.
 
     The header is comment lines before the diff: `# patch: <id>`, then `# why:`, `# upstream:`
-    and `# gates:` (which capabilities or seats it exists for). A patch with no reason is refused.
+    and `# gates:` (which capabilities or seats it exists for), and one `# changes: file=<path>
+    function=<name>` per file the diff changes. A patch with no reason, or whose diff touches a
+    file its header does not name (or names a file it does not touch), is refused.
     """
-    header, files, last = {}, [], None
+    header, files, last, changes = {}, [], None, []
     for line in text.splitlines():
         if line.startswith("+++ "):
             path = line[4:].split("\t")[0].strip()
@@ -397,6 +402,15 @@ def parse_patch(text, patch_id, source):
         key, _, value = line[1:].partition(":")
         key = key.strip().lower()
         last = None
+        if key == "changes":
+            match = _CHANGES.match(value.strip())
+            if not match:
+                raise ImageError(
+                    "%s: patch %s: '# changes:%s' must read 'file=<path in the package tree> "
+                    "function=<function or Class.method>'" % (source, patch_id, value)
+                )
+            changes.append({"file": match.group(1), "function": match.group(2)})
+            continue
         if key in PATCH_FIELDS + ("patch",) and value.strip():
             # The id is one word; only the prose fields continue on indented lines.
             header[key], last = value.strip(), (key if key in PATCH_FIELDS else None)
@@ -416,12 +430,20 @@ def parse_patch(text, patch_id, source):
         raise ImageError(
             "%s: patch %s changes no file (no '+++ b/<path>' line); is it a unified diff?" % (source, patch_id)
         )
+    named = sorted({change["file"] for change in changes})
+    if named != sorted(set(files)):
+        raise ImageError(
+            "%s: patch %s: its '# changes: file=... function=...' lines name %s but the diff changes %s; "
+            "name each file the diff changes and the function it changes there"
+            % (source, patch_id, ", ".join(named) or "no file", ", ".join(sorted(set(files))))
+        )
     return {
         "id": patch_id,
         "why": header["why"],
         "upstream": header["upstream"],
         "gates": header["gates"],
         "files": files,
+        "changes": changes,
     }
 
 
