@@ -8,8 +8,8 @@ short_description: Build an engine image from an unpacked context, with progress
 description:
   - With O(state=built), builds O(reference) from the context folder O(context_dir) through the Docker
     Engine API (C(POST /build), classic builder, no pull, intermediate containers removed), unless the
-    engine already holds that tag: the tag is a content hash, so such an image is not rebuilt.
-  - Each build step (C(step 3/12 after 41 s: RUN ...)), each base-layer pull and the end are written
+    engine already holds that tag (a content hash, so an image under it is not rebuilt).
+  - Each build step (C(step 3/12 after 41 s, RUN ...)), each base-layer pull and the end are written
     to stderr and to C(SEATWRIGHT_PROGRESS_LOG) when set, and into O(progress_file).
   - With O(state=progress), reads O(progress_file) and returns C(done), C(failed) and C(progress), which
     callback C(seatwright.fleet.progress) prints on each retry of an C(until) loop, while the build runs
