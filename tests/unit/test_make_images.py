@@ -2,6 +2,7 @@
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -9,7 +10,9 @@ MAKEFILE = (ROOT / "Makefile").read_text()
 
 
 def test_make_images_builds_each_real_image_one_at_a_time_through_the_recorder():
-    names = re.search(r"^IMAGES := (.+)$", MAKEFILE, re.M).group(1).split()
+    found = re.search(r"^IMAGES := (.+)$", MAKEFILE, re.M)
+    assert found, "the Makefile names no IMAGES for make images"
+    names = found.group(1).split()
     assert names == ["vllm-sm120", "sglang-sm120"]
     assert all((ROOT / "images" / ("%s.yml" % name)).is_file() for name in names)
     dry = subprocess.run(["make", "-n", "images"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -24,7 +27,7 @@ def test_make_test_does_not_build_the_real_images():
 
 def test_the_recorder_refuses_an_unknown_image_before_touching_the_lab():
     done = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "scripts" / "images-record"), "no-such-image"],
+        [sys.executable, str(ROOT / "scripts" / "images-record"), "no-such-image"],
         cwd=ROOT,
         capture_output=True,
         text=True,
