@@ -8,7 +8,7 @@ short_description: Check an engine image definition and compute its content tag
 description:
   - Reads an image definition (C(images/<name>.yml)), the Dockerfile template, the patch script,
     each patch the definition names (plus O(extra_patches)), the package lock, local wheels and
-    extra CA certificates, and checks them; a patch without a why/upstream/gates header, a
+    extra CA certificates, and checks them; a patch without a why/upstream/gates/changes header, a
     registry base not pinned by digest or a package not pinned exactly is refused with the file and field.
   - The tag is a hash of all of these and of the base image's id, so unchanged inputs name an
     image that already exists and nothing is rebuilt.

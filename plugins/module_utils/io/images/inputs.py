@@ -46,7 +46,7 @@ def _find_patch(patch_id, patch_dirs):
         if os.path.isfile(path):
             return path
     raise ImageError(
-        "patch %s: no %s.patch in %s; add the file (with its why/upstream/gates header) or drop "
+        "patch %s: no %s.patch in %s; add the file (with its why/upstream/gates/changes header) or drop "
         "the id from the image definition" % (patch_id, patch_id, ", ".join(patch_dirs))
     )
 
