@@ -45,6 +45,13 @@ options:
     description: Seconds the engine may stay silent within a build (a long RUN step prints nothing).
     type: int
     default: 1800
+attributes:
+  check_mode:
+    support: full
+    details: In check mode it asks the engine whether the tag exists and builds nothing.
+  diff_mode:
+    support: none
+author: seatwright
 """
 
 EXAMPLES = r"""
