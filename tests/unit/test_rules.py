@@ -211,7 +211,7 @@ def test_a_pinned_stock_image_leaves_the_mla_backend_unverified_and_asks_for_no_
     ]
     result = evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
     entry = next(item for item in result["applied"] if item["id"] == "nope-mla-backend-gate")
-    assert "sm90-mla" not in entry["effect"] and "FlashAttention-3" in entry["reason"]
+    assert "sm90-mla" not in entry["effect"] and "FA3 MLA" in entry["reason"]
     assert any("rule nope-mla-backend-gate" in line for line in result["unverified"])
 
 

@@ -352,7 +352,7 @@ RULES = (
         ),
         "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and the FP8 MLA "
         "cache refused the geometry [000]. The field then gated vLLM's FlashAttention MLA backend to "
-        "capability 12 and the seat later served [000], but that backend asserts FlashAttention-3 MLA "
+        "capability 12 and the seat later served [000], but that backend asserts FlashAttention's FA3 MLA "
         "support, whose kernels are Hopper's, and the selector does not offer it to sparse (DSA) models "
         "(vLLM's flashattn_mla.py and fa_utils.py), so the report does not show which backend ran. "
         "No patch is shipped; the seat must show a working backend on its GPUs (qualification's smoke and "
