@@ -55,8 +55,8 @@ def test_rule_ids_are_unique_and_every_rule_is_complete():
 # No patch makes the stock image's MLA path run on SM120 (issue 24): the rule says what is needed and leaves it open.
 MLA_BACKEND_UNVERIFIED = (
     "engine.image must carry an attention backend that runs sparse MLA with no rotary part (rotary 0, query 512) "
-    "on capability 12; none in a stock vLLM is known to; only a qualification on these GPUs shows it "
-    "(rule nope-mla-backend-gate)"
+    "on capability 12; none in a stock vLLM is known to; nothing in the recipe or the image facts shows one: "
+    "name the backend and the run on these GPUs that showed it in overrides (rule nope-mla-backend-gate)"
 )
 
 

@@ -355,8 +355,8 @@ RULES = (
         "capability 12 and the seat later served [000], but that backend asserts FlashAttention's FA3 MLA "
         "support, whose kernels are Hopper's, and the selector does not offer it to sparse (DSA) models "
         "(vLLM's flashattn_mla.py and fa_utils.py), so the report does not show which backend ran. "
-        "No patch is shipped; the seat must show a working backend on its GPUs (qualification's smoke and "
-        "nan-logits gates), or name one in overrides with its source. The community SM120 image carried "
+        "No patch is shipped; overrides must name the backend that served correctly on these GPUs (a run "
+        "that passed the smoke and nan-logits gates) with its source. The community SM120 image carried "
         "its own kernels and needed none [000].",
         "sources": ("000", "vLLM flashattn_mla.py"),
     },
@@ -443,7 +443,7 @@ def launch_text(rule):
         elif kind == "version_at_least":
             parts.append("no flag: %s is checked against the pinned image" % field)
         elif kind == "needs":
-            parts.append("no flag: unverified until the seat qualifies on its GPUs")
+            parts.append("no flag: unverified until an override names what ran on the seat's GPUs")
         else:
             limit = kind if kind in ("at_most", "multiple_of") else None
             parts.append(flag_text(field, effect["value"], limit) or "no flag renders %s" % field)
@@ -460,7 +460,10 @@ def _apply(effect, recipe):
     kind = effect["kind"]
     if kind == "needs":
         # Nothing in a recipe or the image facts shows it; only a run on the seat's GPUs does.
-        return "unverified", "%s must carry %s; only a qualification on these GPUs shows it" % (field, want)
+        return "unverified", (
+            "%s must carry %s; nothing in the recipe or the image facts shows one: name the backend and the run "
+            "on these GPUs that showed it in overrides" % (field, want)
+        )
     have = _lookup(recipe, field)
     if kind == "set":
         if have is None:
