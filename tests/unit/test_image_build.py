@@ -136,11 +136,14 @@ class _BuildEngine:
                 with tarfile.open(context) as archive:
                     engine.context_names = sorted(archive.getnames())
                 engine.queries.append(self.path)
+                # Chunked, as dockerd sends it, with one line split across two chunks.
                 payload = "".join(line + "\r\n" for line in lines).encode("utf-8")
+                cut = len(payload) // 2 + 7
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                self.wfile.write(payload)
+                for chunk in (payload[:cut], payload[cut:], b""):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 engine.built = engine.built or any('"aux"' in line for line in lines)
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
