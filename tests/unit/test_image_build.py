@@ -229,6 +229,14 @@ def test_a_tag_already_present_is_not_rebuilt(capsys, tmp_path, context, check_m
     finally:
         engine.close()
     assert result["changed"] is False and result["built"] is False and engine.queries == []
+    assert (tmp_path / "progress.json").exists() is not check_mode
+
+
+def test_no_docker_engine_fails_by_name_and_ends_the_wait(capsys, tmp_path, context):
+    result = run(capsys, _args(tmp_path, context))
+    assert result["failed"] is True and "did not answer GET /images/" in result["msg"]
+    shown = run(capsys, {"state": "progress", "reference": REFERENCE, "progress_file": str(tmp_path / "progress.json")})
+    assert shown["done"] is True and "did not answer" in shown["failed"]
 
 
 def test_check_mode_builds_nothing_and_says_it_would(capsys, tmp_path, context):

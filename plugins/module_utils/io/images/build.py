@@ -63,12 +63,26 @@ def build_image(params, check_mode, engine=None, clock=time.time):
     """
     engine = engine or DockerEngine(params["docker_socket"])
     reference = params["reference"]
+    state = new_state(clock())
+    try:
+        return _build(params, check_mode, engine, clock, state)
+    except BaseException as exc:
+        # The role's wait reads this file: any end, a traceback included, must reach it or it waits to its timeout.
+        if not check_mode:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            _record(params, state, None, clock(), done=True, failed="%s: %s" % (reference, first))
+        raise
+
+
+def _build(params, check_mode, engine, clock, state):
+    reference = params["reference"]
     present = engine.image(reference)
     if present:
+        if not check_mode:
+            _record(params, state, {"kind": "image", "elapsed_s": 0.0, "text": present["id"]}, clock(), done=True)
         return {"changed": False, "built": False, "reference": reference, "image_id": present["id"]}
     if check_mode:
         return {"changed": True, "built": False, "reference": reference, "msg": "%s would be built" % reference}
-    state = new_state(clock())
     _record(params, state, None, state["started"])
     context_tar = _pack(params["context_dir"])
     try:
@@ -77,8 +91,7 @@ def build_image(params, check_mode, engine=None, clock=time.time):
             now = clock()
             event = read_line(state, line, now)
             if event:
-                text = "%s: %s" % (reference, progress_text(event))
-                emit(text)
+                emit("%s: %s" % (reference, progress_text(event)))
                 _record(params, state, event, now)
             if now - state["started"] > params["timeout_s"]:
                 raise ImageError(
@@ -86,9 +99,6 @@ def build_image(params, check_mode, engine=None, clock=time.time):
                     % (reference, params["timeout_s"], state["step"], state["steps"])
                 )
         result = outcome(state, reference, clock())
-    except ImageError as exc:
-        _record(params, state, None, clock(), done=True, failed=str(exc).splitlines()[0])
-        raise
     finally:
         os.unlink(context_tar)
     image = engine.image(reference)
