@@ -8,12 +8,13 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down unit integration lint docs collection molecule test
+.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
 	@echo "make test      unit, lint, lab integration tests and molecule test (what CI runs)"
 	@echo "make lab-down  remove the lab containers and network"
+	@echo "make images    build the real CUDA images on lab node-a, one at a time (not part of make test)"
 
 setup:
 	bash scripts/bootstrap
@@ -55,6 +56,17 @@ lab-seat-test:
 
 lab-down:
 	molecule destroy
+
+# The real CUDA engine images (images/vllm-sm120.yml, images/sglang-sm120.yml), built on lab node-a one
+# at a time through playbooks/images.yml: each from a cold wheelhouse and again from a warm one, its facts
+# read, streamed to node-b, both nodes pruned before the next. Size, build times, distribution time and
+# peak disk go to bench/results/images/<name>.json. Needs the lab up (make lab-up) and tens of GB free.
+IMAGES := vllm-sm120 sglang-sm120
+images: lab-up
+	@for name in $(IMAGES); do \
+	  $(VENV)/ansible-playbook -i inventory/lab playbooks/images.yml -e engine_image_name=$$name --syntax-check >/dev/null; \
+	  $(VENV)/python scripts/images-record $$name --out bench/results/images; \
+	done
 
 unit:
 	$(VENV)/python -m pytest tests/unit -q

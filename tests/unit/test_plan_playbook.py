@@ -43,7 +43,7 @@ def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a
     assert result.returncode != 0, result.stdout + result.stderr
     last = _last_words(result)
     assert "seat glm53 would be refused: model.revision: not given by the field" in last
-    assert "image flags not checked: no facts of image glm53-vllm-sm120 are cached" in last
+    assert "image flags not checked: no facts of image vllm-sm120 are cached" in last
     assert "would serve" not in result.stdout
     assert "verdict: FITS" in result.stdout
     # The field's multiprocessing launch across nodes [000]: the server on node-a, a headless follower on node-b.
@@ -162,14 +162,17 @@ def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert (
-        "FROM vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967" in out
-    )
+    # Issue 24: the lab's Debian base for amd64, two stages, FlashInfer by hash, no patch.
+    assert "FROM --platform=linux/amd64 seatwright/lab-base:current AS engine" in out
     assert 'ENV TORCH_CUDA_ARCH_LIST="12.0"' in out
-    assert "# FlashInfer 0.6.18 from the nightly channel (https://flashinfer.ai/whl/nightly/)" in out
-    assert "'flashinfer-python==0.6.18'" in out and "'ray[default]==2.60.0'" in out
-    assert "# patch sm90-mla-backend-on-cc12\n" in out and "#   why: GLM-5.3-Flash's attention is MLA" in out
-    assert "RUN seatwright-apply-patches python3 /tmp/seatwright-patches sm90-mla-backend-on-cc12" in out
+    assert "# FlashInfer 0.7.0.post1 as one set (flashinfer-python) from the pypi channel" in out
+    assert (
+        "'flashinfer-python==0.7.0.post1 --hash=sha256:c7adf826568d61fc1b7d3aadd4cae387"
+        "a35a138bfc08e2deca2f34ecfa280716'" in out
+    )
+    assert " vllm==0.33.0 " in out and "'ray[default]==2.60.0'" in out and "py-spy==0.4.3" in out
+    assert "RUN seatwright-apply-patches /opt/vllm/bin/python /tmp/seatwright-patches\n" in out
+    assert "COPY --from=engine /opt/vllm /opt/vllm" in out and out.count("COPY wheelhouse/") == 1
     assert "node-a" not in out.split("PLAY RECAP")[1]
     assert not env_cache.exists()
 

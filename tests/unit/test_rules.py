@@ -52,6 +52,14 @@ def test_rule_ids_are_unique_and_every_rule_is_complete():
         )
 
 
+# No patch makes the stock image's MLA path run on SM120 (issue 24): the rule says what is needed and leaves it open.
+MLA_BACKEND_UNVERIFIED = (
+    "engine.image must carry an attention backend that runs sparse MLA with no rotary part (rotary 0, query 512) "
+    "on capability 12; none in a stock vLLM is known to; nothing in the recipe or the image facts shows one: "
+    "name the backend and the run on these GPUs that showed it in overrides (rule nope-mla-backend-gate)"
+)
+
+
 def test_the_issue_names_these_rules():
     assert set(RULE_IDS) >= {
         "custom-allreduce-off",
@@ -90,7 +98,10 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     # was seen only with the community SM120 image [000] section 6: warnings here.
     assert [w["id"] for w in result["warnings"]] == ["distributed-timeout", "cudagraph-capture-cap"]
     assert result["settings"]["topology"]["executor"] == "mp"
-    assert result["refusals"] == [] and result["unverified"] == [] and result["undecided"] == []
+    assert result["refusals"] == [] and result["undecided"] == []
+    # No shipped patch makes the stock image's MLA path run here: the backend stays unverified (issue 24).
+    assert result["unverified"] == [MLA_BACKEND_UNVERIFIED]
+    assert result["settings"]["engine"]["patches"] == []
 
 
 @pytest.mark.parametrize(
@@ -153,10 +164,10 @@ def test_unknown_engine_leaves_engine_scoped_rules_undecided():
     assert "cudagraph-capture-cap" in undecided
 
 
-def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
+def test_unknown_image_makes_mla_backend_and_flashinfer_unverified_not_errors():
     result = evaluate(recipe("glm53-fp8"), SM120_X4, "v")
     assert result["unverified"] == [
-        "engine.image is unknown; it must carry patch sm90-mla-backend-on-cc12 (rule nope-mla-backend-gate)",
+        MLA_BACKEND_UNVERIFIED,
         "engine.flashinfer_version is unknown; the rule needs 0.6.18 or newer (rule nope-mla-flashinfer)",
     ]
 
@@ -173,6 +184,12 @@ def test_unknown_image_makes_patch_and_flashinfer_unverified_not_errors():
         (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
         (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
         (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
+        # A pre-fix nightly of 0.6.18 is older than 0.6.18 (PEP 440), so it lacks the fix.
+        (
+            ("engine", "flashinfer_version"),
+            "0.6.18.dev20260801",
+            "engine.flashinfer_version is '0.6.18.dev20260801'; the rule needs 0.6.18",
+        ),
     ],
 )
 def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(path, value, fragment):
@@ -186,14 +203,25 @@ def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(pat
     assert "add to overrides" in message and "Rule reason:" in message
 
 
-def test_a_pinned_image_without_the_patch_is_an_error():
+def test_a_pinned_stock_image_leaves_the_mla_backend_unverified_and_asks_for_no_patch():
     changes = [
         (("engine", "image", "digest"), "sha256:" + "b" * 64),
         (("engine", "image", "status"), "pinned"),
         (("engine", "patches"), []),
     ]
-    with pytest.raises(SeatError, match="engine.patches lacks sm90-mla-backend-on-cc12"):
-        evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
+    result = evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
+    entry = next(item for item in result["applied"] if item["id"] == "nope-mla-backend-gate")
+    assert "sm90-mla" not in entry["effect"] and "FA3 MLA" in entry["reason"]
+    assert any("rule nope-mla-backend-gate" in line for line in result["unverified"])
+
+
+def test_an_override_names_the_backend_that_ran_and_clears_the_unverified_line():
+    reason = "FLASHINFER_MLA_SPARSE ran the smoke and nan-logits gates on these GPUs (bench/results/x)"
+    changes = [(("overrides",), [{"rule": "nope-mla-backend-gate", "reason": reason}])]
+    result = evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
+    entry = next(item for item in result["applied"] if item["id"] == "nope-mla-backend-gate")
+    assert entry["overridden"] == reason
+    assert not any("nope-mla-backend-gate" in line for line in result["unverified"])
 
 
 def test_an_override_with_a_reason_keeps_the_recipe_value_and_says_why():

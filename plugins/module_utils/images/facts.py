@@ -9,6 +9,8 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import runs_on
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import sm_of
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
 # /2: the facts carry the --help's aliases (every spelling of an option -> its first long name).
@@ -87,6 +89,19 @@ def parse_probe(output, image, errors=""):
     help_text = probe.get("help") or ""
     flags = help_flags(help_text)
     notes = list(probe.get("notes") or [])
+    flashinfer_packages = {
+        name: versions.get(name)
+        for name in ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
+        if versions.get(name)
+    }
+    if len(set(flashinfer_packages.values())) > 1:
+        notes.append(
+            "the FlashInfer packages disagree: %s; vLLM refuses to start on a mismatch"
+            % ", ".join("%s %s" % item for item in sorted(flashinfer_packages.items()))
+        )
+    override = (probe.get("flashinfer_set") or {}).get("override")
+    if override:
+        notes.append("FlashInfer was built from the override %s, not the definition's own set" % override)
     if not flags:
         notes.append(
             "the engine's --help listed no flags (exit %s); launch flags cannot be checked" % probe.get("help_exit")
@@ -107,6 +122,9 @@ def parse_probe(output, image, errors=""):
         "flashinfer": versions.get("flashinfer-python") or versions.get("flashinfer"),
         "ray": versions.get("ray"),
         "py_spy": versions.get("py-spy"),
+        "flashinfer_packages": flashinfer_packages,
+        "flashinfer_override": (probe.get("flashinfer_set") or {}).get("override"),
+        "kernel_archs": probe.get("kernel_archs") or {},
         "cuda_arch_list": probe.get("cuda_arch_list"),
         "torch_arch_list": probe.get("torch_arch_list"),
         "patches": list(probe.get("patches") or []),
@@ -171,3 +189,30 @@ def recipe_with_image(recipe, image):
             )
         )
     return dict(recipe, engine=engine), notes
+
+
+def kernel_refusal(image, seat_gpus):
+    """A refusal when the image's engine kernels, read from its binaries, cannot run on a seat GPU.
+
+    None when the facts carry no kernel architectures (an older probe) or every GPU is covered.
+    """
+    archs = ((image or {}).get("kernel_archs") or {}).get((image or {}).get("engine", {}).get("name"))
+    if archs is None:
+        return None
+    missing = sorted({gpu["compute_capability"] for gpu in seat_gpus if not runs_on(archs, gpu["compute_capability"])})
+    if not missing:
+        return None
+    return {
+        "id": "image-kernel-archs",
+        "reason": "a kernel built for another architecture does not load: the engine fails at its "
+        "first CUDA call, after the weights are read",
+        "detail": "image %s's %s kernels are built for %s (read from its libraries), none for %s"
+        % (
+            image.get("reference"),
+            image["engine"]["name"],
+            ", ".join(archs) or "no architecture",
+            ", ".join("%s (capability %s)" % (sm_of(cc), cc) for cc in missing),
+        ),
+        "remedy": "build an image for this GPU (images/vllm-sm120.yml or images/sglang-sm120.yml on SM120) "
+        "and pin the seat to it",
+    }

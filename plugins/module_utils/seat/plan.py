@@ -19,7 +19,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport 
     required_transport,
     socket_refusal,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import recipe_with_image
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import kernel_refusal, recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
@@ -530,6 +530,9 @@ def make_plan(data, schema, seat, candidates, source):
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
+    kernels = kernel_refusal(image, [gpu for node in seat_nodes for gpu in node["gpus"]])
+    if kernels:
+        rules["refusals"].append(kernels)
     too_long = context_refusal(settings, config)
     if too_long:
         rules["refusals"].append(too_long)

@@ -10,11 +10,11 @@ with a reason. Conditions answer True, False or None (None: a field they read is
 
 import copy
 import math
-import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import flag_text
+from ansible_collections.seatwright.fleet.plugins.module_utils.versions import version_at_least
 
 
 def _and(*answers):
@@ -141,6 +141,11 @@ SOURCES = {
     # Open when read: auto-disables custom all-reduce on sm_12x after an abort at CUDA-graph capture
     # with two PCIe GPUs; no field report names it.
     "vLLM PR #47751": {"kind": "upstream", "link": "https://github.com/vllm-project/vllm/pull/47751"},
+    # Read for issue 24: FlashAttnMLAImpl asserts flash_attn_supports_mla() (FA3, capability family 90).
+    "vLLM flashattn_mla.py": {
+        "kind": "upstream",
+        "link": "https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/mla/flashattn_mla.py",
+    },
 }
 SOURCE_LINKS = {key: source["link"] for key, source in SOURCES.items()}
 
@@ -337,12 +342,23 @@ RULES = (
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
         "seen": _NOPE_SEEN,
-        "effects": ({"kind": "has_patch", "field": "engine.patches", "value": "sm90-mla-backend-on-cc12"},),
-        "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and "
-        "the FP8 MLA cache refused the geometry; the model served once the SM90 NoPE MLA "
-        "backend was gated to capability 12 [000]. The community SM120 image carried its own "
-        "kernels and did not need it.",
-        "sources": ("000",),
+        "effects": (
+            {
+                "kind": "needs",
+                "field": "engine.image",
+                "value": "an attention backend that runs sparse MLA with no rotary part (rotary 0, query 512) "
+                "on capability 12; none in a stock vLLM is known to",
+            },
+        ),
+        "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and the FP8 MLA "
+        "cache refused the geometry [000]. The field then gated vLLM's FlashAttention MLA backend to "
+        "capability 12 and the seat later served [000], but that backend asserts FlashAttention's FA3 MLA "
+        "support, whose kernels are Hopper's, and the selector does not offer it to sparse (DSA) models "
+        "(vLLM's flashattn_mla.py and fa_utils.py), so the report does not show which backend ran. "
+        "No patch is shipped; overrides must name the backend that served correctly on these GPUs (a run "
+        "that passed the smoke and nan-logits gates) with its source. The community SM120 image carried "
+        "its own kernels and needed none [000].",
+        "sources": ("000", "vLLM flashattn_mla.py"),
     },
     {
         "id": "nope-mla-block-size",
@@ -380,11 +396,6 @@ RULES = (
 RULE_IDS = tuple(rule["id"] for rule in RULES)
 
 
-def _version_tuple(text):
-    match = re.match(r"^([0-9]+(?:\.[0-9]+)*)", str(text))
-    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
-
-
 def _lookup(recipe, field):
     node = recipe
     for part in field.split("."):
@@ -417,8 +428,8 @@ def describe_effect(effect):
         return "%s a multiple of %s (set to %s when unset)" % (field, shown, effect["default"])
     if kind == "version_at_least":
         return "%s at least %s" % (field, shown)
-    if kind == "has_patch":
-        return "%s includes %s" % (field, shown)
+    if kind == "needs":
+        return "%s must carry %s" % (field, shown)
     return "refuse the seat"
 
 
@@ -429,8 +440,10 @@ def launch_text(rule):
         kind, field = effect["kind"], effect.get("field")
         if kind == "refuse":
             parts.append("no launch is rendered; %s" % rule["remedy"])
-        elif kind in ("has_patch", "version_at_least"):
+        elif kind == "version_at_least":
             parts.append("no flag: %s is checked against the pinned image" % field)
+        elif kind == "needs":
+            parts.append("no flag: unverified until an override names what ran on the seat's GPUs")
         else:
             limit = kind if kind in ("at_most", "multiple_of") else None
             parts.append(flag_text(field, effect["value"], limit) or "no flag renders %s" % field)
@@ -444,8 +457,14 @@ def _apply(effect, recipe):
     'conflict' (the recipe says otherwise).
     """
     field, want = effect.get("field"), effect.get("value")
-    have = _lookup(recipe, field)
     kind = effect["kind"]
+    if kind == "needs":
+        # Nothing in a recipe or the image facts shows it; only a run on the seat's GPUs does.
+        return "unverified", (
+            "%s must carry %s; nothing in the recipe or the image facts shows one: name the backend and the run "
+            "on these GPUs that showed it in overrides" % (field, want)
+        )
+    have = _lookup(recipe, field)
     if kind == "set":
         if have is None:
             _store(recipe, field, want)
@@ -478,15 +497,10 @@ def _apply(effect, recipe):
             return "unverified", "%s is unknown; the rule needs %s or newer" % (field, want)
         return (
             ("ok", "%s: %s >= %s" % (field, have, want))
-            if _version_tuple(have) >= _version_tuple(want)
+            # PEP 440: a 0.6.18.devN nightly predates the 0.6.18 release and its fix.
+            if version_at_least(have, want)
             else ("conflict", "%s is %r; the rule needs %s or newer" % (field, have, want))
         )
-    if kind == "has_patch":
-        if want in have:
-            return "ok", "%s includes %s" % (field, want)
-        if recipe["engine"]["image"]["status"] == "unknown":
-            return "unverified", "engine.image is unknown; it must carry patch %s" % want
-        return "conflict", "%s lacks %s; the pinned image must carry it" % (field, want)
     raise SeatError("rule effect kind %r is not known to seatwright" % kind)
 
 

