@@ -20,6 +20,8 @@ setup:
 	bash scripts/bootstrap
 
 lab-up: setup
+	@# After a reboot molecule still says the nodes exist though dockerd lost them: forget that first.
+	@docker inspect node-a node-b >/dev/null 2>&1 || molecule reset >/dev/null
 	molecule create
 	molecule prepare --force
 

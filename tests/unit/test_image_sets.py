@@ -13,6 +13,7 @@ import engine_image_plan
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import wheel_misfit
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "engine_image"
@@ -152,3 +153,22 @@ def test_a_wheelhouse_downloaded_for_the_controllers_python_is_refused_before_pa
     assert "py_spy" not in result["msg"] and not dest.exists()
     args["wheel_target"]["python_version"] = "3.11"
     assert _run(capsys, engine_image_context, args).get("failed") is not True
+
+
+@pytest.mark.parametrize(
+    "filename, fits",
+    [
+        # Names from the lab wheelhouse pip downloaded for Python 3.11 on manylinux_2_36_x86_64.
+        ("interegular-0.3.3-py37-none-any.whl", True),
+        ("py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl", True),
+        ("vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl", True),
+        ("sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl", True),
+        ("sglang-0.5.23-cp312-cp312-manylinux_2_34_x86_64.whl", False),
+        ("numpy-2.3.0-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+        ("future_only-1.0-py312-none-any.whl", False),
+        ("sglang-0.5.23-cp311-cp311-manylinux_2_38_x86_64.whl", False),
+    ],
+)
+def test_a_wheel_fits_the_images_python_as_pip_reads_its_tags(filename, fits):
+    target = {"python_version": "3.11", "platform": "manylinux_2_36_x86_64"}
+    assert (wheel_misfit(filename, target) is None) is fits, wheel_misfit(filename, target)

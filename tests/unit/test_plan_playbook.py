@@ -165,10 +165,10 @@ def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
     # Issue 24: the lab's Debian base for amd64, two stages, FlashInfer by hash, no patch.
     assert "FROM --platform=linux/amd64 seatwright/lab-base:current AS engine" in out
     assert 'ENV TORCH_CUDA_ARCH_LIST="12.0"' in out
-    assert "# FlashInfer 0.7.0.post1 as one set (flashinfer-python) from the pypi channel" in out
+    assert "# FlashInfer 0.7.2.post1 as one set (flashinfer-python) from the pypi channel" in out
     assert (
-        "'flashinfer-python==0.7.0.post1 --hash=sha256:c7adf826568d61fc1b7d3aadd4cae387"
-        "a35a138bfc08e2deca2f34ecfa280716'" in out
+        "'flashinfer-python==0.7.2.post1 --hash=sha256:bfdc18b9e1e4d8d0730fe4343dc0e284"
+        "cd0c160086de80f99888bc4867922d49'" in out
     )
     assert " vllm==0.33.0 " in out and "'ray[default]==2.60.0'" in out and "py-spy==0.4.3" in out
     assert "RUN seatwright-apply-patches /opt/vllm/bin/python /tmp/seatwright-patches\n" in out

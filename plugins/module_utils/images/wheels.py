@@ -54,7 +54,11 @@ def _python_fits(wheel, python_version):
     major, minor = (int(part) for part in python_version.split("."))
     cp = "cp%d%d" % (major, minor)
     for tag in wheel["python"]:
-        if tag in ("py3", "py%d%d" % (major, minor)) or (tag == cp and wheel["abi"] & {cp, "none", "abi3"}):
+        if tag == "py%d" % major or (tag == cp and wheel["abi"] & {cp, "none", "abi3"}):
+            return True
+        # pyXY: pure Python for X.Y and later, as pip reads it (interegular's py37 runs on 3.11).
+        generic = re.match(r"^py%d([0-9]+)$" % major, tag)
+        if generic and int(generic.group(1)) <= minor:
             return True
         # cp38-abi3: one build for every CPython from 3.8 on.
         found = re.match(r"^cp3([0-9]+)$", tag)
