@@ -48,6 +48,14 @@ options:
     type: list
     elements: dict
     required: true
+  image_facts_dir:
+    description:
+      - Folder of image facts recorded from real builds (C(images/facts/<name>.json), written by
+        C(scripts/images-record)). The plan reads the facts of the recipe's C(engine.image.build) from
+        the first candidate host that caches them, else from here, and checks the launch's flags
+        and the kernels' architectures against them.
+      - Defaults to C(images/facts) beside the recipe's C(seats/) folder.
+    type: path
   plan_out:
     description: Where to write the plan as JSON; nothing is written when omitted.
     type: path
@@ -118,6 +126,7 @@ ARGUMENT_SPEC = {
     "recipe_path": {"type": "path", "required": True},
     "schema_path": {"type": "path", "required": True},
     "nodes": {"type": "list", "elements": "dict", "required": True},
+    "image_facts_dir": {"type": "path"},
     "plan_out": {"type": "path"},
 }
 

@@ -62,3 +62,15 @@ def test_an_image_without_sm120_kernels_is_refused_on_an_sm120_fleet():
     assert kernel_refusal(_image(fatbin_archs(FATBIN)), SM120) is None
     # Facts of an older probe say nothing about kernels: no refusal on a guess.
     assert kernel_refusal({"engine": {"name": "vllm"}}, SM120) is None
+
+
+def test_sglangs_kernels_are_read_from_its_kernel_package():
+    # SGLang's own package is Python; its CUDA kernels ship as sgl_kernel (sglang-kernel).
+    image = {
+        "reference": "seatwright/sglang-sm120:0123",
+        "engine": {"name": "sglang"},
+        "kernel_archs": {"sglang": [], "sgl_kernel": ["sm_90", "sm_120"], "torch": ["sm_120"]},
+    }
+    assert kernel_refusal(image, SM120) is None
+    image["kernel_archs"]["sgl_kernel"] = ["sm_90", "sm_100"]
+    assert "sglang kernels are built for sm_90, sm_100 " in kernel_refusal(image, SM120)["detail"]

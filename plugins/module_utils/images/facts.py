@@ -9,12 +9,29 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import runs_on
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import arch_order, runs_on
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import sm_of
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
 # /2: the facts carry the --help's aliases (every spelling of an option -> its first long name).
-FACTS_FORMAT = "seatwright-image-facts/2"
+# /3: the engine's import is tried on its own, and its kernels are read from its kernel packages.
+FACTS_FORMAT = "seatwright-image-facts/3"
+# Where each engine's compiled kernels live: SGLang's own package is Python; its CUDA kernels ship
+# in sglang-kernel (module sgl_kernel). torch is read beside them.
+KERNEL_PACKAGES = {"vllm": ["vllm"], "sglang": ["sgl_kernel", "sglang"]}
+
+
+def engine_kernel_archs(image):
+    """Sorted architectures of the engine's own kernels in an image's facts; None when not read."""
+    image = image or {}
+    read = image.get("kernel_archs") or {}
+    packages = KERNEL_PACKAGES.get((image.get("engine") or {}).get("name"), [])
+    found = [read[package] for package in packages if package in read]
+    if not found:
+        return None
+    return sorted({arch for archs in found for arch in archs}, key=arch_order)
+
+
 # An option line of argparse's help: two spaces, then the option strings.
 _OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?(?:, -{1,2}[A-Za-z0-9][^ ]*(?: [^ ,]+)?)*)")
 _FLAG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -102,6 +119,9 @@ def parse_probe(output, image, errors=""):
     override = (probe.get("flashinfer_set") or {}).get("override")
     if override:
         notes.append("FlashInfer was built from the override %s, not the definition's own set" % override)
+    imported = probe.get("import") or {}
+    if imported and imported.get("exit") != 0:
+        notes.append("import %s failed in the image: %s" % (engine_name, imported.get("tail") or "no output"))
     if not flags:
         notes.append(
             "the engine's --help listed no flags (exit %s); launch flags cannot be checked" % probe.get("help_exit")
@@ -125,6 +145,7 @@ def parse_probe(output, image, errors=""):
         "flashinfer_packages": flashinfer_packages,
         "flashinfer_override": (probe.get("flashinfer_set") or {}).get("override"),
         "kernel_archs": probe.get("kernel_archs") or {},
+        "engine_import": imported,
         "cuda_arch_list": probe.get("cuda_arch_list"),
         "torch_arch_list": probe.get("torch_arch_list"),
         "patches": list(probe.get("patches") or []),
@@ -196,7 +217,7 @@ def kernel_refusal(image, seat_gpus):
 
     None when the facts carry no kernel architectures (an older probe) or every GPU is covered.
     """
-    archs = ((image or {}).get("kernel_archs") or {}).get((image or {}).get("engine", {}).get("name"))
+    archs = engine_kernel_archs(image)
     if archs is None:
         return None
     missing = sorted({gpu["compute_capability"] for gpu in seat_gpus if not runs_on(archs, gpu["compute_capability"])})

@@ -50,7 +50,13 @@ def fatbin_archs(section):
                 break
             entry += entry_header + size
         offset = end
-    return sorted(found, key=lambda name: (name.split("_")[0], int(name.split("_")[1])))
+    return sorted(found, key=arch_order)
+
+
+def arch_order(name):
+    """Sort key of 'sm_90' < 'sm_120' < 'compute_120': by kind, then by number, not as text."""
+    kind, _, number = name.partition("_")
+    return (kind, int(number) if number.isdigit() else 0)
 
 
 def library_archs(data):

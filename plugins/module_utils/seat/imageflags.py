@@ -13,6 +13,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
     canonical_flag,
     engine_args,
     extra_arg_problems,
+    rendered_flags,
 )
 
 
@@ -129,3 +130,20 @@ def launch_problems(engine_name, rank, extra_args, image):
     if unchecked:
         return ["its launch flags cannot be checked: %s" % unchecked]
     return ["%s; %s" % (item["detail"], item["remedy"]) for item in flag_refusals(recipe, [rank], image)]
+
+
+def unlisted_flags(engine_name, image, extra_args=()):
+    """{flag: what renders it} of every flag seatwright can pass to `engine_name` (its table's rows,
+    aliases and companions) or an extra argument passes, that the image's --help does not list.
+
+    An image ready for every shipped recipe of its engine returns {}; make images records it.
+    """
+    known = set(image.get("flags") or ())
+    wanted = dict(rendered_flags(engine_name))
+    wanted.update((word, "serving.extra_args") for word in extra_args or () if str(word).startswith("--"))
+    missing = {}
+    for word, source in sorted(wanted.items()):
+        read = canonical_flag(engine_name, word, image)
+        if read is not None and read["flag"] not in known:
+            missing[word] = source
+    return missing

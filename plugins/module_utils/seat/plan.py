@@ -470,14 +470,24 @@ def _measured_checkpoint(recipe, hardware):
     return recipe, None
 
 
-def _image_facts(recipe, candidates):
-    """Cached facts of the image the recipe builds (engine.image.build), from the first host holding them."""
+def _image_facts(recipe, candidates, recorded):
+    """(facts, note) of the image the recipe builds (engine.image.build): the first host's cache, else the record.
+
+    A node's cache describes the image it holds; the record (images/facts/<build>.json) the image a
+    real build of the definition produced, which a fleet that has not built it yet plans against.
+    """
     build = recipe["engine"]["image"].get("build")
     for candidate in candidates if build else []:
         images = candidate.get("seatwright_engine_images") if isinstance(candidate, dict) else None
         if isinstance(images, dict) and isinstance(images.get(build), dict):
-            return images[build]
-    return None
+            return images[build], None
+    facts = (recorded or {}).get(build) if build else None
+    if not isinstance(facts, dict):
+        return None, None
+    return facts, (
+        "no node caches facts of image %s: planned against those recorded from a real build in %s (%s, %s)"
+        % (build, facts.get("recorded_in"), facts.get("reference"), (facts.get("id") or "")[:19])
+    )
 
 
 def _unknowns(settings, rules, fit):
@@ -509,7 +519,7 @@ def _unknowns(settings, rules, fit):
     return items
 
 
-def make_plan(data, schema, seat, candidates, source):
+def make_plan(data, schema, seat, candidates, source, recorded_images=None):
     """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order."""
     recipe = validate_recipe(data, schema, source, RULE_IDS)
     if recipe["name"] != seat:
@@ -521,8 +531,9 @@ def make_plan(data, schema, seat, candidates, source):
     seat_nodes, hardware, shortfall = _placement(recipe, candidates)
     recipe, measured_note = _measured_checkpoint(recipe, hardware)
     config, config_note = _model_config(recipe, hardware)
-    image = _image_facts(recipe, candidates)
+    image, recorded_note = _image_facts(recipe, candidates, recorded_images)
     recipe, image_notes = recipe_with_image(recipe, image)
+    image_notes = ([recorded_note] if recorded_note else []) + image_notes
     seat_gpus = _with_residents(recipe, seat_nodes, candidates)
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]

@@ -11,7 +11,12 @@ import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images import kernels
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import FACTS_FORMAT, PROBE_MARK, parse_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import (
+    FACTS_FORMAT,
+    KERNEL_PACKAGES,
+    PROBE_MARK,
+    parse_probe,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_json, read_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import launch_problems
@@ -24,12 +29,11 @@ HELP_COMMANDS = {
     "sglang": ["-m", "sglang.launch_server", "--help"],
 }
 
-PROBE_SCRIPT = (
-    r"""
+PROBE_SCRIPT = r"""
 import importlib.util, json, mmap, os, struct, subprocess, sys
 from importlib import metadata
 
-MARK, ENGINE, HELP, APPLIED = sys.argv[1], sys.argv[2], sys.argv[3:], %r
+MARK, ENGINE, HELP, APPLIED, KERNELS = sys.argv[1], sys.argv[2], sys.argv[3:], %r, %r
 
 def version(*names):
     for name in names:
@@ -65,6 +69,13 @@ try:
         out["patches"] = [line.strip() for line in handle if line.strip()]
 except OSError:
     out["patches"] = []
+try:
+    done = subprocess.run([sys.executable, "-c", "import " + ENGINE], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=600)
+    out["import"] = {"command": "python -c 'import %%s'" %% ENGINE, "exit": done.returncode,
+                     "tail": done.stdout.decode("utf-8", "replace").strip()[-600:]}
+except Exception as exc:
+    out["import"] = {"command": "python -c 'import %%s'" %% ENGINE, "exit": None, "tail": str(exc)}
 out["help_command"] = " ".join(["python"] + HELP)
 try:
     done = subprocess.run([sys.executable] + HELP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -74,7 +85,7 @@ except Exception as exc:
     out["help"], out["help_exit"] = "", None
     out["notes"].append("the engine's --help did not run: %%s" %% exc)
 out["kernel_archs"] = {}
-for package in (ENGINE, "torch"):
+for package in KERNELS.get(ENGINE, [ENGINE]) + ["torch"]:
     try:
         spec = importlib.util.find_spec(package)
         root = os.path.dirname(spec.origin) if spec and spec.origin else None
@@ -95,9 +106,7 @@ for package in (ENGINE, "torch"):
                     pass
     out["kernel_archs"][package] = sorted(found)
 print(MARK + json.dumps(out))
-"""
-    % APPLIED_PATCHES
-)
+""" % (APPLIED_PATCHES, KERNEL_PACKAGES)
 # The kernels' reader goes in whole: the image has no cuobjdump, and one parser serves tests and probe.
 PROBE_SCRIPT = inspect.getsource(kernels) + "\n" + PROBE_SCRIPT
 

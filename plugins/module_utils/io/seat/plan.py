@@ -26,7 +26,29 @@ def _missing_recipe_message(seat, recipe_path):
     return "seat %r: no recipe at %s; known seats: %s" % (seat, recipe_path, ", ".join(known) or "none")
 
 
-def plan_seat(seat, recipe_path, schema_path, nodes):
+def recorded_image_facts(data, facts_dir):
+    """{build: facts} from facts_dir/<build>.json for the recipe's engine.image.build; {} when none."""
+    build = (((data or {}).get("engine") or {}).get("image") or {}).get("build") if isinstance(data, dict) else None
+    if not isinstance(build, str) or not build or "/" in build:
+        return {}
+    path = os.path.join(facts_dir, build + ".json")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        facts = json.loads(_read(path, "recorded image facts"))
+    except ValueError as exc:
+        raise SeatError(
+            "the recorded image facts %s are not valid JSON: %s; record them again "
+            "(scripts/images-record %s)" % (path, exc, build)
+        )
+    if not isinstance(facts, dict) or not isinstance(facts.get("engine"), dict):
+        raise SeatError(
+            "the recorded image facts %s have no engine; record them again (scripts/images-record %s)" % (path, build)
+        )
+    return {build: dict(facts, recorded_in=os.path.relpath(path))}
+
+
+def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None):
     """The plan of `seat` from its recipe file and the candidate hosts; SeatError names what is wrong."""
     if not os.path.isfile(recipe_path):
         raise SeatError(_missing_recipe_message(seat, recipe_path))
@@ -36,12 +58,15 @@ def plan_seat(seat, recipe_path, schema_path, nodes):
         raise SeatError("the recipe schema %s is not valid JSON: %s" % (schema_path, exc))
     source = os.path.relpath(recipe_path)
     data = recipe_from_text(_read(recipe_path, "recipe"), source)
-    return make_plan(data, schema, seat, nodes, source)
+    facts_dir = image_facts_dir or os.path.join(os.path.dirname(os.path.dirname(recipe_path)), "images", "facts")
+    return make_plan(data, schema, seat, nodes, source, recorded_images=recorded_image_facts(data, facts_dir))
 
 
 def plan_result(params, check_mode=False, diff=False):
     """The seat_plan module's result: the plan, its lines, and the plan file written when it changed."""
-    plan = plan_seat(params["seat"], params["recipe_path"], params["schema_path"], params["nodes"])
+    plan = plan_seat(
+        params["seat"], params["recipe_path"], params["schema_path"], params["nodes"], params.get("image_facts_dir")
+    )
     result = {"changed": False, "plan": plan, "summary": plan_lines(plan)}
     out = params.get("plan_out")
     if not out:
