@@ -4,9 +4,9 @@
 DOCUMENTATION = r"""
 ---
 module: engine_image_build
-short_description: Build an engine image from an unpacked context, with progress as it goes
+short_description: Build an engine image from a packed context, with progress as it goes
 description:
-  - With O(state=built), builds O(reference) from the context folder O(context_dir) through the Docker
+  - With O(state=built), builds O(reference) from the packed context O(context_tar) through the Docker
     Engine API (C(POST /build), classic builder, no pull, intermediate containers removed), unless the
     engine already holds that tag (a content hash, so an image under it is not rebuilt).
   - Each build step (C(step 3/12 after 41 s, RUN ...)), each base-layer pull and the end are written
@@ -27,8 +27,10 @@ options:
     description: The image reference to build (C(repository:tag)).
     type: str
     required: true
-  context_dir:
-    description: The unpacked build context on the node (with its Dockerfile). Needed with O(state=built).
+  context_tar:
+    description:
+      - The packed build context on the node, a tar with its Dockerfile at the root, sent to the engine as
+        it is (no unpacked copy). Needed with O(state=built); the caller removes it.
     type: path
   progress_file:
     description: A JSON file on the node that the build keeps its progress in, for O(state=progress).
@@ -58,7 +60,7 @@ EXAMPLES = r"""
 - name: Build the image in the background
   seatwright.fleet.engine_image_build:
     reference: seatwright/vllm-sm120:0123456789abcdef
-    context_dir: /var/lib/seatwright/images/context/0123456789abcdef
+    context_tar: /var/lib/seatwright/images/context/0123456789abcdef.context.tar
     progress_file: /var/lib/seatwright/images/context/0123456789abcdef.progress.json
   async: 7200
   poll: 0
@@ -102,13 +104,13 @@ def main():
         argument_spec={
             "state": {"type": "str", "default": "built", "choices": ["built", "progress"]},
             "reference": {"type": "str", "required": True},
-            "context_dir": {"type": "path"},
+            "context_tar": {"type": "path"},
             "progress_file": {"type": "path"},
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "timeout_s": {"type": "int", "default": 7200},
             "idle_timeout_s": {"type": "int", "default": 1800},
         },
-        required_if=[("state", "built", ("context_dir",)), ("state", "progress", ("progress_file",))],
+        required_if=[("state", "built", ("context_tar",)), ("state", "progress", ("progress_file",))],
         supports_check_mode=True,
     )
     try:

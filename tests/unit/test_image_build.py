@@ -176,13 +176,16 @@ def context(tmp_path):
     folder = tmp_path / "context"
     folder.mkdir()
     (folder / "Dockerfile").write_text("FROM scratch\n")
-    return folder
+    packed = tmp_path / "0123.context.tar"
+    with tarfile.open(packed, "w") as archive:
+        archive.add(folder, arcname=".")
+    return packed
 
 
 def _args(tmp_path, context, **extra):
     args = {
         "reference": REFERENCE,
-        "context_dir": str(context),
+        "context_tar": str(context),
         "progress_file": str(tmp_path / "progress.json"),
         "docker_socket": str(tmp_path / "docker.sock"),
     }
@@ -247,3 +250,28 @@ def test_check_mode_builds_nothing_and_says_it_would(capsys, tmp_path, context):
         engine.close()
     assert result["changed"] is True and result["built"] is False and engine.queries == []
     assert not (tmp_path / "progress.json").exists()
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (None, "no build context at"),
+        (b"not a tar at all" * 64, "is not a readable tar"),
+        ("no-dockerfile", "has no Dockerfile at its root"),
+    ],
+)
+def test_a_missing_or_wrong_context_fails_by_name_before_the_engine_is_asked(capsys, tmp_path, content, words):
+    packed = tmp_path / "bad.context.tar"
+    if content == "no-dockerfile":
+        (tmp_path / "README").write_text("x\n")
+        with tarfile.open(packed, "w") as archive:
+            archive.add(tmp_path / "README", arcname="README")
+    elif content is not None:
+        packed.write_bytes(content)
+    engine = _BuildEngine(str(tmp_path / "docker.sock"), STREAM)
+    try:
+        result = run(capsys, _args(tmp_path, packed))
+    finally:
+        engine.close()
+    assert result.get("failed") is True and words in result["msg"], result
+    assert engine.context_names == []

@@ -7,7 +7,6 @@ person at the terminal sees 'step 7/19 after 312 s: RUN ...' instead of silence.
 
 import os
 import tarfile
-import tempfile
 import time
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
@@ -23,19 +22,22 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
 
 
-def _pack(context_dir):
-    """The build context as one tar file beside the folder (the API takes the context as a tar body)."""
-    if not os.path.isfile(os.path.join(context_dir, "Dockerfile")):
-        raise ImageError("%s has no Dockerfile; unpack the build context there first" % context_dir)
-    fd, path = tempfile.mkstemp(prefix=".context.", suffix=".tar", dir=os.path.dirname(os.path.abspath(context_dir)))
-    os.close(fd)
+def _context(path):
+    """The packed build context (a tar with its Dockerfile at the root), streamed to the engine as it is.
+
+    The API takes the context as a tar body, so the node keeps one copy of it, never an unpacked
+    folder beside a repacked tar (a CUDA image's wheelhouse is GBs).
+    """
+    if not os.path.isfile(path):
+        raise ImageError("no build context at %s; copy the packed context (engine_image_context) there first" % path)
     try:
-        with tarfile.open(path, "w") as archive:
-            archive.add(context_dir, arcname=".")
-    except BaseException:
-        os.unlink(path)
-        raise
-    return path
+        with tarfile.open(path) as archive:
+            for member in archive:
+                if member.name in ("Dockerfile", "./Dockerfile") and member.isfile():
+                    return path
+    except (tarfile.TarError, OSError) as exc:
+        raise ImageError("the build context %s is not a readable tar (%s); pack it again" % (path, exc))
+    raise ImageError("the build context %s has no Dockerfile at its root; pack it again" % path)
 
 
 def _record(params, state, event, now, done=False, failed=None):
@@ -57,7 +59,7 @@ def _record(params, state, event, now, done=False, failed=None):
 
 
 def build_image(params, check_mode, engine=None, clock=time.time):
-    """Build params['reference'] from params['context_dir'] unless the engine already holds that tag.
+    """Build params['reference'] from the packed context params['context_tar'] unless the engine already holds that tag.
 
     The tag is a content hash, so an image present under it is the image these inputs make: no rebuild.
     """
@@ -84,23 +86,20 @@ def _build(params, check_mode, engine, clock, state):
     if check_mode:
         return {"changed": True, "built": False, "reference": reference, "msg": "%s would be built" % reference}
     _record(params, state, None, state["started"])
-    context_tar = _pack(params["context_dir"])
-    try:
-        query = {"t": reference, "rm": 1, "forcerm": 1, "pull": 0}
-        for line in engine.build_lines(context_tar, query, params["idle_timeout_s"]):
-            now = clock()
-            event = read_line(state, line, now)
-            if event:
-                emit("%s: %s" % (reference, progress_text(event)))
-                _record(params, state, event, now)
-            if now - state["started"] > params["timeout_s"]:
-                raise ImageError(
-                    "the build of %s ran longer than %d s (at step %d/%d); raise engine_image_build_timeout_s"
-                    % (reference, params["timeout_s"], state["step"], state["steps"])
-                )
-        result = outcome(state, reference, clock())
-    finally:
-        os.unlink(context_tar)
+    context_tar = _context(params["context_tar"])
+    query = {"t": reference, "rm": 1, "forcerm": 1, "pull": 0}
+    for line in engine.build_lines(context_tar, query, params["idle_timeout_s"]):
+        now = clock()
+        event = read_line(state, line, now)
+        if event:
+            emit("%s: %s" % (reference, progress_text(event)))
+            _record(params, state, event, now)
+        if now - state["started"] > params["timeout_s"]:
+            raise ImageError(
+                "the build of %s ran longer than %d s (at step %d/%d); raise engine_image_build_timeout_s"
+                % (reference, params["timeout_s"], state["step"], state["steps"])
+            )
+    result = outcome(state, reference, clock())
     image = engine.image(reference)
     if image is None:
         raise ImageError(
