@@ -43,7 +43,11 @@ def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a
     assert result.returncode != 0, result.stdout + result.stderr
     last = _last_words(result)
     assert "seat glm53 would be refused: model.revision: not given by the field" in last
-    assert "image flags not checked: no facts of image vllm-sm120 are cached" in last
+    # Issue 24: no example host has built vllm-sm120, so its flags are checked against the facts
+    # recorded from the real build (images/facts/vllm-sm120.json).
+    assert "image flags not checked" not in result.stdout
+    assert "planned against those recorded from a real build in" in result.stdout
+    assert "vllm 0.33.0, torch 2.14.0, FlashInfer 0.7.2.post1" in result.stdout
     assert "would serve" not in result.stdout
     assert "verdict: FITS" in result.stdout
     # The field's multiprocessing launch across nodes [000]: the server on node-a, a headless follower on node-b.

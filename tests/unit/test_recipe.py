@@ -164,7 +164,7 @@ def test_misspelt_field_gets_a_suggestion():
         (
             ("engine", "image", "digest"),
             "sha256:" + "a" * 64,
-            "engine.image.digest: is given but engine.image.status is 'unknown'",
+            "engine.image.digest: is given but engine.image.status is 'local'",
         ),
         (
             ("model", "checkpoint", "bytes_status"),

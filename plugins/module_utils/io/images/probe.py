@@ -24,6 +24,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags i
 # Where the build records the patches it applied (one id per line); written by the Dockerfile.
 APPLIED_PATCHES = "/etc/seatwright-image/patches"
 
+# vLLM's CUDA build cannot pick a platform on a host without a GPU (the builder) and its parser then
+# fails; on the CPU platform it prints the same option names, which is all the facts keep.
+HELP_ENV = {"vllm": {"VLLM_TARGET_DEVICE": "cpu"}}
+
 HELP_COMMANDS = {
     "vllm": ["-m", "vllm.entrypoints.cli.main", "serve", "--help=all"],
     "sglang": ["-m", "sglang.launch_server", "--help"],
@@ -33,7 +37,8 @@ PROBE_SCRIPT = r"""
 import importlib.util, json, mmap, os, struct, subprocess, sys
 from importlib import metadata
 
-MARK, ENGINE, HELP, APPLIED, KERNELS = sys.argv[1], sys.argv[2], sys.argv[3:], %r, %r
+MARK, ENGINE, HELP, APPLIED, KERNELS, HELP_ENV = sys.argv[1], sys.argv[2], sys.argv[3:], %r, %r, %r
+HELP_ENV = HELP_ENV.get(ENGINE, {})
 
 def version(*names):
     for name in names:
@@ -79,7 +84,7 @@ except Exception as exc:
 out["help_command"] = " ".join(["python"] + HELP)
 try:
     done = subprocess.run([sys.executable] + HELP, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          timeout=900, env=dict(os.environ, COLUMNS="200"))
+                          timeout=900, env=dict(os.environ, COLUMNS="200", **HELP_ENV))
     out["help"], out["help_exit"] = done.stdout.decode("utf-8", "replace"), done.returncode
 except Exception as exc:
     out["help"], out["help_exit"] = "", None
@@ -106,7 +111,7 @@ for package in KERNELS.get(ENGINE, [ENGINE]) + ["torch"]:
                     pass
     out["kernel_archs"][package] = sorted(found)
 print(MARK + json.dumps(out))
-""" % (APPLIED_PATCHES, KERNEL_PACKAGES)
+""" % (APPLIED_PATCHES, KERNEL_PACKAGES, HELP_ENV)
 # The kernels' reader goes in whole: the image has no cuobjdump, and one parser serves tests and probe.
 PROBE_SCRIPT = inspect.getsource(kernels) + "\n" + PROBE_SCRIPT
 
