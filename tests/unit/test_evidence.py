@@ -123,7 +123,9 @@ def test_both_outcomes_write_a_bringup_json_that_matches_the_record_schema(capsy
     # The folder then assembles into a record that matches the whole schema.
     record = writer.assemble(str(path), plots=False)
     assert writer.validate_record(record) == []
-    assert record["launch"]["image_id"] == written["image_id"]
+    # A failed bring-up knows no running image: the record names the image the plan checked the launch against.
+    checked = (plan["engine"].get("image_checked") or {}).get("id")
+    assert record["launch"]["image_id"] == (written["image_id"] or checked)
 
 
 def test_a_served_and_a_failed_bringup_have_one_shape(capsys, tmp_path):
