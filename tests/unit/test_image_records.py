@@ -15,6 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import runs_on
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat, recorded_image_facts
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import unlisted_flags
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
 from seat_cases import example_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +68,20 @@ def test_the_glm_seat_plans_against_the_recorded_vllm_image_and_its_flags_are_ch
     (tmp_path / "vllm-sm120.json").write_text(json.dumps(facts))
     refused = plan_seat("glm53", str(recipe), str(schema), example_nodes(), str(tmp_path))
     assert any(item["id"] == "image-flags" and dropped in item["detail"] for item in refused["refusals"])
+
+
+@pytest.mark.parametrize("recorded, flag", [(True, "--cuda-graph-max-bs-decode"), (False, "--cuda-graph-max-bs")])
+def test_a_flag_renamed_upstream_is_rendered_as_the_images_help_spells_it(recorded, flag):
+    # SGLang 0.5.23 lists --cuda-graph-max-bs-decode and no --cuda-graph-max-bs; older SGLang the reverse.
+    data = yaml.safe_load((ROOT / "seats" / "deepseek-v4-flash.yml").read_text())
+    built = {"reference": "seatwright/sglang-sm120", "digest": None, "status": "local", "build": "sglang-sm120"}
+    data["engine"]["image"].update(built)
+    data["serving"]["max_cudagraph_capture_size"] = 256
+    schema = json.loads((ROOT / "schemas" / "seat.schema.json").read_text())
+    images = recorded_image_facts(data, str(FACTS)) if recorded else {}
+    plan = make_plan(data, schema, "deepseek-v4-flash", example_nodes(), "seats/deepseek-v4-flash.yml", images)
+    argv = [word for rank in plan["ranks"] for word in rank.get("argv") or []]
+    assert argv and flag in argv and argv[argv.index(flag) + 1] == "256"
+    other = {"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"} - {flag}
+    assert not other & set(argv)
+    assert not [item for item in plan["refusals"] if item["id"] == "image-flags"], plan["refusals"]

@@ -28,9 +28,22 @@ MP_MASTER_PORT = 29501
 
 
 def _row(field, flag, transform="text", **extra):
+    # renamed: later names of the flag upstream, rendered when the image's --help lists only one of them.
     row = {"field": field, "flag": flag, "transform": transform, "scope": "any", "also": (), "note": None}
+    row["renamed"] = ()
     row.update(extra)
     return row
+
+
+def spelled_flag(row, image_flags):
+    """The row's flag as the image's engine spells it: its own name, unless the image's --help lists
+    only a later name of it (renamed upstream). Without image facts, its own name."""
+    if not image_flags or row["flag"] in image_flags:
+        return row["flag"]
+    for name in row.get("renamed", ()):
+        if name in image_flags:
+            return name
+    return row["flag"]
 
 
 VLLM = {
@@ -169,7 +182,8 @@ SGLANG = {
         _row("serving.max_num_seqs", "--max-running-requests"),
         _row("serving.block_size", "--page-size"),
         _row("serving.enforce_eager", "--disable-cuda-graph", "switch"),
-        _row("serving.max_cudagraph_capture_size", "--cuda-graph-max-bs"),
+        # SGLang 0.5.23 splits it per phase; its --help lists no --cuda-graph-max-bs (images/facts/sglang-sm120.json).
+        _row("serving.max_cudagraph_capture_size", "--cuda-graph-max-bs", renamed=("--cuda-graph-max-bs-decode",)),
         _row("serving.custom_all_reduce", "--disable-custom-all-reduce", "switch_if_false"),
         _row("serving.allreduce_fusion", "--enable-flashinfer-allreduce-fusion", "switch"),
         _row("serving.distributed_timeout_s", "--dist-timeout"),
@@ -318,12 +332,15 @@ def server_argv(settings, model_dir, node_rank=0, head_ip=None, serve_host=SERVE
         "nodes": topo["nodes"],
         "mp": mp,
     }
+    image_flags = set(settings.get("_image_flags") or ())
     argv = [settings["engine"]["python"]] + list(table["mp_entry"] if mp else table["entry"])
     for row in table["rows"]:
         if not _in_scope(row, ctx):
             continue
         value = _lookup(settings, row["field"]) if row["field"] else None
         args = _TRANSFORMS[row["transform"]](table, row, value, ctx)
+        if args and args[0] == row["flag"]:
+            args = [spelled_flag(row, image_flags)] + list(args[1:])
         if mp and row["transform"] == "model_dir":
             args = args[1:]  # the serve CLI takes the model as its first, positional argument
         argv += args
@@ -335,7 +352,7 @@ def rendered_flags(name):
     flags = {}
     for row in engine(name)["rows"]:
         field = row["field"] or "the launch (node rank, addresses)"
-        for flag in (row["flag"],) + tuple(row.get("aliases", ())) + tuple(row["also"]):
+        for flag in (row["flag"],) + tuple(row.get("aliases", ())) + tuple(row["also"]) + tuple(row.get("renamed", ())):
             flags[flag] = field
     return flags
 

@@ -13,7 +13,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
     canonical_flag,
     engine_args,
     extra_arg_problems,
-    rendered_flags,
 )
 
 
@@ -135,15 +134,26 @@ def launch_problems(engine_name, rank, extra_args, image):
 def unlisted_flags(engine_name, image, extra_args=()):
     """{flag: what renders it} of every flag seatwright can pass to `engine_name` (its table's rows,
     aliases and companions) or an extra argument passes, that the image's --help does not list.
+    A flag renamed upstream counts as listed when the image lists any of its names.
 
     An image ready for every shipped recipe of its engine returns {}; make images records it.
     """
     known = set(image.get("flags") or ())
-    wanted = dict(rendered_flags(engine_name))
-    wanted.update((word, "serving.extra_args") for word in extra_args or () if str(word).startswith("--"))
-    missing = {}
-    for word, source in sorted(wanted.items()):
+
+    def listed(word):
         read = canonical_flag(engine_name, word, image)
-        if read is not None and read["flag"] not in known:
-            missing[word] = source
-    return missing
+        return read is None or read["flag"] in known
+
+    missing = {}
+    for row in ENGINES[engine_name]["rows"]:
+        source = row["field"] or "the launch (node rank, addresses)"
+        names = (row["flag"],) + tuple(row.get("renamed", ()))
+        if not any(listed(name) for name in names):
+            missing[row["flag"]] = source
+        for word in tuple(row.get("aliases", ())) + tuple(row["also"]):
+            if not listed(word):
+                missing[word] = source
+    for word in extra_args or ():
+        if str(word).startswith("--") and not listed(word):
+            missing[word] = "serving.extra_args"
+    return dict(sorted(missing.items()))

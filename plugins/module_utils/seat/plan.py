@@ -538,6 +538,8 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
     rules = evaluate(recipe, seat_gpus, source)
     settings = rules["settings"]
     settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
+    # A flag renamed upstream is rendered as the image's --help spells it (seat/engines.py spelled_flag).
+    settings["_image_flags"] = tuple((image or {}).get("flags") or ())
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
@@ -625,6 +627,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")
     settings.pop("_memory_default", None)
+    settings.pop("_image_flags", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     plan = {
         "format": PLAN_FORMAT,
