@@ -15,7 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import runs_on
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat, recorded_image_facts
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.imageflags import unlisted_flags
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from seat_cases import example_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +58,12 @@ def test_the_glm_seat_plans_against_the_recorded_vllm_image_and_its_flags_are_ch
     plan = plan_seat("glm53", str(recipe), str(schema), example_nodes(), str(FACTS))
     assert not [item for item in plan["unknowns"] if item.startswith("image flags not checked")], plan["unknowns"]
     assert any("planned against those recorded from a real build in" in note for note in plan["notes"])
+    checked = plan["engine"]["image_checked"]
+    assert checked["help_flags"] == 411 and checked["launch_flags"] >= 10, checked
+    assert any(
+        line.startswith("image checked: seatwright/vllm-sm120:") and line.endswith("every one listed")
+        for line in plan_lines(plan)
+    )
     assert not [item for item in plan["refusals"] if item["id"] in ("image-flags", "image-kernel-archs")]
     # The same facts without one flag the GLM launch passes: the plan refuses it by name.
     facts = recorded_image_facts(yaml.safe_load(recipe.read_text()), str(FACTS))["vllm-sm120"]

@@ -23,13 +23,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import (
     DEFAULT_MODELS_ROOT,
     rank_specs,
     shown_run,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import eviction_plan, resident_footprint
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import argv_flags, default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import (
     context_refusal,
     fit_seat,
@@ -490,6 +491,17 @@ def _image_facts(recipe, candidates, recorded):
     )
 
 
+def _image_checked(image, ranks):
+    """The image the plan checked the launch against, with how many launch flags met its --help."""
+    if not image:
+        return None
+    checked = {"reference": image.get("reference"), "id": image.get("id")}
+    if image.get("flags"):
+        passed = {flag for rank in ranks if runs_engine(rank) for flag in argv_flags(rank.get("argv") or [])}
+        checked.update(launch_flags=len(passed), help_flags=len(image["flags"]))
+    return checked
+
+
 def _unknowns(settings, rules, fit):
     model, engine = settings["model"], settings["engine"]
     items = []
@@ -675,7 +687,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
             "device": settings["engine"]["device"],
             "image": settings["engine"]["image"],
             # The built image the plan was checked against (its facts): bring-up runs exactly it.
-            "image_checked": {"reference": image.get("reference"), "id": image.get("id")} if image else None,
+            "image_checked": _image_checked(image, ranks),
         },
         "topology": settings["topology"],
         "serving": settings["serving"],
@@ -756,6 +768,19 @@ def plan_lines(plan):
         ),
         "verdict: %s; %s" % (verdict, state),
     ]
+    checked = plan["engine"].get("image_checked") or {}
+    if "help_flags" in checked:
+        refused = [item for item in plan.get("refusals") or [] if item.get("id") == "image-flags"]
+        lines.append(
+            "image checked: %s (%s), %d flags in its --help; the launch passes %d flags, %s"
+            % (
+                checked["reference"],
+                (checked["id"] or "")[:19],
+                checked["help_flags"],
+                checked["launch_flags"],
+                "%d of them unlisted (refused below)" % len(refused) if refused else "every one listed",
+            )
+        )
     if plan["checkpoint_bytes"] is not None:
         lines.append("checkpoint: %s, %s" % (size_text(plan["checkpoint_bytes"]), plan["checkpoint_bytes_status"]))
     if plan["per_rank_weight_bytes"] is not None:
