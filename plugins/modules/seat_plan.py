@@ -54,7 +54,7 @@ options:
         C(scripts/images-record)). The plan reads the facts of the recipe's C(engine.image.build) from
         the first candidate host that caches them, else from here, and checks the launch's flags
         and the kernels' architectures against them.
-      - Defaults to C(images/facts) beside the recipe's C(seats/) folder.
+      - Without it only the hosts' cached facts are read; C(playbooks/plan.yml) passes the collection's own.
     type: path
   plan_out:
     description: Where to write the plan as JSON; nothing is written when omitted.

@@ -58,8 +58,8 @@ def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None):
         raise SeatError("the recipe schema %s is not valid JSON: %s" % (schema_path, exc))
     source = os.path.relpath(recipe_path)
     data = recipe_from_text(_read(recipe_path, "recipe"), source)
-    facts_dir = image_facts_dir or os.path.join(os.path.dirname(os.path.dirname(recipe_path)), "images", "facts")
-    return make_plan(data, schema, seat, nodes, source, recorded_images=recorded_image_facts(data, facts_dir))
+    recorded = recorded_image_facts(data, image_facts_dir) if image_facts_dir else {}
+    return make_plan(data, schema, seat, nodes, source, recorded_images=recorded)
 
 
 def plan_result(params, check_mode=False, diff=False):
