@@ -11,6 +11,7 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry import validate_registry_definition
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels, parse_wheel_name
 from ansible_collections.seatwright.fleet.plugins.module_utils.versions import version_key
 
@@ -199,6 +200,9 @@ def validate_definition(data, source):
     """A checked, normalised copy of one image definition; ImageError names the bad field."""
     if not isinstance(data, dict):
         raise ImageError("%s: an image definition is a mapping, found %s" % (source, type(data).__name__))
+    if "registry" in data:
+        # An image the fleet does not build: pulled once by digest, then distributed like a built one.
+        return validate_registry_definition(data, source)
     known = {
         "schema_version",
         "name",
@@ -220,6 +224,7 @@ def validate_definition(data, source):
         "cuda_arch_list",
         "patches",
         "wheel_target",
+        "registry",
     }
     unknown = sorted(set(data) - known)
     if unknown:

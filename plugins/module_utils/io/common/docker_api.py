@@ -73,7 +73,43 @@ class DockerEngine:
             "created": data.get("Created"),
             "labels": (data.get("Config") or {}).get("Labels") or {},
             "repo_tags": data.get("RepoTags") or [],
+            "repo_digests": data.get("RepoDigests") or [],
         }
+
+    def tag(self, source, repository, tag):
+        """Tag the image `source` as repository:tag (moves the tag if another image held it)."""
+        query = urlencode({"repo": repository, "tag": tag, "force": 1})
+        self._call("POST", "/images/%s/tag?%s" % (quote(source, safe=""), query))
+
+    def pull_lines(self, name, digest, platform, timeout_s):
+        """The lines of POST /images/create as they come: the pull of name@digest for `platform`.
+
+        `timeout_s` bounds each wait for the next bytes, not the pull.
+        """
+        connection = _UnixConnection(self.socket_path, timeout_s)
+        path = "/images/create?" + urlencode({"fromImage": name, "tag": digest, "platform": platform})
+        try:
+            connection.request("POST", path)
+            response = connection.getresponse()
+            if response.status != 200:
+                message = response.read().decode("utf-8", "replace").strip()
+                try:
+                    message = json.loads(message).get("message", message)
+                except (ValueError, AttributeError):
+                    pass
+                raise ImageError("the Docker engine refused the pull of %s@%s: %s" % (name, digest, message))
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as exc:
+            raise ImageError(
+                "the Docker engine at %s stopped answering the pull of %s@%s (%s); is dockerd running, or did "
+                "the registry stay silent longer than %d s?" % (self.socket_path, name, digest, exc, timeout_s)
+            )
+        finally:
+            connection.close()
 
     def build_lines(self, context_tar, query, timeout_s):
         """The lines of POST /build as they come, for a build context packed in the file `context_tar`.

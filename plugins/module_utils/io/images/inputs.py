@@ -19,6 +19,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition
     wheelhouse_key,
     with_flashinfer_override,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry import registry_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels
 
 READ_CHUNK = 8 * 1024 * 1024
@@ -62,7 +63,15 @@ def build_inputs(options):
         data = yaml.safe_load(_read(source, "image definition"))
     except yaml.YAMLError as exc:
         raise ImageError("%s is not valid YAML: %s" % (source, exc))
-    definition = with_flashinfer_override(validate_definition(data, source), options.get("flashinfer_override"))
+    definition = validate_definition(data, source)
+    if definition.get("registry"):
+        # Nothing is built: no template, patch, lock or wheel is read; the builder pulls the digest.
+        if options.get("flashinfer_override"):
+            raise ImageError(
+                "%s names a registry image, which is pulled as it is; unset engine_image_flashinfer_override" % source
+            )
+        return registry_plan(definition)
+    definition = with_flashinfer_override(definition, options.get("flashinfer_override"))
     patch_ids = definition["patches"] + [p for p in options["extra_patches"] if p not in definition["patches"]]
     patches = []
     for patch_id in patch_ids:
@@ -129,6 +138,7 @@ def build_inputs(options):
         "wheel_platforms": wheel_platforms((definition["wheel_target"] or {}).get("platform")),
         "local_wheels": local_wheels,
         "ca_certificates": certificates,
+        "pull": None,
     }
 
 
