@@ -231,17 +231,14 @@ def new_pull_state(started):
     return {"started": started, "layers": {}, "error": None, "digest": None, "tail": [], "reported": started}
 
 
-def _gb(value):
-    return "%.2f GB" % (value / 1e9)
-
-
 def pull_text(state):
     """'4.20 of 12.80 GB, 3/11 layers done' for the layers the stream has named so far."""
     layers = state["layers"].values()
     got = sum(layer["current"] for layer in layers)
     total = sum(layer["total"] for layer in layers)
     done = sum(1 for layer in layers if layer["done"])
-    return "%s of %s, %d/%d layers done" % (_gb(got), _gb(total) if total else "? GB", done, len(state["layers"]))
+    total_text = "%.2f" % (total / 1e9) if total else "?"
+    return "%.2f of %s GB, %d/%d layers done" % (got / 1e9, total_text, done, len(state["layers"]))
 
 
 def read_pull_line(state, line, now):
