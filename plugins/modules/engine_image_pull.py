@@ -10,8 +10,8 @@ description:
     The image is kept under the local tag C(<name>:sha256-<64 hex>), which docker save/load carries
     to the other nodes; the repo digest does not survive save/load, so each node records the digest
     beside the image id in C(<state_dir>/registry/sha256-<hex>.json).
-  - O(state=held) finds the image (local tag tied to the digest by the engine or the record:
-    nothing to do), tags it where the node pulled the digest itself, and pulls it only with
+  - O(state=held) finds the image (local tag tied to the digest by the engine or the record,
+    so nothing to do), tags it where the node pulled the digest itself, and pulls it only with
     O(allow_pull) (the builder); with O(progress_file) a background pull writes how far it is.
   - O(state=progress) reads that file for the role's waiting task. O(state=recorded) requires the
     local tag at O(image_id) after a load and records the digest.
