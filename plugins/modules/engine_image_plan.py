@@ -10,6 +10,8 @@ description:
     each patch the definition names (plus O(extra_patches)), the package lock, local wheels and
     extra CA certificates, and checks them; a patch without a why/upstream/gates/changes header, a
     registry base not pinned by digest or a package not pinned exactly is refused with the file and field.
+  - A definition that names a registry image (C(registry), pinned by digest) reads no template or
+    patch; its reference is the local tag the pulled image is kept under.
   - The tag is a hash of all of these and of the base image's id, so unchanged inputs name an
     image that already exists and nothing is rebuilt.
   - Reads only files on the controller and never changes anything.
@@ -127,6 +129,13 @@ ca_certificates:
   returned: success
   type: list
   elements: dict
+pull:
+  description:
+    - For a definition that names a registry image (C(registry)), what to pull and keep; null for a build.
+    - C(pinned) (C(<name>@sha256:...), as Docker keeps it), C(pull_name), C(digest), C(platform) and
+      C(local), the tag every node keeps it under (also O(reference)); nothing is built.
+  returned: success
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
