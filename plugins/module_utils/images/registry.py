@@ -226,6 +226,57 @@ def is_recorded(record, reference, image_id):
     )
 
 
+def seat_reference(image_ref, digest, source="engine.image"):
+    """The parsed reference a seat's pin names: the image it runs (its own digest dropped) at the pinned digest."""
+    name = image_ref.partition("@")[0] if isinstance(image_ref, str) else image_ref
+    return parse_reference("%s@%s" % (name, digest), source)
+
+
+def seat_digest_problem(image_ref, digest, image, record, record_path):
+    """Why the image a seat runs is not the digest its recipe pins, or None when it is (or nothing is pinned).
+
+    image is `docker image inspect`'s object of image_ref on the node; record the node's record of
+    the digest (record_name), read from record_path, or None. Either proves the digest: the engine's
+    RepoDigests (a node that pulled it) or a record tying this image id to it (a node that loaded it
+    over the fabric, which keeps the id but not the repo digest).
+    """
+    if not digest:
+        return None
+    try:
+        reference = seat_reference(image_ref, digest)
+    except ImageError as exc:
+        return "the pinned digest cannot be checked: %s" % exc
+    image = image if isinstance(image, dict) else {}
+    image_id = image.get("Id")
+    if reference["pinned"] in (image.get("RepoDigests") or []):
+        return None
+    if is_recorded(record, reference, image_id):
+        return None
+    ways = "its RepoDigests do not list %s (a pull by digest puts it there)%s" % (
+        reference["pinned"],
+        "" if image.get("RepoDigests") else ", they are empty",
+    )
+    if isinstance(record, dict) and record.get("image_id") and record.get("image_id") != image_id:
+        ways += ", and the node's record %s ties the digest to image %s, not this one" % (
+            record_path,
+            record["image_id"],
+        )
+    elif record is not None:
+        ways += ", and the node's record %s does not name this digest and image (format %d)" % (
+            record_path,
+            RECORD_FORMAT,
+        )
+    else:
+        ways += ", and the node has no record %s (the engine_image role writes it after loading the image)" % (
+            record_path
+        )
+    return (
+        "image %s (%s) is not proven to be the pinned digest %s: %s; run the engine_image role for the registry "
+        "image %s, which pulls it once on the builder, loads it on every node and records the digest there"
+        % (image_ref, image_id or "no id", digest, ways, reference["pinned"])
+    )
+
+
 def new_pull_state(started):
     """The state of one pull that started at `started` (seconds, the caller's clock)."""
     return {"started": started, "layers": {}, "error": None, "digest": None, "tail": [], "reported": started}
