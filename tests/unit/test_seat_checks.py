@@ -1,7 +1,8 @@
 """roles/seat/tasks/checks.yml's image check, evaluated by Ansible's templating (seat_checks_run.py).
 
-The node's docker inspect and its files are stand-ins; the record is the one engine_image_pull
-writes after a load (io/images/pull.py record_loaded), under the engine_image role's state folder.
+The node's docker inspect and its files are stand-ins; the record is what engine_image_pull writes
+after a load under the engine_image role's state folder (test_seat_pinned_digest.py checks that
+the writer writes exactly this file).
 """
 
 import json
@@ -10,11 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.pull import record_loaded
-from test_image_registry import DIGEST, IMAGE_ID, LOCAL, PINNED, TAGGED, _Engine, _params
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().parent / "seat_checks_run.py"
+HEX = "4b1c0d6e2f3a59788f0e1d2c3b4a5968778695a4b3c2d1e0f9e8d7c6b5a49382"
+DIGEST = "sha256:" + HEX
+PINNED = "vllm/vllm-openai@" + DIGEST
+LOCAL = "vllm/vllm-openai:sha256-" + HEX
+IMAGE_ID = "sha256:" + "9" * 64
 OTHER_ID = "sha256:" + "8" * 64
 
 
@@ -27,11 +31,18 @@ def run_check(tmp_path, image_ref, digest, inspected):
     return json.loads(done.stdout)
 
 
+def loaded_record(images_dir, image_id):
+    """The record engine_image_pull (state: recorded) leaves on a node that loaded the builder's image."""
+    path = Path(images_dir) / "registry" / ("sha256-%s.json" % HEX)
+    record = {"format": 1, "pinned": PINNED, "digest": DIGEST, "reference": LOCAL, "image_id": image_id}
+    return path, dict(record, how="loaded")
+
+
 def _loaded(tmp_path, image_id):
-    """A node that received the builder's image by docker load, and the record the role wrote for it."""
     images_dir = run_check(tmp_path, LOCAL, None, None)["images_dir"]
-    engine = _Engine({LOCAL: dict(TAGGED, id=image_id)})
-    record_loaded(_params(Path(images_dir), image_id=image_id), False, engine)
+    path, record = loaded_record(images_dir, image_id)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry i
     record_name,
     seat_digest_problem,
 )
-from test_image_registry import DIGEST, HEX, IMAGE_ID, LOCAL, PINNED
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.pull import record_loaded
+from test_image_registry import DIGEST, HEX, IMAGE_ID, LOCAL, PINNED, TAGGED, _Engine, _params
+from test_seat_checks import loaded_record
 
 REFERENCE = parse_reference(PINNED)
 RECORD = new_record(REFERENCE, IMAGE_ID, "loaded")
@@ -130,3 +132,9 @@ def test_the_seat_reads_the_record_the_engine_image_role_writes(image_ref):
 def test_the_record_filter_names_a_bad_reference():
     with pytest.raises(AnsibleFilterError, match="engine.image"):
         pinned_digest_record("vllm/vllm-openai:v1", "sha256:short")
+
+
+def test_test_seat_checks_stands_in_for_the_record_the_role_writes(tmp_path):
+    record_loaded(_params(tmp_path, image_id=IMAGE_ID), False, _Engine({LOCAL: TAGGED}))
+    path, record = loaded_record(tmp_path, IMAGE_ID)
+    assert json.loads(path.read_text()) == record
