@@ -67,7 +67,12 @@ def _loaded(tmp_path, image_id):
             DIGEST,
             {"Id": IMAGE_ID, "RepoDigests": []},
             None,
-            ["lab-node1:", "RepoDigests do not list " + PINNED, "has no record", "run the engine_image role"],
+            [
+                "lab-node1:",
+                "RepoDigests, where a pull by digest lists " + PINNED + ", are empty",
+                "has no record",
+                "run the engine_image role",
+            ],
         ),
         # No pin: the image need not come from a registry.
         ("seatwright/vllm-cpu:abc", None, {"Id": IMAGE_ID, "RepoDigests": []}, None, None),

@@ -68,7 +68,7 @@ def test_a_pinned_digest_is_proven_by_repo_digests_or_the_record(image_ref, dige
             ["ties the digest to image " + IMAGE_ID, "not this one", OTHER_ID, RECORD_PATH],
         ),
         # No record and no RepoDigests: nothing proves the digest.
-        (LOADED, None, ["the node has no record " + RECORD_PATH, "they are empty"]),
+        (LOADED, None, ["the node has no record " + RECORD_PATH, "lists " + PINNED + ", are empty"]),
         ({"Id": IMAGE_ID}, None, ["the node has no record " + RECORD_PATH]),
         # A record of another digest, or of an unknown format.
         (LOADED, dict(RECORD, digest="sha256:" + "0" * 64), ["does not name this digest and image"]),
@@ -77,7 +77,7 @@ def test_a_pinned_digest_is_proven_by_repo_digests_or_the_record(image_ref, dige
         (
             {"Id": IMAGE_ID, "RepoDigests": ["vllm/vllm-openai@sha256:" + "0" * 64]},
             None,
-            ["do not list " + PINNED, "no record"],
+            ["lists " + PINNED + ", do not list it", "no record"],
         ),
     ],
 )

@@ -252,10 +252,8 @@ def seat_digest_problem(image_ref, digest, image, record, record_path):
         return None
     if is_recorded(record, reference, image_id):
         return None
-    ways = "its RepoDigests do not list %s (a pull by digest puts it there)%s" % (
-        reference["pinned"],
-        "" if image.get("RepoDigests") else ", they are empty",
-    )
+    listed = "do not list it" if image.get("RepoDigests") else "are empty"
+    ways = "its RepoDigests, where a pull by digest lists %s, %s" % (reference["pinned"], listed)
     if isinstance(record, dict) and record.get("image_id") and record.get("image_id") != image_id:
         ways += ", and the node's record %s ties the digest to image %s, not this one" % (
             record_path,
