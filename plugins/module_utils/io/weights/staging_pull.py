@@ -1028,7 +1028,9 @@ def check_stage_request(params):
     if not valid_client_name(params["client"]):
         raise StagingError("client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
     if params["streams"] is not None and params["streams"] < 0:
-        raise StagingError("streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"])
+        raise StagingError(
+            "streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"]
+        )
     for field in ("connect_timeout_s", "io_timeout_s"):
         if params[field] < 1:
             raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
