@@ -4,7 +4,6 @@ import hashlib
 import os
 
 import pytest
-
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import hash_apart, stream_count
 
@@ -96,7 +95,14 @@ def test_pull_hashes_every_byte_in_order_on_either_lane(tmp_path, apart, offset)
     os.chmod(str(partial), 0o600)
     unit = {"target": "x", "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "mode": 0o644}
     digests, start, _direct = staging_pull.pull(
-        _Source(data[offset:], 206 if offset else 200), unit, str(partial), offset, _Throttle(), _Progress(), False, apart
+        _Source(data[offset:], 206 if offset else 200),
+        unit,
+        str(partial),
+        offset,
+        _Throttle(),
+        _Progress(),
+        False,
+        apart,
     )
     assert start == offset
     assert digests["sha256"] == unit["sha256"]
