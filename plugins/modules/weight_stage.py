@@ -67,9 +67,15 @@ options:
     type: str
     default: destination
   streams:
-    description: Files transferred at once.
+    description:
+      - Files transferred at once; C(0) derives it from this node (one per core, no more than
+        I(nic_mb_per_s) can fill, at least 4 and at most 32).
     type: int
-    default: 4
+    default: 0
+  nic_mb_per_s:
+    description: This node's NIC speed in MB/s when known, capping the derived stream count; C(0) means unknown.
+    type: float
+    default: 0
   verify:
     description: How files already in place are trusted before being skipped.
     type: str
@@ -156,6 +162,7 @@ manifest: {description: Path of the parity manifest., returned: success, type: s
 manifest_written: {description: Whether the manifest was (re)written., returned: success, type: bool}
 verified: {description: Every file verified and the manifest describes them., returned: success, type: bool}
 bytes_total: {description: Bytes of the checkpoint., returned: success, type: int}
+streams: {description: Files pulled at once (derived from the node unless given)., returned: success, type: int}
 bytes_transferred: {description: Bytes moved over the fabric by this run., returned: success, type: int}
 bytes_reused: {description: Bytes of interrupted transfers that were kept and resumed., returned: success, type: int}
 files_skipped: {description: Files already in place and verified., returned: success, type: int}
@@ -205,7 +212,8 @@ def main():
             name=dict(type="str", required=True),
             revision=dict(type="str"),
             client=dict(type="str", default="destination"),
-            streams=dict(type="int", default=4),
+            streams=dict(type="int", default=0),
+            nic_mb_per_s=dict(type="float", default=0),
             verify=dict(type="str", choices=["full", "quick"], default="full"),
             direct_io=dict(type="bool", default=True),
             bandwidth_limit_mb_per_s=dict(type="float", default=0),

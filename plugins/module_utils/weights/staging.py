@@ -22,6 +22,14 @@ LISTED_MODE_BITS = 0o755
 # Control and invisible format characters forge log lines and hide what a name really is.
 _UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
 _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
+# What one verified stream moves at most: one core's sha256 (1.06 GB/s measured on the 16-core device
+# machine, 1.4 GB/s on the lab host with SHA extensions), since a file's sha256 cannot be split.
+STREAM_BYTES_S = 1.0e9
+# The fewest streams a node pulls with (the fixed count before streams were derived), and the most.
+MIN_STREAMS = 4
+MAX_STREAMS = 32
+# Cores per active stream from which hashing on a lane of its own beats hashing on the stream itself.
+HASH_APART_CORES_PER_STREAM = 4
 
 
 def build_listing(name, layout, revision, refs, files, problems):
@@ -208,6 +216,33 @@ def fetch_units(listing):
         # One blob serves every path that names it: it gets no permission any of them lacks.
         unit["mode"] &= entry.get("mode", 0o644)
     return units
+
+
+def stream_count(cores, nic_bytes_s=None, override=None):
+    """Files a destination pulls at once: `override` when given (1 or more), else derived from the node.
+
+    Each stream hashes its file in order at one core's rate, so a node needs about one stream per
+    core to use them all, and no more streams than its NIC (when its speed is known) can fill at
+    STREAM_BYTES_S each; never fewer than MIN_STREAMS (latency hides behind them) nor more than
+    MAX_STREAMS.
+    """
+    if override:
+        return override
+    want = max(1, cores or 1)
+    if nic_bytes_s:
+        want = min(want, -(-int(nic_bytes_s) // int(STREAM_BYTES_S)))
+    return max(MIN_STREAMS, min(MAX_STREAMS, want))
+
+
+def hash_apart(cores, active_streams):
+    """Whether each stream hashes on a thread of its own while it receives the next chunk.
+
+    It pays only where cores are plentiful beside the streams (HASH_APART_CORES_PER_STREAM): on the
+    16-core device machine into RAM it won at 4 streams (4.86 against 4.25 GB/s) and lost at 8 and
+    16 (6.6 against 7.3-7.5 GB/s; bench/results/staging-ram), and on the two-core lab host it lost
+    (0.90 x). Elsewhere the extra hand-offs cost more than they win.
+    """
+    return max(1, cores or 1) >= HASH_APART_CORES_PER_STREAM * max(1, active_streams)
 
 
 def partial_name(target, layout, unit):

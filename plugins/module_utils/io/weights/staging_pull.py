@@ -51,6 +51,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     digest_problem,
     failure_summary,
     fetch_units,
+    hash_apart,
     link_target,
     needs_hash,
     parse_content_length,
@@ -59,6 +60,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     partial_name,
     plan_unit,
     progress_record,
+    stream_count,
     throttle_delay,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
@@ -447,18 +449,54 @@ class Writer:
         self.pool.shutdown(wait=True)
 
 
-def pull(source, unit, partial, offset, throttle, progress, direct_io):
+class Hasher(Writer):
+    """Feeds every chunk, in order, to the file's hashers on a thread of its own (hash_apart).
+
+    The stream then receives the next chunk while this one is hashed, so the file's hash runs at
+    a core's full rate from its first byte and receiving is not added to its critical path.
+    """
+
+    def __init__(self, hashers):
+        Writer.__init__(self, None, None, None)
+        self.hashers = hashers
+
+    def _write(self, chunk):
+        for hasher in self.hashers.values():
+            hasher.update(chunk)
+
+
+class InlineHasher:
+    """Hashes each chunk on the receiving stream itself: where no core is spare, hand-offs cost more."""
+
+    def __init__(self, hashers):
+        self.hashers = hashers
+
+    def submit(self, chunk):
+        for hasher in self.hashers.values():
+            hasher.update(chunk)
+
+    def wait(self):
+        pass
+
+    def shutdown(self):
+        pass
+
+
+def pull(source, unit, partial, offset, throttle, progress, direct_io, apart=False):
     """Fetch `unit` into `partial` from byte `offset`, hashing everything; (digests, start offset, direct).
 
     The bytes already in the partial file are hashed first, so the final digest covers the file.
+    With `apart`, chunks are hashed on a thread of their own (in order) while the next one arrives.
     """
     hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
     handle = PartialFile(partial, direct_io, resume=offset > 0)
     writer = Writer(handle, progress, unit["target"])
+    hash_lane = Hasher(hashers) if apart else InlineHasher(hashers)
     synced = False
     try:
-        # Anonymous maps are page-aligned, as direct I/O requires of its buffers.
-        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
+        # Anonymous maps are page-aligned, as direct I/O requires of its buffers. A chunk in flight
+        # to the hash and the write lanes holds its buffer: one more buffer lets the next arrive meanwhile.
+        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(3 if apart else 2)]
         offset = handle.usable_prefix(min(offset, os.fstat(handle.fd).st_size))
         os.lseek(handle.fd, 0, os.SEEK_SET)
         remaining = offset
@@ -502,8 +540,8 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         remaining, turn = length, 0
         while remaining:
             want = min(CHUNK, remaining)
-            # Writer.submit waited for this buffer's previous write, so it is free to fill again.
-            view, turn = buffers[turn], 1 - turn
+            # Each lane's submit waited for the lane's previous chunk, so this buffer's last use is over.
+            view, turn = buffers[turn], (turn + 1) % len(buffers)
             try:
                 count = _fill(response, view[:want])
                 error = None
@@ -515,16 +553,17 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
                     % (remaining, unit["target"], error or "the source closed it")
                 )
             chunk = view[:count]
-            for hasher in hashers.values():
-                hasher.update(chunk)
+            hash_lane.submit(chunk)
             writer.submit(chunk)
             remaining -= count
             throttle.consume(count)
         # An empty body leaves the response open until it is read, and the stream's next request then fails.
         response.read()
+        hash_lane.wait()
         writer.wait()
         synced = True
     finally:
+        hash_lane.shutdown()
         writer.shutdown()
         if not synced:
             # The rest of this response may still be on the wire; the stream's next request needs a clean connection.
@@ -544,7 +583,9 @@ def transfer(source, unit, root, layout, plan, throttle, progress, options):
     restarted, interruptions = False, 0
     while True:
         try:
-            digests, start, direct = pull(source, unit, partial, offset, throttle, received, options["direct_io"])
+            digests, start, direct = pull(
+                source, unit, partial, offset, throttle, received, options["direct_io"], options.get("hash_apart")
+            )
         except Interrupted as exc:
             source.connection(fresh=True)
             interruptions += 1
@@ -759,7 +800,8 @@ def confirm_source(url, secret, client, connect_timeout_s, io_timeout_s=30):
 def stage(options, check_mode=False, now=time.time):
     """Run one destination's staging; returns the result dict a module exits with.
 
-    options: dest, source_url, token (the run's secret), client, name, revision, streams, verify,
+    options: dest, source_url, token (the run's secret), client, name, revision, streams (0 or None:
+    derived from the node's cores and nic_mb_per_s, weights/staging.py stream_count), verify,
     direct_io, bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
     progress_interval_s, source_label, prune.
     """
@@ -786,6 +828,10 @@ def _refuse_linked_prune(dest):
 
 
 def _stage(options, source, check_mode, now, started, outcome):
+    options = dict(
+        options,
+        streams=stream_count(os.cpu_count(), (options.get("nic_mb_per_s") or 0) * 1e6, options.get("streams")),
+    )
     if options.get("prune"):
         _refuse_linked_prune(options["dest"])
     listing = parse_listing(source.listing(options["connect_timeout_s"]), options["source_url"])
@@ -828,6 +874,7 @@ def _stage(options, source, check_mode, now, started, outcome):
         "dest": options["dest"],
         "manifest": os.path.join(options["dest"], folder_rel, MANIFEST_NAME),
         "bytes_total": sum(u["size"] for u in units.values()),
+        "streams": options["streams"],
         "files_skipped": len(units) - len(pending),
         "files_fetched": 0,
         "files_resumed": 0,
@@ -935,7 +982,9 @@ def _run_transfers(source, units, pending, root, layout, options):
         else None
     )
     records, failures = [], {}
+    # Largest first: the largest file's hash is the one path no spreading can shorten, so it starts at once.
     order = sorted(pending, key=lambda t: -units[t]["size"])
+    options = dict(options, hash_apart=hash_apart(os.cpu_count(), min(options["streams"], len(order))))
     with Progress(options["name"], progress_path, total, options.get("progress_interval_s") or 1) as progress:
         with ThreadPoolExecutor(max_workers=max(1, options["streams"])) as pool:
             futures = {
@@ -978,11 +1027,15 @@ def check_stage_request(params):
         raise StagingError("name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
     if not valid_client_name(params["client"]):
         raise StagingError("client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
-    for field in ("streams", "connect_timeout_s", "io_timeout_s"):
+    if params["streams"] is not None and params["streams"] < 0:
+        raise StagingError(
+            "streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"]
+        )
+    for field in ("connect_timeout_s", "io_timeout_s"):
         if params[field] < 1:
             raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
-    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
-        if params[field] < 0:
+    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s", "nic_mb_per_s"):
+        if (params.get(field) or 0) < 0:
             raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
 
 
