@@ -12,6 +12,10 @@ from urllib.parse import urlsplit
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, is_sha256
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    check_piece_bytes,
+    listing_pieces_problem,
+)
 
 LISTING_FORMAT = "seatwright-listing/2"
 LAYOUTS = ("folder", "hf-cache")
@@ -32,13 +36,14 @@ MAX_STREAMS = 32
 HASH_APART_CORES_PER_STREAM = 4
 
 
-def build_listing(name, layout, revision, refs, files, problems):
+def build_listing(name, layout, revision, refs, files, problems, piece_bytes=None):
     """What the source serves: every file with its size, mode and the digest it must hash to.
 
-    `files`: {rel: {size, mode, sha256, git_sha1, blob}}. `refs` are the cache refs that point at
-    the pinned revision, mirrored on destinations so that an offline engine resolves the name.
+    `files`: {rel: {size, mode, sha256, git_sha1, blob, pieces?}}. `refs` are the cache refs that
+    point at the pinned revision, mirrored on destinations so that an offline engine resolves the
+    name. With piece_bytes, each file also lists the sha256 of each piece (weights/pieces.py).
     """
-    return {
+    listing = {
         "format": LISTING_FORMAT,
         "name": name,
         "layout": layout,
@@ -57,6 +62,11 @@ def build_listing(name, layout, revision, refs, files, problems):
         ],
         "problems": list(problems),
     }
+    if piece_bytes:
+        listing["piece_bytes"] = piece_bytes
+        for row in listing["files"]:
+            row["pieces"] = files[row["path"]]["pieces"]
+    return listing
 
 
 def safe_rel(rel):
@@ -125,6 +135,8 @@ def parse_listing(doc, source):
             raise StagingError(
                 "source %s lists ref %s -> %r, which is not the pinned revision %s" % (source, ref, value, revision)
             )
+    if "piece_bytes" in doc and check_piece_bytes(doc["piece_bytes"]):
+        raise StagingError("source %s sent a listing whose %s" % (source, check_piece_bytes(doc["piece_bytes"])))
     files = doc.get("files")
     if not isinstance(files, list) or not files:
         raise StagingError("source %s lists no files for checkpoint %s" % (source, name))
@@ -154,6 +166,10 @@ def parse_listing(doc, source):
             raise StagingError("source %s lists %s without a sha256 or git blob digest" % (source, rel))
         if doc["layout"] == "hf-cache" and not _BLOB.match(entry.get("blob") or ""):
             raise StagingError("source %s lists %s without a cache blob name" % (source, rel))
+        if "piece_bytes" in doc:
+            problem = listing_pieces_problem(entry, doc["piece_bytes"])
+            if problem:
+                raise StagingError("source %s lists %s with pieces that do not fit: %s" % (source, rel, problem))
     return doc
 
 
@@ -209,6 +225,7 @@ def fetch_units(listing):
                 "mode": 0o777,
                 "sha256": entry.get("sha256"),
                 "git_sha1": entry.get("git_sha1"),
+                "pieces": entry.get("pieces"),
                 "paths": [],
             },
         )
