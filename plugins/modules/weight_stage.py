@@ -133,7 +133,8 @@ options:
       - The run's other destinations, each a dict with C(name) and C(url) (the peer's
         C(http://<fabric address>:<peer port>)). When the source lists pieces (its I(piece_mb)),
         this node fetches pieces from peers as well as from the source, verifies each against
-        the signed listing, and serves what it verified to them; an entry whose name is I(client) is ignored. An empty list means the source alone.
+        the signed listing, and serves what it verified to them; an entry whose name is
+        I(client) is ignored. An empty list means the source alone.
       - A peer that sends a piece which does not hash to the listing's digest, or breaks the
         protocol, is not asked again in this run; the piece is fetched elsewhere.
     type: list
