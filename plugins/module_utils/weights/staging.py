@@ -382,3 +382,22 @@ def failure_summary(name, failures):
         "no parity manifest was written; fix the cause and run again (completed files are kept, "
         "interrupted ones resume)." % (name, len(lines), "; ".join(lines))
     )
+
+
+def peer_list(hosts, addresses, port):
+    """[{name, url}] for the run's destinations from their fabric addresses; StagingError names a gap.
+
+    hosts: the play's hosts in order. addresses: {host: fabric address or None}.
+    """
+    peers = []
+    for host in hosts:
+        address = addresses.get(host)
+        problem = check_bind_address(address) if address else "no fabric address"
+        if problem:
+            raise StagingError(
+                "host %s cannot take part in peer-assisted staging: %s. Declare seatwright_node_fabric_ip "
+                "for it, or set weights_peer_assist: false." % (host, problem)
+            )
+        shown = "[%s]" % address if ":" in address else address
+        peers.append({"name": str(host), "url": "http://%s:%d" % (shown, int(port))})
+    return peers
