@@ -5,13 +5,14 @@ One run on one machine: the project's weight source (io/weights/staging_source.p
 from a folder in RAM (/dev/shm) on 127.0.0.1, and each method pulls them into another RAM folder,
 so no disk sets the pace and the price of hashing shows:
 
-  plain     staging_pull.stage with hashing taken out (hashers that do nothing, every digest
-            accepted): the same HTTP client, streams, buffers, writes and renames
-  verified  staging_pull.stage as weight_stage runs it (every byte hashed, parity checked)
-  inline    the same with each chunk hashed on the receiving stream (hash_apart off): the pipeline
-            before hashing got a lane of its own, timed beside it
+  plain     staging_pull.stage of whole files with hashing taken out (hashers that do nothing,
+            every digest accepted): the same HTTP client, streams, buffers, writes and renames
+  verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
+            digests (--piece-mb), and every piece is hashed and checked on whichever stream got it
+  whole     verified staging of whole files (a file's sha256 on the stream that receives it):
+            the pipeline before pieces, timed beside them
 
-Both run at the stream count the node derives (weights/staging.py stream_count) and at the other
+All run at the stream count the node derives (weights/staging.py stream_count) and at the other
 counts given, each pull in a fresh process, methods rotated per pass, median of the passes. The
 same run measures the machine's ceilings: sha256 on one core and on all cores (hashlib on
 in-memory buffers, one thread per core), and loopback TCP at the chosen stream count.
@@ -45,7 +46,7 @@ from shim import link_shim  # noqa: E402  (bench/staging/shim.py)
 
 FIELD_GB_S = (9.97, 11.33)
 HASH_BLOCK = 64 * 1024 * 1024
-KINDS = ("plain", "verified", "inline")
+KINDS = ("plain", "verified", "whole")
 
 
 def log(text):
@@ -112,8 +113,10 @@ def pull_once(args):
     sys.path.insert(0, args.shim)
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
 
-    if args.pull == "inline":
-        staging_pull.hash_apart = lambda _cores, _active: False
+    if args.chunk_kib:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
     if args.pull == "plain":
 
         class Nothing:
@@ -179,6 +182,10 @@ def main(argv=None):
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--shard-mib", type=int, default=1024)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--piece-mb", type=int, default=64, help="piece size the source lists (verified)")
+    parser.add_argument(
+        "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
+    )
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
     parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "staging-ram"))
@@ -205,7 +212,7 @@ def main(argv=None):
     shim = link_shim(work / "shim", ROOT)
     sys.path.insert(0, str(shim))
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
-    from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import hash_apart, stream_count
+    from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import stream_count
 
     chosen = stream_count(os.cpu_count())
     counts = sorted(set([chosen] + [int(c) for c in args.streams.split(",") if c]))
@@ -244,13 +251,19 @@ def main(argv=None):
         log("ceilings: %s" % ceilings)
         secret = secrets.token_hex(20)
         (work / "token").write_text(secret)
-        log("source: listing (hashing the source shards once)")
-        listing, served, _ = staging_source.source_listing(
-            made["path"], made["revision"], "ram", str(work / "state-src"), workers=os.cpu_count()
-        )
-        server = staging_source.bind_server("127.0.0.1", 0, secret, listing, served, 10**6, str(work / "pid"))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = "http://127.0.0.1:%d" % server.server_address[1]
+        log("source: listings of whole files and of %d MiB pieces (hashing the source shards once)" % args.piece_mb)
+        urls, servers = {}, []
+        for kind, piece_bytes in (("whole", 0), ("verified", args.piece_mb << 20)):
+            listing, served, _ = staging_source.source_listing(
+                made["path"], made["revision"], "ram", str(work / "state-src"), os.cpu_count(), True, piece_bytes
+            )
+            server = staging_source.bind_server(
+                "127.0.0.1", 0, secret, listing, served, 10**6, str(work / ("pid-" + kind))
+            )
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+            urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
+        urls["plain"] = urls["whole"]
         methods = [(kind, count) for count in counts for kind in KINDS]
         records = []
         for index in range(1, args.passes + 1):
@@ -268,7 +281,7 @@ def main(argv=None):
                     "--shim",
                     str(shim),
                     "--url",
-                    url,
+                    urls[kind],
                     "--token-file",
                     str(work / "token"),
                     "--dest",
@@ -277,6 +290,8 @@ def main(argv=None):
                     made["revision"],
                     "--state",
                     str(work / "state"),
+                    "--chunk-kib",
+                    str(args.chunk_kib),
                 ]
                 load = os.getloadavg()[0]
                 inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
@@ -286,22 +301,19 @@ def main(argv=None):
                 )
                 records[-1]["pass"] = index
                 log("pass %d %-8s %2d streams %6.3f s %6.2f GB/s" % (index, kind, count, inner["seconds"], gb_s))
-        server.shutdown()
+        for server in servers:
+            server.shutdown()
     finally:
         shutil.rmtree(str(work), ignore_errors=True)
     table = []
     for count in counts:
-        row = {
-            "streams": count,
-            "chosen": count == chosen,
-            "hash_apart": hash_apart(os.cpu_count(), min(count, args.shards)),
-        }
+        row = {"streams": count, "chosen": count == chosen}
         for kind in KINDS:
             seconds = statistics.median(r["seconds"] for r in records if r["method"] == kind and r["streams"] == count)
             row["%s_s" % kind] = seconds
             row["%s_gb_s" % kind] = round(made["bytes"] / seconds / 1e9, 3)
         row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
-        row["ratio_inline"] = round(row["plain_s"] / row["inline_s"], 3)
+        row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
         table.append(row)
     figure = next(r for r in table if r["chosen"])
     doc = {
@@ -313,6 +325,7 @@ def main(argv=None):
             "files": len(made["files"]),
             "shards": args.shards,
             "shard_mib": args.shard_mib,
+            "piece_mib": args.piece_mb,
         },
         "chosen_streams": chosen,
         "ceilings": ceilings,
@@ -348,21 +361,21 @@ def markdown(doc):
         "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
         "",
-        "| streams | plain GB/s | verified GB/s | verified / plain | hash lane apart | inline GB/s | inline / plain |",
-        "|---|---|---|---|---|---|---|",
+        "| streams | plain GB/s | verified by %d MiB piece GB/s | verified / plain | whole-file verified GB/s "
+        "| whole / plain |" % c["piece_mib"],
+        "|---|---|---|---|---|---|",
     ]
     for r in doc["table"]:
         lines.append(
-            "| %d%s | %.2f | %.2f | %.3f | %s | %.2f | %.3f |"
+            "| %d%s | %.2f | %.2f | %.3f | %.2f | %.3f |"
             % (
                 r["streams"],
                 " (derived)" if r["chosen"] else "",
                 r["plain_gb_s"],
                 r["verified_gb_s"],
                 r["ratio"],
-                r["hash_apart"],
-                r["inline_gb_s"],
-                r["ratio_inline"],
+                r["whole_gb_s"],
+                r["ratio_whole"],
             )
         )
     lines += ["", "Ceilings measured in the same run:", ""]

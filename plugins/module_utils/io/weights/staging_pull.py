@@ -103,9 +103,13 @@ class Progress:
             return
         with self.lock:
             units = dict(self.done)
+        now = time.monotonic()
         record = progress_record(
-            self.name, os.getpid(), state, sum(units.values()), self.total, self.started, time.monotonic(), units
+            self.name, os.getpid(), state, sum(units.values()), self.total, self.started, now, units
         )
+        # Wall-clock ends of the transfer, so that nodes' runs can be laid side by side (bench/fleet_staging.py).
+        record["started_epoch"] = round(time.time() - (now - self.started), 3)
+        record["updated_epoch"] = round(time.time(), 3)
         try:
             atomic_write_json(self.path, record)
         except OSError:
