@@ -222,7 +222,7 @@ def main(argv=None):
         ratios[key] = {"with_peers": round(many / one, 3), "source_alone": round(alone / one, 3)}
     doc = {
         "command": "python3 bench/fleet_staging.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "recorded_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": {"cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]},
         "upload_cap_mb_per_s": args.upload_mb_s,
         "piece_mib": args.piece_mb,
@@ -254,7 +254,8 @@ def markdown(doc):
         lines.append("- %s: %s, %d bytes in %d file(s)" % (key, payload["what"], payload["bytes"], payload["files"]))
     lines += [
         "",
-        "Span: from the first destination's transfer start to the last one's end (progress files); median of the passes. "
+        "Span: from the first destination's transfer start to the last one's end (progress files); "
+        "median of the passes. "
         "Every run ended with the role's closing check on every destination.",
         "",
         "| payload | destinations | peers | span s (median) | spans | play wall s |",
