@@ -98,6 +98,11 @@ def test_malformed_have_is_ignored_whole(doc):
     assert pieces.parse_have(doc, COUNTS) is None
 
 
+def test_piece_order_interleaves_files():
+    assert pieces.piece_order({"b": 2, "a": 3, "c": 1}) == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("a", 2)]
+    assert pieces.piece_order({}) == []
+
+
 def test_walk_order_spreads_destinations_along_the_pieces():
     everything = [("t", i) for i in range(10)]
     starts = [pieces.walk_order(everything, rank, 5)[0][1] for rank in range(5)]

@@ -187,9 +187,7 @@ class Liar:
 
 
 @pytest.mark.parametrize("damage", ["bytes", "zeros", "drop"])
-def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(
-    tmp_path, origin_files, damage
-):
+def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(tmp_path, origin_files, damage):
     origin = Origin(tmp_path, origin_files, clients=1)
     liar = Liar(tmp_path, origin, damage)
     try:

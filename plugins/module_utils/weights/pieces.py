@@ -144,6 +144,17 @@ def parse_have(doc, counts):
     return {"held": held, "fetching": fetching, "uploading": uploading, "done": doc.get("done") is True}
 
 
+def piece_order(counts):
+    """Every (target, index) of a run, the files interleaved: piece 0 of each file, then piece 1 of each, ...
+
+    Streams that take consecutive pieces then write to different files: writes into one file take
+    that file's lock in the kernel, and 16 streams in one file ran at a quarter of 16 in eight
+    (3.3 against 12 GB/s into RAM on the 16-core device machine).
+    """
+    longest = max(counts.values()) if counts else 0
+    return [(target, index) for index in range(longest) for target in sorted(counts) if index < counts[target]]
+
+
 def walk_order(pieces, rank, ranks):
     """The order one destination walks the run's pieces: all of them, starting rank/ranks of the way along.
 

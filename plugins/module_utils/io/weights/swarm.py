@@ -41,6 +41,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces im
     encode_bitmap,
     parse_have,
     piece_count,
+    piece_order,
     piece_span,
     walk_order,
 )
@@ -280,8 +281,7 @@ class Swarm:
         self.interruptions = {}
         self.server = None
         self.polling = threading.Event()
-        everything = [(t, i) for t in sorted(units) for i in range(self.counts[t])]
-        self.order = walk_order(everything, options.get("rank") or 0, options.get("ranks") or 1)
+        self.order = walk_order(piece_order(self.counts), options.get("rank") or 0, options.get("ranks") or 1)
 
     # serving ----------------------------------------------------------------------------------
 
