@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import secrets
 import shutil
 import socket
@@ -151,9 +152,15 @@ def pull_once(args):
             prune=False,
         )
     )
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(
         json.dumps(
-            {"seconds": result["transfer_s"], "bytes": result["bytes_transferred"], "streams": result["streams"]}
+            {
+                "seconds": result["transfer_s"],
+                "bytes": result["bytes_transferred"],
+                "streams": result["streams"],
+                "pull_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            }
         )
     )
 
@@ -294,13 +301,20 @@ def main(argv=None):
                     str(args.chunk_kib),
                 ]
                 load = os.getloadavg()[0]
+                before = resource.getrusage(resource.RUSAGE_SELF)
                 inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                # The source serves from this process: its CPU time during the pull is this process's.
+                inner["source_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
                 gb_s = inner["bytes"] / inner["seconds"] / 1e9
                 records.append(
                     dict(inner, gb_s=round(gb_s, 3), method=kind, streams=count, loadavg_1m_before=round(load, 2))
                 )
                 records[-1]["pass"] = index
-                log("pass %d %-8s %2d streams %6.3f s %6.2f GB/s" % (index, kind, count, inner["seconds"], gb_s))
+                log(
+                    "pass %d %-8s %2d streams %6.3f s %6.2f GB/s, cpu pull %.1f s source %.1f s"
+                    % (index, kind, count, inner["seconds"], gb_s, inner["pull_cpu_s"], inner["source_cpu_s"])
+                )
         for server in servers:
             server.shutdown()
     finally:
