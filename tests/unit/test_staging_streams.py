@@ -5,7 +5,7 @@ import os
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import hash_apart, stream_count
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import stream_count
 
 
 @pytest.mark.parametrize(
@@ -25,14 +25,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
 )
 def test_stream_count(cores, nic_bytes_s, override, expected):
     assert stream_count(cores, nic_bytes_s, override) == expected
-
-
-@pytest.mark.parametrize(
-    ("cores", "active", "expected"),
-    [(16, 4, True), (16, 8, False), (16, 16, False), (2, 4, False), (2, 1, False), (64, 8, True), (None, 1, False)],
-)
-def test_hash_apart(cores, active, expected):
-    assert hash_apart(cores, active) is expected
 
 
 class _Progress:
@@ -85,10 +77,9 @@ class _Source:
         return _Conn(_Response(self.body, self.status))
 
 
-@pytest.mark.parametrize("apart", [False, True])
 @pytest.mark.parametrize("offset", [0, 5 * 1024 * 1024 + 17])
-def test_pull_hashes_every_byte_in_order_on_either_lane(tmp_path, apart, offset):
-    """A file's digest covers every byte in order, the resumed prefix included, however it is hashed."""
+def test_pull_hashes_every_byte_in_order(tmp_path, offset):
+    """A file's digest covers every byte in order, the resumed prefix included."""
     data = os.urandom(3 * staging_pull.CHUNK + 12345)
     partial = tmp_path / "x.partial"
     partial.write_bytes(data[:offset])
@@ -102,20 +93,18 @@ def test_pull_hashes_every_byte_in_order_on_either_lane(tmp_path, apart, offset)
         _Throttle(),
         _Progress(),
         False,
-        apart,
     )
     assert start == offset
     assert digests["sha256"] == unit["sha256"]
     assert partial.read_bytes() == data
 
 
-@pytest.mark.parametrize("apart", [False, True])
-def test_pull_on_a_hash_lane_sees_a_corrupted_chunk(tmp_path, apart):
+def test_pull_sees_a_corrupted_chunk(tmp_path):
     """One flipped byte in the middle chunk gives a digest the unit refuses."""
     data = bytearray(os.urandom(3 * staging_pull.CHUNK))
     unit = {"target": "x", "size": len(data), "sha256": hashlib.sha256(bytes(data)).hexdigest(), "mode": 0o644}
     data[staging_pull.CHUNK + 7] ^= 1
     digests, _start, _direct = staging_pull.pull(
-        _Source(bytes(data)), unit, str(tmp_path / "x.partial"), 0, _Throttle(), _Progress(), False, apart
+        _Source(bytes(data)), unit, str(tmp_path / "x.partial"), 0, _Throttle(), _Progress(), False
     )
     assert staging_pull.digest_problem(unit, digests) is not None

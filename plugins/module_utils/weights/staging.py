@@ -32,8 +32,6 @@ STREAM_BYTES_S = 1.0e9
 # The fewest streams a node pulls with (the fixed count before streams were derived), and the most.
 MIN_STREAMS = 4
 MAX_STREAMS = 32
-# Cores per active stream from which hashing on a lane of its own beats hashing on the stream itself.
-HASH_APART_CORES_PER_STREAM = 4
 
 
 def build_listing(name, layout, revision, refs, files, problems, piece_bytes=None):
@@ -249,17 +247,6 @@ def stream_count(cores, nic_bytes_s=None, override=None):
     if nic_bytes_s:
         want = min(want, -(-int(nic_bytes_s) // int(STREAM_BYTES_S)))
     return max(MIN_STREAMS, min(MAX_STREAMS, want))
-
-
-def hash_apart(cores, active_streams):
-    """Whether each stream hashes on a thread of its own while it receives the next chunk.
-
-    It pays only where cores are plentiful beside the streams (HASH_APART_CORES_PER_STREAM): on the
-    16-core device machine into RAM it won at 4 streams (4.86 against 4.25 GB/s) and lost at 8 and
-    16 (6.6 against 7.3-7.5 GB/s; bench/results/staging-ram), and on the two-core lab host it lost
-    (0.90 x). Elsewhere the extra hand-offs cost more than they win.
-    """
-    return max(1, cores or 1) >= HASH_APART_CORES_PER_STREAM * max(1, active_streams)
 
 
 def partial_name(target, layout, unit):

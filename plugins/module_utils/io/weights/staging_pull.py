@@ -53,7 +53,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     digest_problem,
     failure_summary,
     fetch_units,
-    hash_apart,
     link_target,
     needs_hash,
     parse_content_length,
@@ -435,54 +434,18 @@ class Writer:
         self.pool.shutdown(wait=True)
 
 
-class Hasher(Writer):
-    """Feeds every chunk, in order, to the file's hashers on a thread of its own (hash_apart).
-
-    The stream then receives the next chunk while this one is hashed, so the file's hash runs at
-    a core's full rate from its first byte and receiving is not added to its critical path.
-    """
-
-    def __init__(self, hashers):
-        Writer.__init__(self, None, None, None)
-        self.hashers = hashers
-
-    def _write(self, chunk):
-        for hasher in self.hashers.values():
-            hasher.update(chunk)
-
-
-class InlineHasher:
-    """Hashes each chunk on the receiving stream itself: where no core is spare, hand-offs cost more."""
-
-    def __init__(self, hashers):
-        self.hashers = hashers
-
-    def submit(self, chunk):
-        for hasher in self.hashers.values():
-            hasher.update(chunk)
-
-    def wait(self):
-        pass
-
-    def shutdown(self):
-        pass
-
-
-def pull(source, unit, partial, offset, throttle, progress, direct_io, apart=False):
+def pull(source, unit, partial, offset, throttle, progress, direct_io):
     """Fetch `unit` into `partial` from byte `offset`, hashing everything; (digests, start offset, direct).
 
     The bytes already in the partial file are hashed first, so the final digest covers the file.
-    With `apart`, chunks are hashed on a thread of their own (in order) while the next one arrives.
     """
     hashers = new_hashers(bool(unit.get("git_sha1")) and not unit.get("sha256"), unit["size"])
     handle = PartialFile(partial, direct_io, resume=offset > 0)
     writer = Writer(handle, progress, unit["target"])
-    hash_lane = Hasher(hashers) if apart else InlineHasher(hashers)
     synced = False
     try:
-        # Anonymous maps are page-aligned, as direct I/O requires of its buffers. A chunk in flight
-        # to the hash and the write lanes holds its buffer: one more buffer lets the next arrive meanwhile.
-        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(3 if apart else 2)]
+        # Anonymous maps are page-aligned, as direct I/O requires of its buffers.
+        buffers = [memoryview(mmap.mmap(-1, CHUNK)) for _ in range(2)]
         offset = handle.usable_prefix(min(offset, os.fstat(handle.fd).st_size))
         os.lseek(handle.fd, 0, os.SEEK_SET)
         remaining = offset
@@ -526,7 +489,7 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io, apart=Fal
         remaining, turn = length, 0
         while remaining:
             want = min(CHUNK, remaining)
-            # Each lane's submit waited for the lane's previous chunk, so this buffer's last use is over.
+            # Writer.submit waited for this buffer's previous write, so it is free to fill again.
             view, turn = buffers[turn], (turn + 1) % len(buffers)
             try:
                 count = _fill(response, view[:want])
@@ -539,17 +502,16 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io, apart=Fal
                     % (remaining, unit["target"], error or "the source closed it")
                 )
             chunk = view[:count]
-            hash_lane.submit(chunk)
+            for hasher in hashers.values():
+                hasher.update(chunk)
             writer.submit(chunk)
             remaining -= count
             throttle.consume(count)
         # An empty body leaves the response open until it is read, and the stream's next request then fails.
         response.read()
-        hash_lane.wait()
         writer.wait()
         synced = True
     finally:
-        hash_lane.shutdown()
         writer.shutdown()
         if not synced:
             # The rest of this response may still be on the wire; the stream's next request needs a clean connection.
@@ -569,9 +531,7 @@ def transfer(source, unit, root, layout, plan, throttle, progress, options):
     restarted, interruptions = False, 0
     while True:
         try:
-            digests, start, direct = pull(
-                source, unit, partial, offset, throttle, received, options["direct_io"], options.get("hash_apart")
-            )
+            digests, start, direct = pull(source, unit, partial, offset, throttle, received, options["direct_io"])
         except Interrupted as exc:
             source.connection(fresh=True)
             interruptions += 1
@@ -980,7 +940,6 @@ def _run_transfers(source, units, pending, root, layout, options):
     records, failures = [], {}
     # Largest first: the largest file's hash is the one path no spreading can shorten, so it starts at once.
     order = sorted(pending, key=lambda t: -units[t]["size"])
-    options = dict(options, hash_apart=hash_apart(os.cpu_count(), min(options["streams"], len(order))))
     with Progress(options["name"], progress_path, total, options.get("progress_interval_s") or 1) as progress:
         with ThreadPoolExecutor(max_workers=max(1, options["streams"])) as pool:
             futures = {
