@@ -157,7 +157,7 @@ def main(argv=None):
     parser.add_argument("--dests", default="1,2,3,5")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--upload-mb-s", type=float, default=25.0, help="cap on every node's upload, MB/s")
-    parser.add_argument("--piece-mb", type=int, default=8)
+    parser.add_argument("--piece-mb", type=int, default=64, help="weights_piece_mb: the largest piece")
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--shard-mib", type=int, default=32)
     parser.add_argument("--image", default="seatwright/lab-base:current")
@@ -246,7 +246,8 @@ def markdown(doc):
         "",
         "Command: `%s` (%s, %d-core host)" % (doc["command"], doc["recorded_at"], doc["host"]["cores"]),
         "",
-        "Every node's upload (the source's and every peer's) capped at %.0f MB/s; pieces of %d MiB. Payloads:"
+        "Every node's upload (the source's and every peer's) capped at %.0f MB/s; weights_piece_mb %d (the source "
+        "cuts a checkpoint into 512 pieces or more, down to 1 MiB: weights/pieces.py piece_size). Payloads:"
         % (doc["upload_cap_mb_per_s"], doc["piece_mib"]),
         "",
     ]

@@ -189,7 +189,7 @@ def main(argv=None):
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--shard-mib", type=int, default=1024)
     parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--piece-mb", type=int, default=64, help="piece size the source lists (verified)")
+    parser.add_argument("--piece-mb", type=int, default=64, help="largest piece the source lists (verified)")
     parser.add_argument(
         "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
     )
@@ -264,6 +264,8 @@ def main(argv=None):
             listing, served, _ = staging_source.source_listing(
                 made["path"], made["revision"], "ram", str(work / "state-src"), os.cpu_count(), True, piece_bytes
             )
+            if piece_bytes:
+                listed_piece_mib = listing["piece_bytes"] >> 20
             server = staging_source.bind_server(
                 "127.0.0.1", 0, secret, listing, served, 10**6, str(work / ("pid-" + kind))
             )
@@ -339,7 +341,7 @@ def main(argv=None):
             "files": len(made["files"]),
             "shards": args.shards,
             "shard_mib": args.shard_mib,
-            "piece_mib": args.piece_mb,
+            "piece_mib": listed_piece_mib,
         },
         "chosen_streams": chosen,
         "ceilings": ceilings,

@@ -47,6 +47,20 @@ def test_parse_range(header, size, expected):
     assert pieces.parse_range(header, size) == expected
 
 
+@pytest.mark.parametrize(
+    "total, largest, expected",
+    [
+        (0, 64 * MIB, MIB),
+        (270 * 10**6, 64 * MIB, MIB),  # the lab's 135M model: 1 MiB pieces, about 260 of them
+        (2 * 1024 * MIB, 64 * MIB, 4 * MIB),
+        (400 * 10**9, 64 * MIB, 64 * MIB),  # a 400 GB checkpoint: the largest, about 6,000 pieces
+        (400 * 10**9, 8 * MIB, 8 * MIB),
+    ],
+)
+def test_piece_size(total, largest, expected):
+    assert pieces.piece_size(total, largest) == expected
+
+
 @pytest.mark.parametrize("value", [MIB, 64 * MIB, 1024 * MIB])
 def test_piece_bytes_accepted(value):
     assert pieces.check_piece_bytes(value) is None

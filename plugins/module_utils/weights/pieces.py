@@ -29,6 +29,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
 PIECE_BYTES = 64 * 1024 * 1024
 MIN_PIECE_BYTES = 1024 * 1024
 MAX_PIECE_BYTES = 1024 * 1024 * 1024
+# Pieces a checkpoint is cut into at least, while they stay MIN_PIECE_BYTES or more: a killed run
+# loses at most its pieces in flight, and a small checkpoint still spreads over every stream and peer.
+TARGET_PIECES = 512
 # Piece requests one destination keeps open to one peer at a time.
 PER_PEER_REQUESTS = 2
 # Uploads a peer runs at once before others look elsewhere (its upload cap is shared by them).
@@ -38,6 +41,15 @@ PEER_VIEW_FRESH_S = 3.0
 # Seconds a destination waits for a piece another node is fetching before it asks the origin.
 PEER_WAIT_S = 120.0
 _BITMAP = re.compile(r"^[0-9a-f]*$")
+
+
+def piece_size(total_bytes, largest):
+    """The piece size for a checkpoint of `total_bytes`: a power of two from MIN_PIECE_BYTES up to
+    `largest`, the largest that still cuts the checkpoint into TARGET_PIECES pieces or more."""
+    size = MIN_PIECE_BYTES
+    while size * 2 <= largest and total_bytes // (size * 2) >= TARGET_PIECES:
+        size *= 2
+    return min(size, largest)
 
 
 def piece_count(size, piece_bytes):

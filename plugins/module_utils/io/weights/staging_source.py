@@ -33,7 +33,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, problem_lines
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import check_piece_bytes, parse_range
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    check_piece_bytes,
+    parse_range,
+    piece_size,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     build_listing,
     check_bind_address,
@@ -92,7 +96,8 @@ def _digest_problems(files, digests):
 def source_listing(path, revision, name, state_dir, workers=4, may_write=True, piece_bytes=0):
     """(listing, {target: absolute path}) for the checkpoint at `path`, damage included as problems.
 
-    With piece_bytes, every file is read once (cached per identity) for its sha256 and its piece
+    With piece_bytes (the largest piece; weights/pieces.py piece_size picks the size), every file
+    is read once (cached per identity) for its sha256 and its piece
     digests, and a file whose bytes do not match its expected digest is a problem: pieces are only
     ever listed for bytes that are what the checkpoint says they are.
     """
@@ -100,6 +105,7 @@ def source_listing(path, revision, name, state_dir, workers=4, may_write=True, p
     problems = problem_lines(report) if not report["complete"] else []
     present = {rel: seen for rel, seen in files.items() if not seen["dangling"]}
     if piece_bytes:
+        piece_bytes = piece_size(sum(seen["size"] for seen in present.values()), piece_bytes)
         need = list(present)
     else:
         need = [
