@@ -92,8 +92,8 @@ def make_payloads(args, tmp):
     }
 
 
-def run_once(args, payload, dests, peers, tmp):
-    """One staging run onto `dests`; {span_s, wall_s, per-node records}."""
+def playbook(args, payload, dests, peers, tmp, upload_mb_s=None):
+    """(command, env) of one staging run of `payload` onto `dests`, their old copies removed first."""
     dest_path = "%s/dst-%s" % (WORK, payload["name"])
     for node in dests:
         on(node, "rm -rf %s %s/progress-%s.json" % (dest_path + "*", STATE, payload["name"]))
@@ -103,41 +103,42 @@ def run_once(args, payload, dests, peers, tmp):
         "weights_source_host": ORIGIN,
         "weights_source_path": payload["path"],
         "weights_dest_path": dest_path + (("/" + os.path.basename(payload["path"])) if payload["revision"] else ""),
-        "weights_upload_limit_mb_per_s": args.upload_mb_s,
+        "weights_upload_limit_mb_per_s": args.upload_mb_s if upload_mb_s is None else upload_mb_s,
         "weights_piece_mb": args.piece_mb,
         "weights_peer_assist": peers,
         "weights_source_idle_timeout_s": 30,
         "weights_transfer_poll_s": 1,
     }
-    varfile = os.path.join(tmp, "vars.json")
+    varfile = os.path.join(tmp, "vars-%s.json" % payload["name"])
     with open(varfile, "w") as handle:
         json.dump(extra, handle)
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="16")
     env["PATH"] = "%s:%s" % (BIN, env.get("PATH", ""))
+    command = [
+        str(BIN / "ansible-playbook"),
+        "-i",
+        args.inventory,
+        "-l",
+        ",".join(dests),
+        "-e",
+        "@" + varfile,
+        str(ROOT / "playbooks" / "weights.yml"),
+    ]
+    return command, env
+
+
+def run_once(args, payload, dests, peers, tmp, require_all_bytes=True):
+    """One staging run onto `dests`; {span_s, wall_s, source_share, per-node records}."""
+    command, env = playbook(args, payload, dests, peers, tmp)
     started = time.monotonic()
-    proc = subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            args.inventory,
-            "-l",
-            ",".join(dests),
-            "-e",
-            "@" + varfile,
-            str(ROOT / "playbooks" / "weights.yml"),
-        ],
-        cwd=str(ROOT),
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
     if proc.returncode:
         sys.exit("staging %s onto %s failed:\n%s" % (payload["name"], dests, proc.stdout[-4000:] + proc.stderr[-2000:]))
     nodes = {}
     for node in dests:
         progress = json.loads(on(node, "cat %s/progress-%s.json" % (STATE, payload["name"])))
-        if progress["state"] != "done" or progress["bytes_done"] != payload["bytes"]:
+        if progress["state"] != "done" or (require_all_bytes and progress["bytes_done"] != payload["bytes"]):
             sys.exit(
                 "%s on %s: progress says %s with %s of %s bytes"
                 % (payload["name"], node, progress["state"], progress["bytes_done"], payload["bytes"])
@@ -146,9 +147,17 @@ def run_once(args, payload, dests, peers, tmp):
             "started_epoch": progress["started_epoch"],
             "ended_epoch": progress["updated_epoch"],
             "seconds": round(progress["updated_epoch"] - progress["started_epoch"], 3),
+            "bytes_done": progress["bytes_done"],
+            "bytes_from_peers": progress.get("bytes_from_peers", 0),
         }
     span = max(n["ended_epoch"] for n in nodes.values()) - min(n["started_epoch"] for n in nodes.values())
-    return {"span_s": round(span, 3), "wall_s": round(wall, 3), "nodes": nodes}
+    from_peers = sum(n["bytes_from_peers"] for n in nodes.values())
+    return {
+        "span_s": round(span, 3),
+        "wall_s": round(wall, 3),
+        "nodes": nodes,
+        "source_share": round(1 - from_peers / float(sum(n["bytes_done"] for n in nodes.values()) or 1), 3),
+    }
 
 
 def main(argv=None):
@@ -186,8 +195,16 @@ def main(argv=None):
             result.update(payload=key, destinations=n, peers=peers, **{"pass": index})
             runs.append(result)
             log(
-                "pass %d: %s to %d: span %.2f s (%.1f MB/s per node), play %.1f s"
-                % (index, key, n, result["span_s"], payloads[key]["bytes"] / result["span_s"] / 1e6, result["wall_s"])
+                "pass %d: %s to %d: span %.2f s (%.1f MB/s per node), %.0f%% of the bytes from the source, play %.1f s"
+                % (
+                    index,
+                    key,
+                    n,
+                    result["span_s"],
+                    payloads[key]["bytes"] / result["span_s"] / 1e6,
+                    100 * result["source_share"],
+                    result["wall_s"],
+                )
             )
     for node in NODES[1:]:
         on(node, "rm -rf %s" % WORK)
@@ -196,20 +213,16 @@ def main(argv=None):
     for key in payloads:
         for peers in (True, False):
             for n in counts if peers else [max(counts)]:
-                spans = [
-                    r["span_s"] for r in runs if r["payload"] == key and r["destinations"] == n and r["peers"] == peers
-                ]
-                walls = [
-                    r["wall_s"] for r in runs if r["payload"] == key and r["destinations"] == n and r["peers"] == peers
-                ]
+                mine = [r for r in runs if r["payload"] == key and r["destinations"] == n and r["peers"] == peers]
                 table.append(
                     {
                         "payload": key,
                         "destinations": n,
                         "peers": peers,
-                        "span_s": statistics.median(spans),
-                        "spans": spans,
-                        "wall_s": statistics.median(walls),
+                        "span_s": statistics.median(r["span_s"] for r in mine),
+                        "spans": [r["span_s"] for r in mine],
+                        "wall_s": statistics.median(r["wall_s"] for r in mine),
+                        "source_share": statistics.median(r["source_share"] for r in mine),
                     }
                 )
     ratios = {}
@@ -259,18 +272,19 @@ def markdown(doc):
         "median of the passes. "
         "Every run ended with the role's closing check on every destination.",
         "",
-        "| payload | destinations | peers | span s (median) | spans | play wall s |",
-        "|---|---|---|---|---|---|",
+        "| payload | destinations | peers | span s (median) | spans | share from the source | play wall s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in doc["table"]:
         lines.append(
-            "| %s | %d | %s | %.2f | %s | %.1f |"
+            "| %s | %d | %s | %.2f | %s | %.2f | %.1f |"
             % (
                 row["payload"],
                 row["destinations"],
                 "yes" if row["peers"] else "no (source alone)",
                 row["span_s"],
                 ", ".join("%.2f" % s for s in row["spans"]),
+                row["source_share"],
                 row["wall_s"],
             )
         )

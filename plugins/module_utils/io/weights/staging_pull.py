@@ -89,6 +89,8 @@ class Progress:
         self.name, self.path, self.total, self.interval_s = name, path, total, interval_s
         self.started = time.monotonic()
         self.done = {}
+        # Figures the run adds to its last record (where the bytes came from).
+        self.extra = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = None
@@ -109,6 +111,7 @@ class Progress:
         # Wall-clock ends of the transfer, so that nodes' runs can be laid side by side (bench/fleet_staging.py).
         record["started_epoch"] = round(time.time() - (now - self.started), 3)
         record["updated_epoch"] = round(time.time(), 3)
+        record.update(self.extra)
         try:
             atomic_write_json(self.path, record)
         except OSError:
@@ -979,6 +982,7 @@ def _run_pieces(source, listing, units, pending, root, layout, options, outcome)
             )
             outcome["swarm"] = swarm
         records, failures = swarm.run()
+        progress.extra["bytes_from_peers"] = sum(r["bytes_from_peers"] for r in records)
     return records, failures, swarm
 
 
