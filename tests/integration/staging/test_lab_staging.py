@@ -224,7 +224,7 @@ def test_4_sigkill_midway_then_rerun_resumes(lab):
     finished = sum(
         entry["size"]
         for entry in lab["made"]["files"].values()
-        if result["plan"].get("blobs/" + (entry.get("sha256") or entry.get("git_sha1")), {}).get("action") == "skip"
+        if result["plan"].get("blobs/" + (entry.get("sha256") or entry.get("git-sha1")), {}).get("action") == "skip"
     )
     assert result["bytes_transferred"] + result["bytes_reused"] + finished == lab["made"]["bytes"]
     assert on("ckpt-b", "test -e %s && echo present" % manifest_path(lab)).strip() == "present"
