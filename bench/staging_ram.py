@@ -328,8 +328,15 @@ def main(argv=None):
             seconds = statistics.median(r["seconds"] for r in records if r["method"] == kind and r["streams"] == count)
             row["%s_s" % kind] = seconds
             row["%s_gb_s" % kind] = round(made["bytes"] / seconds / 1e9, 3)
+            mine = [r for r in records if r["method"] == kind and r["streams"] == count]
+            row["%s_cpu_s" % kind] = statistics.median(r["pull_cpu_s"] + r["source_cpu_s"] for r in mine)
+            row["%s_cores_busy" % kind] = round(row["%s_cpu_s" % kind] / seconds, 1)
         row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
         row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
+        # The most verified / plain this machine allows: verified needs plain's CPU plus one sha256 of
+        # every byte at the one-core rate, and has os.cpu_count() cores to spend it on.
+        needed = row["plain_cpu_s"] + made["bytes"] / (ceilings["sha256_one_core_gb_s"] * 1e9)
+        row["cpu_bound_ratio"] = round(min(1.0, row["plain_s"] / (needed / os.cpu_count())), 3)
         table.append(row)
     figure = next(r for r in table if r["chosen"])
     doc = {
@@ -378,12 +385,12 @@ def markdown(doc):
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
         "",
         "| streams | plain GB/s | verified by %d MiB piece GB/s | verified / plain | whole-file verified GB/s "
-        "| whole / plain |" % c["piece_mib"],
-        "|---|---|---|---|---|---|",
+        "| whole / plain | cores busy: plain, verified | CPU bound on verified / plain |" % c["piece_mib"],
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["table"]:
         lines.append(
-            "| %d%s | %.2f | %.2f | %.3f | %.2f | %.3f |"
+            "| %d%s | %.2f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
             % (
                 r["streams"],
                 " (derived)" if r["chosen"] else "",
@@ -392,6 +399,9 @@ def markdown(doc):
                 r["ratio"],
                 r["whole_gb_s"],
                 r["ratio_whole"],
+                r["plain_cores_busy"],
+                r["verified_cores_busy"],
+                r["cpu_bound_ratio"],
             )
         )
     lines += ["", "Ceilings measured in the same run:", ""]
@@ -401,6 +411,10 @@ def markdown(doc):
         "verified / plain at the derived stream count (%d): **%.3f** (target >= %.1f). The field staged with parity "
         "at %.2f-%.2f GB/s; on loopback the source shares the cores, so these absolute figures are a floor."
         % (doc["chosen_streams"], doc["ratio_at_chosen"], doc["target"], doc["field_gb_s"][0], doc["field_gb_s"][1]),
+        "",
+        "CPU bound: verified staging needs the plain pull's CPU (pull and source, measured) plus one sha256 of every "
+        "byte at the measured one-core rate; spread over every core, that allows at most the ratio in the last "
+        "column. Cores busy = CPU seconds of the pull and the source / wall seconds.",
         "",
     ]
     return "\n".join(lines)
