@@ -15,6 +15,7 @@ import datetime
 import fcntl
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -33,6 +34,12 @@ NOOP_RATIO_BAR = 1.5
 
 def say(message):
     print("[fleet-converge %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
+
+
+def children_cpu_s():
+    """CPU seconds used so far by this process's finished children (Ansible and its workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(cmd, log, extra_env=None):
@@ -66,13 +73,22 @@ def fresh_fleet(log):
 def step(label, playbook, hosts, log):
     say("%s on %d nodes ..." % (label, len(hosts)))
     cmd = [str(BIN / "ansible-playbook"), "-i", INVENTORY, playbook, "--limit", ",".join(hosts)]
+    cpu_before = children_cpu_s()
     seconds, stdout = run(cmd, log)
+    # The controller's CPU (Ansible, its forks and their docker clients): what grows with the nodes.
+    cpu = children_cpu_s() - cpu_before
     counters = recap(stdout)
     say(
-        "%s on %d nodes: %.1f s, changed %s"
-        % (label, len(hosts), seconds, sum(c.get("changed", 0) for c in counters.values()))
+        "%s on %d nodes: %.1f s, controller CPU %.1f s, changed %s"
+        % (label, len(hosts), seconds, cpu, sum(c.get("changed", 0) for c in counters.values()))
     )
-    return {"wall_s": round(seconds, 2), "command": " ".join(cmd[1:]), "recap": counters}
+    return {
+        "wall_s": round(seconds, 2),
+        "controller_cpu_s": round(cpu, 2),
+        "load_after": "%.1f/%.1f/%.1f" % os.getloadavg(),
+        "command": " ".join(cmd[1:]),
+        "recap": counters,
+    }
 
 
 def totals(counters):
@@ -113,13 +129,14 @@ def markdown(result):
         % (result["measured_at"], result["machine"], result["load_start"], result["load_end"], result["commit"]),
         "Each size on a freshly made six-node fleet lab (molecule/fleet), `--limit` to its first N nodes.",
         "",
-        "| nodes | first converge (s) | no-op converge (s) | fact collection (s) "
+        "| nodes | first converge (s) | no-op converge (s) | fact collection (s) | no-op controller CPU (s) "
         "| first: ok/changed/skipped | no-op: ok/changed/skipped | facts: ok/changed/skipped |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         cells = [str(row["nodes"])]
         cells += ["%.1f" % row[k]["wall_s"] for k in ("first_converge", "noop_converge", "fact_collection")]
+        cells.append("%.1f" % row["noop_converge"]["controller_cpu_s"])
         for key in ("first_converge", "noop_converge", "fact_collection"):
             t = totals(row[key]["recap"])
             cells.append("%d/%d/%d" % (t.get("ok", 0), t.get("changed", 0), t.get("skipped", 0)))
