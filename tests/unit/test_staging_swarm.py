@@ -261,3 +261,26 @@ def test_a_destination_that_dies_does_not_hold_the_others(tmp_path, origin_files
         assert_verified(results[name])
         # It waited for nobody: it lingered no longer than the idle time after the last request.
         assert results[name]["peer_serving"]["lingered_s"] < 10
+
+
+def test_the_source_reads_a_file_again_after_a_same_size_rewrite_with_its_mtime_put_back(tmp_path, origin_files):
+    path = write_hf_entry(tmp_path / "src", origin_files)
+    state = str(tmp_path / "state")
+    shard = "model-00002-of-00004.safetensors"
+    blob = os.path.join(path, "blobs", blob_name(shard, origin_files[shard]))
+
+    def flip():
+        before = os.stat(blob)
+        with open(blob, "r+b") as handle:
+            handle.seek(4096)
+            byte = handle.read(1)
+            handle.seek(4096)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+        os.utime(blob, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []
+    flip()
+    problems = staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"]
+    assert len(problems) == 1 and shard in problems[0] and "hashes to sha256" in problems[0]
+    flip()
+    assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []

@@ -65,8 +65,9 @@ UPLOAD_SLICE_BYTES = 1024 * 1024
 
 def _hashes_for(path, files, need, state_dir, workers, may_write, piece_bytes=0):
     """Digests ({rel: {sha256, git_sha1?, pieces?}}) of the files in `need`, cached per file identity."""
+    # ctime moves with every write and every utime, so a same-size rewrite with its mtime put back still counts.
     identity = [path, piece_bytes] + [
-        [rel, files[rel]["size"], files[rel]["mtime_ns"], os.stat(files[rel]["abs"]).st_ino] for rel in sorted(need)
+        [rel, files[rel]["size"], files[rel]["mtime_ns"]] + _inode(files[rel]["abs"]) for rel in sorted(need)
     ]
     key = fingerprint(identity)
     cache_path = os.path.join(state_dir, "source-hashes-%s.json" % fingerprint([path, piece_bytes])[:16])
@@ -78,6 +79,11 @@ def _hashes_for(path, files, need, state_dir, workers, may_write, piece_bytes=0)
     if may_write:
         atomic_write_json(cache_path, {"fingerprint": key, "measured_at_epoch": time.time(), "digests": digests})
     return digests
+
+
+def _inode(path):
+    info = os.stat(path)
+    return [info.st_ino, info.st_ctime_ns]
 
 
 def _digest_problems(files, digests):
