@@ -92,10 +92,10 @@ def make_payloads(args, tmp):
     }
 
 
-def playbook(args, payload, dests, peers, tmp, upload_mb_s=None):
-    """(command, env) of one staging run of `payload` onto `dests`, their old copies removed first."""
+def playbook(args, payload, dests, peers, tmp, upload_mb_s=None, clean=True):
+    """(command, env) of one staging run of `payload` onto `dests`, their old copies removed first when `clean`."""
     dest_path = "%s/dst-%s" % (WORK, payload["name"])
-    for node in dests:
+    for node in dests if clean else []:
         on(node, "rm -rf %s %s/progress-%s.json" % (dest_path + "*", STATE, payload["name"]))
     extra = {
         "weights_checkpoint_name": payload["name"],
@@ -127,9 +127,9 @@ def playbook(args, payload, dests, peers, tmp, upload_mb_s=None):
     return command, env
 
 
-def run_once(args, payload, dests, peers, tmp, require_all_bytes=True):
+def run_once(args, payload, dests, peers, tmp, clean=True):
     """One staging run onto `dests`; {span_s, wall_s, source_share, per-node records}."""
-    command, env = playbook(args, payload, dests, peers, tmp)
+    command, env = playbook(args, payload, dests, peers, tmp, clean=clean)
     started = time.monotonic()
     proc = subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
@@ -138,7 +138,7 @@ def run_once(args, payload, dests, peers, tmp, require_all_bytes=True):
     nodes = {}
     for node in dests:
         progress = json.loads(on(node, "cat %s/progress-%s.json" % (STATE, payload["name"])))
-        if progress["state"] != "done" or (require_all_bytes and progress["bytes_done"] != payload["bytes"]):
+        if progress["state"] != "done" or (clean and progress["bytes_done"] != payload["bytes"]):
             sys.exit(
                 "%s on %s: progress says %s with %s of %s bytes"
                 % (payload["name"], node, progress["state"], progress["bytes_done"], payload["bytes"])

@@ -88,6 +88,7 @@ def test_a_destination_killed_mid_run_completes_next_run_and_the_others_do_not_w
     # The others finished their pulls; the play ends once the source's idle timeout (30 s) lets it go.
     assert after_kill < 120, after_kill
     with tempfile.TemporaryDirectory() as tmp:
-        again = fleet_staging.run_once(Args, payload, [victim], True, tmp, require_all_bytes=False)
+        again = fleet_staging.run_once(Args, payload, [victim], True, tmp, clean=False)
     resumed = again["nodes"][victim]
-    assert resumed["bytes_done"] < payload["bytes"], resumed
+    # It kept the pieces that arrived before the kill (the role's closing check verified the whole).
+    assert 0 < resumed["bytes_done"] < 0.75 * payload["bytes"], resumed
