@@ -324,11 +324,17 @@ def link_target(rel, blob):
     return "../" * (2 + depth) + "blobs/" + blob
 
 
-def throttle_delay(rate_bytes_s, started_at, sent_bytes, now):
-    """Seconds to wait so that the average rate since `started_at` stays at or under the cap."""
+def throttle_step(allowance, idle_s, count, rate_bytes_s, burst_bytes):
+    """(allowance left, seconds to wait) for sending `count` bytes under a cap: a token bucket.
+
+    The allowance refills at the rate while nothing is sent, but never past `burst_bytes`: a cap
+    that averaged since its start would let a source idle while the nodes start up send the next
+    seconds' worth at once, faster than the stated rate.
+    """
     if not rate_bytes_s:
-        return 0.0
-    return max(0.0, sent_bytes / float(rate_bytes_s) - (now - started_at))
+        return allowance, 0.0
+    allowance = min(burst_bytes, allowance + idle_s * rate_bytes_s) - count
+    return allowance, (-allowance / float(rate_bytes_s) if allowance < 0 else 0.0)
 
 
 def progress_record(name, pid, state, done, total, started_at, now, units):

@@ -3,7 +3,10 @@
 import threading
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import throttle_delay
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import throttle_step
+
+# The most a capped sender may send at once after idling: a quarter second at its rate.
+BURST_S = 0.25
 
 
 class Throttle:
@@ -11,15 +14,18 @@ class Throttle:
 
     def __init__(self, rate_bytes_s):
         self.rate = rate_bytes_s
-        self.started = time.monotonic()
-        self.sent = 0
+        self.allowance = 0.0
+        self.last = time.monotonic()
         self.lock = threading.Lock()
 
     def consume(self, count):
         if not self.rate:
             return
         with self.lock:
-            self.sent += count
-            delay = throttle_delay(self.rate, self.started, self.sent, time.monotonic())
+            now = time.monotonic()
+            self.allowance, delay = throttle_step(
+                self.allowance, now - self.last, count, self.rate, self.rate * BURST_S
+            )
+            self.last = now
         if delay:
             time.sleep(delay)
