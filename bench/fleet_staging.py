@@ -260,7 +260,7 @@ def markdown(doc):
         "Command: `%s` (%s, %d-core host)" % (doc["command"], doc["recorded_at"], doc["host"]["cores"]),
         "",
         "Every node's upload (the source's and every peer's) capped at %.0f MB/s; weights_piece_mb %d (the source "
-        "cuts a checkpoint into 512 pieces or more, down to 1 MiB: weights/pieces.py piece_size). Payloads:"
+        "cuts a checkpoint into 128 pieces or more, down to 1 MiB: weights/pieces.py piece_size). Payloads:"
         % (doc["upload_cap_mb_per_s"], doc["piece_mib"]),
         "",
     ]

@@ -51,8 +51,9 @@ def test_parse_range(header, size, expected):
     "total, largest, expected",
     [
         (0, 64 * MIB, MIB),
-        (270 * 10**6, 64 * MIB, MIB),  # the lab's 135M model: 1 MiB pieces, about 260 of them
-        (2 * 1024 * MIB, 64 * MIB, 4 * MIB),
+        (100 * 10**6, 64 * MIB, MIB),
+        (270 * 10**6, 64 * MIB, 2 * MIB),  # the lab's 135M model: 2 MiB pieces, about 130 of them
+        (2 * 1024 * MIB, 64 * MIB, 16 * MIB),
         (400 * 10**9, 64 * MIB, 64 * MIB),  # a 400 GB checkpoint: the largest, about 6,000 pieces
         (400 * 10**9, 8 * MIB, 8 * MIB),
     ],

@@ -31,7 +31,7 @@ MIN_PIECE_BYTES = 1024 * 1024
 MAX_PIECE_BYTES = 1024 * 1024 * 1024
 # Pieces a checkpoint is cut into at least, while they stay MIN_PIECE_BYTES or more: a killed run
 # loses at most its pieces in flight, and a small checkpoint still spreads over every stream and peer.
-TARGET_PIECES = 512
+TARGET_PIECES = 128
 # Piece requests one destination keeps open to one peer at a time.
 PER_PEER_REQUESTS = 2
 # Uploads a peer runs at once before others look elsewhere (its upload cap is shared by them).

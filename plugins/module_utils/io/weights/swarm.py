@@ -253,6 +253,45 @@ class PieceFile:
         self.handle.close(sync, mode)
 
 
+class _Lane:
+    """A stream's two buffers and its write lane: a chunk is written while the next one arrives and hashes.
+
+    A write into the page cache or to disk takes as long as a core's sha256 of the chunk; in line,
+    it halves what a stream moves (the whole-file path has the same lane, staging_pull.Writer).
+    """
+
+    def __init__(self):
+        self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(2)]
+        self.turn = 0
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending = None
+
+    def buffer(self):
+        """The buffer to fill next: submit() waited for its last write, so it is free."""
+        view = self.buffers[self.turn]
+        self.turn = 1 - self.turn
+        return view
+
+    def submit(self, handle, view, offset):
+        self.wait()
+        self.pending = self.pool.submit(handle.write_at, view, offset)
+
+    def wait(self):
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except OSError as exc:
+                raise StagingError("write failed here: %s" % exc)
+
+    def close(self):
+        try:
+            self.wait()
+        except StagingError:
+            pass
+        self.pool.shutdown(wait=True)
+
+
 class Swarm:
     """One destination's pieces: who holds what, what is in flight, and the streams that fetch them.
 
@@ -412,7 +451,13 @@ class Swarm:
             self.polling.wait(POLL_S)
 
     def _stream(self):
-        buffer = memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES))
+        lane = _Lane()
+        try:
+            self._stream_on(lane)
+        finally:
+            lane.close()
+
+    def _stream_on(self, lane):
         while True:
             with self.lock:
                 decision = choose(
@@ -432,20 +477,20 @@ class Swarm:
                 continue
             if self.server is not None:
                 self.server.fetching_piece(piece, True)
-            self._fetch_one(piece, sender, buffer)
+            self._fetch_one(piece, sender, lane)
 
-    def _fetch_one(self, piece, sender, buffer):
+    def _fetch_one(self, piece, sender, lane):
         target, index = piece
         source = self.origin if sender == ORIGIN else self.peers[sender]
         try:
-            count = self._fetch(source, sender, piece, buffer)
+            count = self._fetch(source, sender, piece, lane)
         except (BadPiece, Interrupted) as exc:
             self._failed(piece, sender, exc)
             return
-        except OSError as exc:
+        except StagingError as exc:
             with self.lock:
                 self.local.pop(piece, None)
-                self.failures[target] = "write failed here: %s" % exc
+                self.failures[target] = str(exc)
                 self.needed -= {(target, i) for i in range(self.counts[target])}
             return
         with self.lock:
@@ -493,7 +538,7 @@ class Swarm:
             self.needed.add(piece)
         time.sleep(min(2**tries, 10) / 10.0)
 
-    def _fetch(self, source, sender, piece, buffer):
+    def _fetch(self, source, sender, piece, lane):
         """Fetch one piece into its place and check its digest; the byte count, or BadPiece / Interrupted."""
         target, index = piece
         unit = self.units[target]
@@ -515,6 +560,7 @@ class Swarm:
                     self._check_answer(response, unit, start, end)
                     offset = start
                     while offset < end:
+                        buffer = lane.buffer()
                         want = min(len(buffer), end - offset)
                         got = 0
                         while got < want:
@@ -526,9 +572,11 @@ class Swarm:
                                 )
                             got += count
                         digest.update(buffer[:got])
-                        handle.write_at(buffer[:got], offset)
+                        lane.submit(handle, buffer[:got], offset)
                         self._received(target, got)
                         offset += got
+                # The piece is on its way to the file in full before anyone may read it from here.
+                lane.wait()
             except (OSError, http.client.HTTPException) as exc:
                 source.connection(fresh=True)
                 fired = watchdog is not None and watchdog.fired
@@ -536,7 +584,7 @@ class Swarm:
                     "%s: %s"
                     % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
                 )
-            except (BadPiece, Interrupted):
+            except (BadPiece, Interrupted, StagingError):
                 source.connection(fresh=True)
                 raise
         if digest.hexdigest() != unit["pieces"][index]:
