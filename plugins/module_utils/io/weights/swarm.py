@@ -67,9 +67,9 @@ POLL_S = 0.2
 WAIT_S = 0.05
 # Seconds a peer that dropped a request is left aside before it is asked again.
 PEER_REST_S = 2.0
-# Bytes a stream receives, hashes and writes at a time: small enough to stay in the core's cache
-# between the three, which matters once many streams share the memory bus.
-PIECE_CHUNK_BYTES = 1024 * 1024
+# Bytes a stream receives, hashes and writes at a time: every chunk costs a few hand-offs of the
+# interpreter lock, and at 16 streams those, not the cores, bound a smaller chunk (device machine).
+PIECE_CHUNK_BYTES = CHUNK_BYTES
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 
@@ -573,10 +573,12 @@ class Swarm:
                             got += count
                         digest.update(buffer[:got])
                         lane.submit(handle, buffer[:got], offset)
-                        self._received(target, got)
+                        self.progress.add(target, got)
+                        self.throttle.consume(got)
                         offset += got
                 # The piece is on its way to the file in full before anyone may read it from here.
                 lane.wait()
+                self._received(target, end - start)
             except (OSError, http.client.HTTPException) as exc:
                 source.connection(fresh=True)
                 fired = watchdog is not None and watchdog.fired
@@ -607,8 +609,6 @@ class Swarm:
     def _received(self, target, count):
         with self.lock:
             self.received[target] = self.received.get(target, 0) + count
-        self.progress.add(target, count)
-        self.throttle.consume(count)
 
     def _verified(self, piece):
         if self.server is not None:
