@@ -68,7 +68,7 @@ options:
     default: destination
   streams:
     description:
-      - Files transferred at once; C(0) derives it from this node (one per core, no more than
+      - Files transferred at once; C(0) derives it from this node (one per two cores, no more than
         I(nic_mb_per_s) can fill, at least 4 and at most 32).
     type: int
     default: 0

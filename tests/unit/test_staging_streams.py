@@ -12,15 +12,16 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     ("cores", "nic_bytes_s", "override", "expected"),
     [
         (2, None, None, 4),  # the lab host: never fewer than the old fixed 4
-        (16, None, None, 16),  # the device machine: one stream per core
+        (16, None, None, 8),  # the device machine: one stream per two cores
+        (64, None, None, 32),
         (128, None, None, 32),  # capped
         (None, None, None, 4),  # cpu_count unknown
-        (16, 12.5e9, None, 13),  # 100 GbE fills with 13 streams at one core's hash rate each
-        (16, 50e9, None, 16),  # a faster NIC than the cores can hash
+        (32, 12.5e9, None, 13),  # 100 GbE fills with 13 streams at one core's hash rate each
+        (16, 50e9, None, 8),  # a faster NIC than the cores can hash
         (16, 1.25e8, None, 4),  # 1 GbE
         (16, None, 3, 3),  # an explicit count always wins
         (2, 50e9, 24, 24),
-        (16, None, 0, 16),  # 0 means derive
+        (16, None, 0, 8),  # 0 means derive
     ],
 )
 def test_stream_count(cores, nic_bytes_s, override, expected):
