@@ -8,12 +8,13 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
 	@echo "make test      unit, lint, lab integration tests and molecule test (what CI runs)"
 	@echo "make lab-down  remove the lab containers and network"
+	@echo "make fleet-lab bring the six-node fleet lab up and converge it (fleet-test, fleet-down)"
 	@echo "make images    build the real CUDA images on lab node-a, one at a time (not part of make test)"
 
 setup:
@@ -58,6 +59,25 @@ lab-seat-test:
 
 lab-down:
 	molecule destroy
+
+# The fleet lab (molecule/fleet): six light nodes, fleet-1 .. fleet-6 on the network fleetfabric,
+# with no engine and no seat, for what grows with the fleet (converge, facts, preflight, staging).
+# Not part of make test; each target takes the lab lock, as the two-node lab's runs do.
+FLEET_LOCK := flock /tmp/seatwright-lab.lock
+fleet-lab: setup
+	@docker inspect fleet-1 >/dev/null 2>&1 || molecule reset -s fleet >/dev/null
+	$(FLEET_LOCK) molecule create -s fleet
+	$(FLEET_LOCK) molecule converge -s fleet
+	@echo "fleet lab up: fleet-1 .. fleet-6 at 172.30.96.21-26 on fleetfabric (inventory/fleet);"
+	@echo "facts cached in .cache/facts/; node state under /var/lib/seatwright on each node; make fleet-test checks it"
+
+fleet-test:
+	$(VENV)/python -m pytest tests/integration/fleet -v
+
+# A removed node's cached facts would stand in for the next fleet's until gathered again.
+fleet-down:
+	$(FLEET_LOCK) molecule destroy -s fleet
+	rm -f .cache/facts/*fleet-[1-6]
 
 # The real CUDA engine images (images/vllm-sm120.yml, images/sglang-sm120.yml), built on lab node-a one
 # at a time through playbooks/images.yml: each from a cold wheelhouse and again from a warm one, its facts

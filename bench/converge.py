@@ -37,10 +37,10 @@ def run(cmd, log):
 
 
 def recap(stdout):
-    """host -> counters from the PLAY RECAP lines."""
+    """host -> every counter of its PLAY RECAP line (ok, changed, unreachable, failed, skipped...)."""
     hosts = {}
-    for host, ok, changed in re.findall(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)", stdout, re.M):
-        hosts[host] = {"ok": int(ok), "changed": int(changed)}
+    for host, counters in re.findall(r"^(\S+)\s+:\s+(ok=\d+.*)$", stdout, re.M):
+        hosts[host] = {name: int(value) for name, value in re.findall(r"(\w+)=(\d+)", counters)}
     return hosts
 
 

@@ -78,6 +78,18 @@ options:
     description: Files hashed at once when a folder has no expected digests.
     type: int
     default: 4
+  piece_mb:
+    description:
+      - List the sha256 of every piece of this many MiB beside each file's own digest, so that
+        destinations verify pieces in parallel and serve them onward to each other (peer-assisted
+        staging). Every file is read once for it (cached per file identity) and must match its
+        expected digest. 0 lists whole files only.
+    type: int
+    default: 0
+  upload_limit_mb_per_s:
+    description: Cap on everything this source sends, in MB/s (10^6 bytes); 0 means no cap.
+    type: float
+    default: 0
 attributes:
   check_mode:
     support: full
@@ -163,6 +175,8 @@ def main():
             lifetime_s=dict(type="int", default=7200),
             state_dir=dict(type="path", default=STAGING_DIR),
             hash_workers=dict(type="int", default=4),
+            piece_mb=dict(type="int", default=0),
+            upload_limit_mb_per_s=dict(type="float", default=0),
         ),
         supports_check_mode=True,
     )

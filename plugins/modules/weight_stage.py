@@ -67,9 +67,15 @@ options:
     type: str
     default: destination
   streams:
-    description: Files transferred at once.
+    description:
+      - Files transferred at once; C(0) derives it from this node (one per two cores, no more than
+        I(nic_mb_per_s) can fill, at least 4 and at most 32).
     type: int
-    default: 4
+    default: 0
+  nic_mb_per_s:
+    description: This node's NIC speed in MB/s when known, capping the derived stream count; C(0) means unknown.
+    type: float
+    default: 0
   verify:
     description: How files already in place are trusted before being skipped.
     type: str
@@ -122,6 +128,47 @@ options:
         target; give the real folder.
     type: bool
     default: false
+  peers:
+    description:
+      - The run's other destinations, each a dict with C(name) and C(url) (the peer's
+        C(http://<fabric address>:<peer port>)). When the source lists pieces (its I(piece_mb)),
+        this node fetches pieces from peers as well as from the source, verifies each against
+        the signed listing, and serves what it verified to them; an entry whose name is
+        I(client) is ignored. An empty list means the source alone.
+      - A peer that sends a piece which does not hash to the listing's digest, or breaks the
+        protocol, is not asked again in this run; the piece is fetched elsewhere.
+    type: list
+    elements: dict
+    default: []
+  rank:
+    description: This destination's place among all I(ranks) of them (0-based); it spreads first requests.
+    type: int
+    default: 0
+  ranks:
+    description: How many destinations this run has.
+    type: int
+    default: 1
+  serve_address:
+    description: This node's fabric address, where it serves verified pieces to its peers.
+    type: str
+  serve_port:
+    description: TCP port for serving pieces to peers.
+    type: int
+    default: 8475
+  upload_limit_mb_per_s:
+    description: Cap on what this node sends to its peers, in MB/s (10^6 bytes); 0 means no cap.
+    type: float
+    default: 0
+  linger_s:
+    description:
+      - Once done, this node serves its peers until each of them said it is done, or until none
+        has asked for anything for this many seconds (a peer that died does not hold it longer).
+    type: int
+    default: 15
+  lifetime_s:
+    description: Upper bound in seconds for serving peers after this node is done.
+    type: int
+    default: 7200
 attributes:
   check_mode:
     support: full
@@ -147,6 +194,38 @@ EXAMPLES = r"""
   poll: 10
 """
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR  # noqa: E402
+
+# Declared before RETURN so that the module's code after it stays short (test_module_layout).
+ARGUMENT_SPEC = dict(
+    source_url=dict(type="str", required=True),
+    token=dict(type="str", required=True, no_log=True),
+    dest=dict(type="path", required=True),
+    name=dict(type="str", required=True),
+    revision=dict(type="str"),
+    client=dict(type="str", default="destination"),
+    streams=dict(type="int", default=0),
+    nic_mb_per_s=dict(type="float", default=0),
+    verify=dict(type="str", choices=["full", "quick"], default="full"),
+    direct_io=dict(type="bool", default=True),
+    bandwidth_limit_mb_per_s=dict(type="float", default=0),
+    state_dir=dict(type="path", default=STAGING_DIR),
+    connect_timeout_s=dict(type="int", default=60),
+    io_timeout_s=dict(type="int", default=60),
+    retries=dict(type="int", default=3),
+    progress_interval_s=dict(type="int", default=2),
+    source_label=dict(type="str", default=""),
+    prune=dict(type="bool", default=False),
+    peers=dict(type="list", elements="dict", default=[]),
+    rank=dict(type="int", default=0),
+    ranks=dict(type="int", default=1),
+    serve_address=dict(type="str"),
+    serve_port=dict(type="int", default=8475),
+    upload_limit_mb_per_s=dict(type="float", default=0),
+    linger_s=dict(type="int", default=15),
+    lifetime_s=dict(type="int", default=7200),
+)
+
 RETURN = r"""
 name: {description: The checkpoint's label., returned: success, type: str}
 revision: {description: Revision staged., returned: success, type: str}
@@ -156,6 +235,7 @@ manifest: {description: Path of the parity manifest., returned: success, type: s
 manifest_written: {description: Whether the manifest was (re)written., returned: success, type: bool}
 verified: {description: Every file verified and the manifest describes them., returned: success, type: bool}
 bytes_total: {description: Bytes of the checkpoint., returned: success, type: int}
+streams: {description: Files pulled at once (derived from the node unless given)., returned: success, type: int}
 bytes_transferred: {description: Bytes moved over the fabric by this run., returned: success, type: int}
 bytes_reused: {description: Bytes of interrupted transfers that were kept and resumed., returned: success, type: int}
 files_skipped: {description: Files already in place and verified., returned: success, type: int}
@@ -193,30 +273,11 @@ modes_narrowed:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import run_stage
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            source_url=dict(type="str", required=True),
-            token=dict(type="str", required=True, no_log=True),
-            dest=dict(type="path", required=True),
-            name=dict(type="str", required=True),
-            revision=dict(type="str"),
-            client=dict(type="str", default="destination"),
-            streams=dict(type="int", default=4),
-            verify=dict(type="str", choices=["full", "quick"], default="full"),
-            direct_io=dict(type="bool", default=True),
-            bandwidth_limit_mb_per_s=dict(type="float", default=0),
-            state_dir=dict(type="path", default=STAGING_DIR),
-            connect_timeout_s=dict(type="int", default=60),
-            io_timeout_s=dict(type="int", default=60),
-            retries=dict(type="int", default=3),
-            progress_interval_s=dict(type="int", default=2),
-            source_label=dict(type="str", default=""),
-            prune=dict(type="bool", default=False),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     try:

@@ -157,16 +157,41 @@ def test_snapshot_links_are_relative(rel, target):
 
 
 @pytest.mark.parametrize(
-    "rate, elapsed, sent, delay",
+    "allowance, idle, count, rate, burst, expected",
     [
-        (0, 0.0, 10**9, 0.0),
-        (100e6, 1.0, 100e6, 0.0),
-        (100e6, 0.5, 100e6, 0.5),
-        (100e6, 2.0, 100e6, 0.0),
+        (0.0, 5.0, 10**9, 0, 0, (0.0, 0.0)),  # no cap
+        (0.0, 1.0, 100e6, 100e6, 25e6, (-75e6, 0.75)),  # idle for a second earns a quarter second only
+        (0.0, 60.0, 25e6, 100e6, 25e6, (0.0, 0.0)),  # a long idle still caps the burst
+        (-50e6, 0.0, 50e6, 100e6, 25e6, (-100e6, 1.0)),  # debts add up across threads
+        (10e6, 0.0, 5e6, 100e6, 25e6, (5e6, 0.0)),
     ],
 )
-def test_throttle_delay(rate, elapsed, sent, delay):
-    assert st.throttle_delay(rate, 10.0, sent, 10.0 + elapsed) == pytest.approx(delay)
+def test_throttle_step(allowance, idle, count, rate, burst, expected):
+    left, delay = st.throttle_step(allowance, idle, count, rate, burst)
+    assert (left, delay) == pytest.approx(expected)
+
+
+def test_throttle_holds_a_shared_rate(monkeypatch):
+    """Four threads through one 50 MB/s cap move 20 MB in about 0.4 s, not faster."""
+    import threading
+    import time
+
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
+
+    cap = Throttle(50e6)
+    time.sleep(1.0)  # an idle start earns no more than the burst
+
+    def send():
+        for _ in range(5):
+            cap.consume(1e6)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started >= (20e6 - 50e6 * 0.25) / 50e6 * 0.95
 
 
 def test_progress_record_estimates_time_left():

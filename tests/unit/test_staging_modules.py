@@ -124,7 +124,7 @@ def test_damaged_source_fails_on_both_ends_with_the_file_named(capsys, tmp_path,
     [
         ({"revision": "v1.0"}, "not a pinned 40-hex commit id"),
         ({"name": "a/b"}, "may hold only letters"),
-        ({"streams": 0}, "streams is 0"),
+        ({"streams": -1}, "streams is -1"),
         ({"bandwidth_limit_mb_per_s": -1}, "bandwidth_limit_mb_per_s is -1"),
         ({"source_url": "ftp://10.0.0.1"}, "is not http://<address>:<port>"),
     ],

@@ -310,7 +310,10 @@ def test_source_serves_only_listed_files_with_ranges(tmp_path, source):
 
     assert get("/file/" + target, Range="bytes=100-") == (206, source.files[SHARD2][100:])
     assert get("/file/../../etc/passwd")[0] == 404
-    assert get("/file/" + target, Range="bytes=0-10")[0] == 416
+    # A closed range is a piece (peer-assisted staging); suffix, reversed and overlong ranges are refused.
+    assert get("/file/" + target, Range="bytes=0-10") == (206, source.files[SHARD2][:11])
+    for bad in ("bytes=-10", "bytes=10-5", "bytes=0-%d" % len(source.files[SHARD2]), "bytes=1-2,4-5", "items=0-"):
+        assert get("/file/" + target, Range=bad)[0] == 416, bad
     assert get("/listing", Authorization="Bearer " + TOKEN)[0] == 403
 
 

@@ -12,6 +12,10 @@ from urllib.parse import urlsplit
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, is_sha256
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    check_piece_bytes,
+    listing_pieces_problem,
+)
 
 LISTING_FORMAT = "seatwright-listing/2"
 LAYOUTS = ("folder", "hf-cache")
@@ -22,15 +26,24 @@ LISTED_MODE_BITS = 0o755
 # Control and invisible format characters forge log lines and hide what a name really is.
 _UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
 _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
+# What one verified stream moves at most: one core's sha256 (1.06 GB/s measured on the 16-core device
+# machine, 1.4 GB/s on the lab host with SHA extensions), since a file's sha256 cannot be split.
+STREAM_BYTES_S = 1.0e9
+# The fewest streams a node pulls with (the fixed count before streams were derived), and the most.
+MIN_STREAMS = 4
+# Cores one stream keeps busy: its receive and hash, and its write lane.
+CORES_PER_STREAM = 2
+MAX_STREAMS = 32
 
 
-def build_listing(name, layout, revision, refs, files, problems):
+def build_listing(name, layout, revision, refs, files, problems, piece_bytes=None):
     """What the source serves: every file with its size, mode and the digest it must hash to.
 
-    `files`: {rel: {size, mode, sha256, git_sha1, blob}}. `refs` are the cache refs that point at
-    the pinned revision, mirrored on destinations so that an offline engine resolves the name.
+    `files`: {rel: {size, mode, sha256, git_sha1, blob, pieces?}}. `refs` are the cache refs that
+    point at the pinned revision, mirrored on destinations so that an offline engine resolves the
+    name. With piece_bytes, each file also lists the sha256 of each piece (weights/pieces.py).
     """
-    return {
+    listing = {
         "format": LISTING_FORMAT,
         "name": name,
         "layout": layout,
@@ -49,6 +62,11 @@ def build_listing(name, layout, revision, refs, files, problems):
         ],
         "problems": list(problems),
     }
+    if piece_bytes:
+        listing["piece_bytes"] = piece_bytes
+        for row in listing["files"]:
+            row["pieces"] = files[row["path"]]["pieces"]
+    return listing
 
 
 def safe_rel(rel):
@@ -117,6 +135,8 @@ def parse_listing(doc, source):
             raise StagingError(
                 "source %s lists ref %s -> %r, which is not the pinned revision %s" % (source, ref, value, revision)
             )
+    if "piece_bytes" in doc and check_piece_bytes(doc["piece_bytes"]):
+        raise StagingError("source %s sent a listing whose %s" % (source, check_piece_bytes(doc["piece_bytes"])))
     files = doc.get("files")
     if not isinstance(files, list) or not files:
         raise StagingError("source %s lists no files for checkpoint %s" % (source, name))
@@ -146,6 +166,10 @@ def parse_listing(doc, source):
             raise StagingError("source %s lists %s without a sha256 or git blob digest" % (source, rel))
         if doc["layout"] == "hf-cache" and not _BLOB.match(entry.get("blob") or ""):
             raise StagingError("source %s lists %s without a cache blob name" % (source, rel))
+        if "piece_bytes" in doc:
+            problem = listing_pieces_problem(entry, doc["piece_bytes"])
+            if problem:
+                raise StagingError("source %s lists %s with pieces that do not fit: %s" % (source, rel, problem))
     return doc
 
 
@@ -201,6 +225,7 @@ def fetch_units(listing):
                 "mode": 0o777,
                 "sha256": entry.get("sha256"),
                 "git_sha1": entry.get("git_sha1"),
+                "pieces": entry.get("pieces"),
                 "paths": [],
             },
         )
@@ -208,6 +233,23 @@ def fetch_units(listing):
         # One blob serves every path that names it: it gets no permission any of them lacks.
         unit["mode"] &= entry.get("mode", 0o644)
     return units
+
+
+def stream_count(cores, nic_bytes_s=None, override=None):
+    """Pieces or files a destination pulls at once: `override` when given (1 or more), else derived from the node.
+
+    Each stream receives and hashes on one core while its write lane writes on another, so a node
+    needs one stream per CORES_PER_STREAM cores to use them all (on the 16-core device machine 8
+    streams moved 5.9 GB/s verified and 16 streams 5.1: bench/results/staging-ram), and no more
+    streams than its NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer
+    than MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
+    """
+    if override:
+        return override
+    want = max(1, (cores or 1) // CORES_PER_STREAM)
+    if nic_bytes_s:
+        want = min(want, -(-int(nic_bytes_s) // int(STREAM_BYTES_S)))
+    return max(MIN_STREAMS, min(MAX_STREAMS, want))
 
 
 def partial_name(target, layout, unit):
@@ -285,11 +327,17 @@ def link_target(rel, blob):
     return "../" * (2 + depth) + "blobs/" + blob
 
 
-def throttle_delay(rate_bytes_s, started_at, sent_bytes, now):
-    """Seconds to wait so that the average rate since `started_at` stays at or under the cap."""
+def throttle_step(allowance, idle_s, count, rate_bytes_s, burst_bytes):
+    """(allowance left, seconds to wait) for sending `count` bytes under a cap: a token bucket.
+
+    The allowance refills at the rate while nothing is sent, but never past `burst_bytes`: a cap
+    that averaged since its start would let a source idle while the nodes start up send the next
+    seconds' worth at once, faster than the stated rate.
+    """
     if not rate_bytes_s:
-        return 0.0
-    return max(0.0, sent_bytes / float(rate_bytes_s) - (now - started_at))
+        return allowance, 0.0
+    allowance = min(burst_bytes, allowance + idle_s * rate_bytes_s) - count
+    return allowance, (-allowance / float(rate_bytes_s) if allowance < 0 else 0.0)
 
 
 def progress_record(name, pid, state, done, total, started_at, now, units):
@@ -330,3 +378,22 @@ def failure_summary(name, failures):
         "no parity manifest was written; fix the cause and run again (completed files are kept, "
         "interrupted ones resume)." % (name, len(lines), "; ".join(lines))
     )
+
+
+def peer_list(hosts, addresses, port):
+    """[{name, url}] for the run's destinations from their fabric addresses; StagingError names a gap.
+
+    hosts: the play's hosts in order. addresses: {host: fabric address or None}.
+    """
+    peers = []
+    for host in hosts:
+        address = addresses.get(host)
+        problem = check_bind_address(address) if address else "no fabric address"
+        if problem:
+            raise StagingError(
+                "host %s cannot take part in peer-assisted staging: %s. Declare seatwright_node_fabric_ip "
+                "for it, or set weights_peer_assist: false." % (host, problem)
+            )
+        shown = "[%s]" % address if ":" in address else address
+        peers.append({"name": str(host), "url": "http://%s:%d" % (shown, int(port))})
+    return peers

@@ -157,12 +157,45 @@ def hash_file(path, want_git_sha1=False):
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
 
 
-def hash_many(jobs, workers):
-    """{key: digests} for jobs {key: (path, want_git_sha1)}, several files at once."""
+def hash_pieces(path, piece_bytes, want_git_sha1=False):
+    """hash_file's digests plus `pieces`: the sha256 of each piece_bytes-long piece, in the same read."""
+    size = os.path.getsize(path)
+    hashers = new_hashers(want_git_sha1, size)
+    pieces = []
+    buf = bytearray(min(READ_CHUNK, piece_bytes))
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            piece = hashlib.sha256()
+            left = piece_bytes
+            while left:
+                count = handle.readinto(view[: min(len(buf), left)])
+                if not count:
+                    break
+                for hasher in hashers.values():
+                    hasher.update(view[:count])
+                piece.update(view[:count])
+                left -= count
+            if left == piece_bytes and pieces:
+                break
+            pieces.append(piece.hexdigest())
+            if left:
+                break
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    digests = {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
+    digests["pieces"] = pieces
+    return digests
+
+
+def hash_many(jobs, workers, piece_bytes=0):
+    """{key: digests} for jobs {key: (path, want_git_sha1)}, several files at once (with pieces when piece_bytes)."""
     if not jobs:
         return {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-        futures = {key: pool.submit(hash_file, path, git) for key, (path, git) in jobs.items()}
+        if piece_bytes:
+            futures = {key: pool.submit(hash_pieces, path, piece_bytes, git) for key, (path, git) in jobs.items()}
+        else:
+            futures = {key: pool.submit(hash_file, path, git) for key, (path, git) in jobs.items()}
         return {key: future.result() for key, future in futures.items()}
 
 

@@ -38,6 +38,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     load_manifest,
     new_hashers,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     MANIFEST_NAME,
@@ -48,6 +49,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
     manifest_differs,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
+    check_bind_address,
     digest_problem,
     failure_summary,
     fetch_units,
@@ -59,7 +61,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     partial_name,
     plan_unit,
     progress_record,
-    throttle_delay,
+    stream_count,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
     CHUNK_BYTES as CHUNK,
@@ -80,25 +82,6 @@ ALIGN = 4096
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-class Throttle:
-    """One cap shared by every stream of a destination."""
-
-    def __init__(self, rate_bytes_s):
-        self.rate = rate_bytes_s
-        self.started = time.monotonic()
-        self.sent = 0
-        self.lock = threading.Lock()
-
-    def consume(self, count):
-        if not self.rate:
-            return
-        with self.lock:
-            self.sent += count
-            delay = throttle_delay(self.rate, self.started, self.sent, time.monotonic())
-        if delay:
-            time.sleep(delay)
-
-
 class Progress:
     """Bytes moved per transfer, written to a JSON file on the node while the run lasts."""
 
@@ -106,6 +89,8 @@ class Progress:
         self.name, self.path, self.total, self.interval_s = name, path, total, interval_s
         self.started = time.monotonic()
         self.done = {}
+        # Figures the run adds to its last record (where the bytes came from).
+        self.extra = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = None
@@ -119,9 +104,14 @@ class Progress:
             return
         with self.lock:
             units = dict(self.done)
+        now = time.monotonic()
         record = progress_record(
-            self.name, os.getpid(), state, sum(units.values()), self.total, self.started, time.monotonic(), units
+            self.name, os.getpid(), state, sum(units.values()), self.total, self.started, now, units
         )
+        # Wall-clock ends of the transfer, so that nodes' runs can be laid side by side (bench/fleet_staging.py).
+        record["started_epoch"] = round(time.time() - (now - self.started), 3)
+        record["updated_epoch"] = round(time.time(), 3)
+        record.update(self.extra)
         try:
             atomic_write_json(self.path, record)
         except OSError:
@@ -503,7 +493,7 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         while remaining:
             want = min(CHUNK, remaining)
             # Writer.submit waited for this buffer's previous write, so it is free to fill again.
-            view, turn = buffers[turn], 1 - turn
+            view, turn = buffers[turn], (turn + 1) % len(buffers)
             try:
                 count = _fill(response, view[:want])
                 error = None
@@ -759,7 +749,8 @@ def confirm_source(url, secret, client, connect_timeout_s, io_timeout_s=30):
 def stage(options, check_mode=False, now=time.time):
     """Run one destination's staging; returns the result dict a module exits with.
 
-    options: dest, source_url, token (the run's secret), client, name, revision, streams, verify,
+    options: dest, source_url, token (the run's secret), client, name, revision, streams (0 or None:
+    derived from the node's cores and nic_mb_per_s, weights/staging.py stream_count), verify,
     direct_io, bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
     progress_interval_s, source_label, prune.
     """
@@ -769,9 +760,14 @@ def stage(options, check_mode=False, now=time.time):
     try:
         result = _stage(options, source, check_mode, now, started, outcome)
         outcome["ok"] = True
-        return result
     finally:
+        swarm = outcome.pop("swarm", None)
         source.done(outcome)
+        # Peers may still need what this node holds: it serves on until they are done (or idle).
+        serving = swarm.finish(options.get("lifetime_s") or 7200) if swarm is not None else None
+    if serving:
+        result["peer_serving"] = serving
+    return result
 
 
 def _refuse_linked_prune(dest):
@@ -786,6 +782,10 @@ def _refuse_linked_prune(dest):
 
 
 def _stage(options, source, check_mode, now, started, outcome):
+    options = dict(
+        options,
+        streams=stream_count(os.cpu_count(), (options.get("nic_mb_per_s") or 0) * 1e6, options.get("streams")),
+    )
     if options.get("prune"):
         _refuse_linked_prune(options["dest"])
     listing = parse_listing(source.listing(options["connect_timeout_s"]), options["source_url"])
@@ -828,6 +828,7 @@ def _stage(options, source, check_mode, now, started, outcome):
         "dest": options["dest"],
         "manifest": os.path.join(options["dest"], folder_rel, MANIFEST_NAME),
         "bytes_total": sum(u["size"] for u in units.values()),
+        "streams": options["streams"],
         "files_skipped": len(units) - len(pending),
         "files_fetched": 0,
         "files_resumed": 0,
@@ -860,7 +861,12 @@ def _stage(options, source, check_mode, now, started, outcome):
                 os.unlink(resolve_under(folder, rel))
             result["pruned"] = extra
         result["modes_narrowed"] = _narrow_modes(root, units, plans)
-        records, failures = _run_transfers(source, units, pending, root, layout, options)
+        if listing.get("piece_bytes"):
+            records, failures, swarm = _run_pieces(source, listing, units, pending, root, layout, options, outcome)
+            result["bytes_from_peers"] = sum(r["bytes_from_peers"] for r in records)
+            result["peers_refused"] = dict(swarm.banned)
+        else:
+            records, failures = _run_transfers(source, units, pending, root, layout, options)
         result["transfers"] = sorted(records, key=lambda r: r["target"])
         result["files_fetched"] = sum(1 for r in records if r["action"] == "fetch")
         result["files_resumed"] = sum(1 for r in records if r["action"] == "resume")
@@ -935,6 +941,7 @@ def _run_transfers(source, units, pending, root, layout, options):
         else None
     )
     records, failures = [], {}
+    # Largest first: the largest file's hash is the one path no spreading can shorten, so it starts at once.
     order = sorted(pending, key=lambda t: -units[t]["size"])
     with Progress(options["name"], progress_path, total, options.get("progress_interval_s") or 1) as progress:
         with ThreadPoolExecutor(max_workers=max(1, options["streams"])) as pool:
@@ -952,6 +959,33 @@ def _run_transfers(source, units, pending, root, layout, options):
     return records, failures
 
 
+def _progress_path(options):
+    if not options.get("progress_interval_s"):
+        return None
+    return os.path.join(options["state_dir"], "progress-%s.json" % options["name"])
+
+
+def _run_pieces(source, listing, units, pending, root, layout, options, outcome):
+    """Every pending unit by piece, from the origin and the peers; this node serves peers meanwhile."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.swarm import Swarm
+
+    throttle = Throttle(options["bandwidth_limit_bytes_s"])
+    total = sum(units[t]["size"] for t in pending)
+    with Progress(options["name"], _progress_path(options), total, options.get("progress_interval_s") or 1) as progress:
+        swarm = Swarm(source, listing, units, pending, root, layout, options, progress, throttle)
+        if options.get("serve_address") and swarm.peers:
+            swarm.serve(
+                options["serve_address"],
+                options["serve_port"],
+                options.get("linger_s") or 15,
+                options.get("upload_limit_bytes_s") or 0,
+            )
+            outcome["swarm"] = swarm
+        records, failures = swarm.run()
+        progress.extra["bytes_from_peers"] = sum(r["bytes_from_peers"] for r in records)
+    return records, failures, swarm
+
+
 def run_stage(params, check_mode, want_diff):
     """The weight_stage module's run: check the request, stage, and shape the result.
 
@@ -960,7 +994,11 @@ def run_stage(params, check_mode, want_diff):
     check_stage_request(params)
     try:
         parse_source_url(params["source_url"])
-        options = dict(params, bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6))
+        options = dict(
+            params,
+            bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6),
+            upload_limit_bytes_s=int((params.get("upload_limit_mb_per_s") or 0) * 1e6),
+        )
         result = stage(options, check_mode=check_mode)
     except OSError as exc:
         raise StagingError("staging %s into %s failed on this host: %s" % (params["name"], params["dest"], exc))
@@ -978,12 +1016,43 @@ def check_stage_request(params):
         raise StagingError("name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
     if not valid_client_name(params["client"]):
         raise StagingError("client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
-    for field in ("streams", "connect_timeout_s", "io_timeout_s"):
+    if params["streams"] is not None and params["streams"] < 0:
+        raise StagingError(
+            "streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"]
+        )
+    for field in ("connect_timeout_s", "io_timeout_s"):
         if params[field] < 1:
             raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
-    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s"):
-        if params[field] < 0:
+    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s", "nic_mb_per_s"):
+        if (params.get(field) or 0) < 0:
             raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
+
+
+def peers_problem(params):
+    """Why the peer options cannot make a run (a sentence), or None."""
+    peers = params.get("peers") or []
+    names = set()
+    for peer in peers:
+        if not isinstance(peer, dict) or not valid_client_name(peer.get("name")):
+            return "peers: each entry needs a name of letters, digits and '._:@-', got %r" % (peer,)
+        try:
+            parse_source_url(peer.get("url"))
+        except StagingError as exc:
+            return "peers: %s: %s" % (peer["name"], exc)
+        if peer["name"] in names:
+            return "peers: %s is listed twice" % peer["name"]
+        names.add(peer["name"])
+    ranks, rank = params.get("ranks") or 1, params.get("rank") or 0
+    if ranks < 1 or not 0 <= rank < ranks:
+        return "rank %s must be from 0 to ranks - 1 (ranks is %s)" % (rank, ranks)
+    if peers and params.get("serve_address"):
+        problem = check_bind_address(params["serve_address"])
+        if problem:
+            return "serve_address: %s" % problem
+    for field in ("upload_limit_mb_per_s", "linger_s"):
+        if (params.get(field) or 0) < 0:
+            return "%s is %s; give 0 or more" % (field, params[field])
+    return None
 
 
 def source_ready(params):

@@ -30,8 +30,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     hash_many,
     scan_checkpoint,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, problem_lines
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    check_piece_bytes,
+    parse_range,
+    piece_size,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     build_listing,
     check_bind_address,
@@ -53,45 +59,83 @@ MAX_CONNECTIONS = 256
 CONNECTIONS_PER_CLIENT = 16
 # Seconds a connection may take to authenticate its first request; a stranger's holds a slot no longer.
 UNPROVEN_TIMEOUT_S = 10
+# Bytes sent between two looks at the upload cap: fine enough that a capped rate is smooth.
+UPLOAD_SLICE_BYTES = 1024 * 1024
 
 
-def _hashes_for(path, files, need, state_dir, workers, may_write):
-    """sha256 of files with no expected digest, cached per file identity so a re-run reads nothing."""
-    identity = [path] + [
-        [rel, files[rel]["size"], files[rel]["mtime_ns"], os.stat(files[rel]["abs"]).st_ino] for rel in sorted(need)
+def _hashes_for(path, files, need, state_dir, workers, may_write, piece_bytes=0):
+    """Digests ({rel: {sha256, git_sha1?, pieces?}}) of the files in `need`, cached per file identity."""
+    # ctime moves with every write and every utime, so a same-size rewrite with its mtime put back still counts.
+    identity = [path, piece_bytes] + [
+        [rel, files[rel]["size"], files[rel]["mtime_ns"]] + _inode(files[rel]["abs"]) for rel in sorted(need)
     ]
     key = fingerprint(identity)
-    cache_path = os.path.join(state_dir, "source-hashes-%s.json" % fingerprint(path)[:16])
+    cache_path = os.path.join(state_dir, "source-hashes-%s.json" % fingerprint([path, piece_bytes])[:16])
     cached = cache_lookup(cache_path, key, None)
-    if cached:
-        return cached["hashes"]
-    digests = hash_many({rel: (files[rel]["abs"], False) for rel in need}, workers)
-    hashes = {rel: digest["sha256"] for rel, digest in digests.items()}
+    if cached and isinstance(cached.get("digests"), dict):
+        return cached["digests"]
+    jobs = {rel: (files[rel]["abs"], bool(files[rel]["expect"].get("git_sha1"))) for rel in need}
+    digests = hash_many(jobs, workers, piece_bytes)
     if may_write:
-        atomic_write_json(cache_path, {"fingerprint": key, "measured_at_epoch": time.time(), "hashes": hashes})
-    return hashes
+        atomic_write_json(cache_path, {"fingerprint": key, "measured_at_epoch": time.time(), "digests": digests})
+    return digests
 
 
-def source_listing(path, revision, name, state_dir, workers=4, may_write=True):
-    """(listing, {target: absolute path}) for the checkpoint at `path`, damage included as problems."""
+def _inode(path):
+    info = os.stat(path)
+    return [info.st_ino, info.st_ctime_ns]
+
+
+def _digest_problems(files, digests):
+    """Sentences for files whose bytes on the source do not hash to what the checkpoint says they must."""
+    problems = []
+    for rel, digest in sorted(digests.items()):
+        expect = files[rel]["expect"]
+        for algo in ("sha256", "git_sha1"):
+            if expect.get(algo) and digest.get(algo) and digest[algo] != expect[algo]:
+                problems.append(
+                    "%s hashes to %s %s on the source, expected %s" % (rel, algo, digest[algo], expect[algo])
+                )
+    return problems
+
+
+def source_listing(path, revision, name, state_dir, workers=4, may_write=True, piece_bytes=0):
+    """(listing, {target: absolute path}) for the checkpoint at `path`, damage included as problems.
+
+    With piece_bytes (the largest piece; weights/pieces.py piece_size picks the size), every file
+    is read once (cached per identity) for its sha256 and its piece
+    digests, and a file whose bytes do not match its expected digest is a problem: pieces are only
+    ever listed for bytes that are what the checkpoint says they are.
+    """
     report, files = scan_checkpoint(path, revision, mode="quick")
     problems = problem_lines(report) if not report["complete"] else []
     present = {rel: seen for rel, seen in files.items() if not seen["dangling"]}
-    need = [
-        rel for rel, seen in present.items() if not (seen["expect"].get("sha256") or seen["expect"].get("git_sha1"))
-    ]
-    hashes = _hashes_for(path, present, need, state_dir, workers, may_write) if need and not problems else {}
+    if piece_bytes:
+        piece_bytes = piece_size(sum(seen["size"] for seen in present.values()), piece_bytes)
+        need = list(present)
+    else:
+        need = [
+            rel for rel, seen in present.items() if not (seen["expect"].get("sha256") or seen["expect"].get("git_sha1"))
+        ]
+    hashes = (
+        _hashes_for(path, present, need, state_dir, workers, may_write, piece_bytes) if need and not problems else {}
+    )
+    problems.extend(_digest_problems(present, hashes))
     entries = {}
     for rel, seen in present.items():
         expect = seen["expect"]
+        digest = hashes.get(rel, {})
         entries[rel] = {
             "size": seen["size"],
             "mode": seen["mode"],
-            "sha256": expect.get("sha256") or hashes.get(rel),
+            "sha256": expect.get("sha256") or digest.get("sha256"),
             "git_sha1": expect.get("git_sha1"),
             "blob": seen["blob"],
+            "pieces": digest.get("pieces"),
         }
-    listing = build_listing(name, report["layout"], revision, report.get("refs"), entries, problems)
+    listing = build_listing(
+        name, report["layout"], revision, report.get("refs"), entries, problems, piece_bytes if hashes else None
+    )
     by_path = {rel: seen["abs"] for rel, seen in present.items()}
     served = {target: by_path[unit["source_path"]] for target, unit in fetch_units(listing).items()} if entries else {}
     return listing, served, report
@@ -164,14 +208,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, {"ok": True})
 
     def _send_file(self, target, client):
-        path = self.server.served.get(target)
+        path = self.server.path_for(target)
         if path is None:
             self._reply(404, {"error": "%s is not part of this checkpoint" % target})
             return
         expected = self.server.sizes[target]
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size != expected:
+            if size != expected and not self.server.partial_ok(target):
                 self._reply(
                     409,
                     {
@@ -180,17 +224,18 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
                 return
-            start = _range_start(self.headers.get("Range"), size)
-            if start is None:
+            span = parse_range(self.headers.get("Range"), expected)
+            if span is None or not self.server.may_send(target, span, self.headers.get("Range")):
                 self._reply(416, {"error": "unsupported range %s" % self.headers.get("Range")})
                 return
-            self.send_response(206 if start else 200)
+            start, end = span
+            self.send_response(206 if self.headers.get("Range") else 200)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(size - start))
-            if start:
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
+            self.send_header("Content-Length", str(end - start))
+            if self.headers.get("Range"):
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, expected))
             self.end_headers()
-            sent = self.connection.sendfile(handle, start, size - start) if size > start else 0
+            sent = self.server.send_span(self.connection, handle, start, end)
         self.server.count(client, sent)
 
 
@@ -200,27 +245,16 @@ def _content_length(header):
     return length if length is not None and length <= MAX_REPORT_BYTES else None
 
 
-def _range_start(header, size):
-    """The first byte asked for by `bytes=N-`; 0 without a header; None for anything else."""
-    if not header:
-        return 0
-    if not header.startswith("bytes=") or not header.endswith("-"):
-        return None
-    try:
-        start = int(header[len("bytes=") : -1])
-    except ValueError:
-        return None
-    return start if 0 <= start <= size else None
-
-
 class SourceServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     # Every destination opens one connection per stream at once; the default backlog of 5 is too small.
     request_queue_size = 128
 
-    def __init__(self, address, secret, listing, served, clients):
+    def __init__(self, address, secret, listing, served, clients, upload_limit_bytes_s=0, handler=None):
         self.secret = secret
+        # One cap on everything this server sends, however many connections share it.
+        self.upload = Throttle(upload_limit_bytes_s)
         self.listing = listing
         self.listing_bytes = json.dumps(listing, sort_keys=True).encode("utf-8")
         self.nonces = set()
@@ -240,7 +274,30 @@ class SourceServer(ThreadingHTTPServer):
         self.max_connections = max(MAX_CONNECTIONS, CONNECTIONS_PER_CLIENT * clients)
         self.unproven_timeout_s = UNPROVEN_TIMEOUT_S
         self.refused_connections = 0
-        ThreadingHTTPServer.__init__(self, address, _Handler)
+        ThreadingHTTPServer.__init__(self, address, handler or _Handler)
+
+    def path_for(self, target):
+        """Where the bytes of `target` are read from, or None when this server does not serve it."""
+        return self.served.get(target)
+
+    def partial_ok(self, _target):
+        """Whether a file shorter than listed may be read from (a peer's transfer in progress)."""
+        return False
+
+    def may_send(self, _target, _span, _header):
+        """Whether this server sends that span of `target` (the source sends any range of a listed file)."""
+        return True
+
+    def send_span(self, connection, handle, start, end):
+        """Bytes [start, end) of `handle` to `connection` by sendfile, in slices when uploads are capped."""
+        if not self.upload.rate:
+            return connection.sendfile(handle, start, end - start) if end > start else 0
+        sent = 0
+        while start + sent < end:
+            count = min(UPLOAD_SLICE_BYTES, end - start - sent)
+            self.upload.consume(count)
+            sent += connection.sendfile(handle, start + sent, count)
+        return sent
 
     def process_request(self, request, client_address):
         """A thread per connection, up to max_connections; past that the connection is closed at once."""
@@ -360,12 +417,12 @@ class SourceServer6(SourceServer):
     address_family = socket.AF_INET6
 
 
-def bind_server(address, port, secret, listing, served, clients, pidfile):
+def bind_server(address, port, secret, listing, served, clients, pidfile, upload_limit_bytes_s=0):
     """A bound SourceServer; a stale one of ours holding the port is stopped first."""
     server_class = SourceServer6 if ":" in address else SourceServer
     for attempt in (1, 2):
         try:
-            return server_class((address, port), secret, listing, served, clients)
+            return server_class((address, port), secret, listing, served, clients, upload_limit_bytes_s)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE or attempt == 2 or not _stop_stale(pidfile):
                 raise
@@ -408,7 +465,13 @@ def run_source(params, check_mode):
     may_write = not check_mode
     try:
         listing, served, _report = source_listing(
-            params["path"], params["revision"], params["name"], params["state_dir"], params["hash_workers"], may_write
+            params["path"],
+            params["revision"],
+            params["name"],
+            params["state_dir"],
+            params["hash_workers"],
+            may_write,
+            int(params.get("piece_mb") or 0) * 1024 * 1024,
         )
     except (CheckpointError, OSError) as exc:
         raise StagingError("cannot list source checkpoint %s: %s" % (params["path"], exc))
@@ -421,7 +484,14 @@ def run_source(params, check_mode):
     pidfile = os.path.join(params["state_dir"], "source-%d.pid" % params["port"])
     try:
         server = bind_server(
-            params["bind_address"], params["port"], params["token"], listing, served, params["clients"], pidfile
+            params["bind_address"],
+            params["port"],
+            params["token"],
+            listing,
+            served,
+            params["clients"],
+            pidfile,
+            int((params.get("upload_limit_mb_per_s") or 0) * 1e6),
         )
     except OSError as exc:
         raise StagingError(bind_problem(params["bind_address"], params["port"], exc), listing=summary)
@@ -461,6 +531,12 @@ def check_source_request(params):
     for field in ("port", "clients", "idle_timeout_s", "lifetime_s", "hash_workers"):
         if params[field] < 1:
             raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
+    if (params.get("upload_limit_mb_per_s") or 0) < 0:
+        raise StagingError("upload_limit_mb_per_s is %s; give 0 (no cap) or more" % params["upload_limit_mb_per_s"])
+    if params.get("piece_mb"):
+        problem = check_piece_bytes(params["piece_mb"] * 1024 * 1024)
+        if problem:
+            raise StagingError("piece_mb is %s: %s; give 0 (whole files) or 1 to 1024" % (params["piece_mb"], problem))
 
 
 def bind_problem(address, port, exc):

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Verified staging against a plain pull into RAM over loopback, with the machine's own ceilings.
+
+One run on one machine: the project's weight source (io/weights/staging_source.py) serves N shards
+from a folder in RAM (/dev/shm) on 127.0.0.1, and each method pulls them into another RAM folder,
+so no disk sets the pace and the price of hashing shows:
+
+  plain     staging_pull.stage of whole files with hashing taken out (hashers that do nothing,
+            every digest accepted): the same HTTP client, streams, buffers, writes and renames
+  verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
+            digests (--piece-mb), and every piece is hashed and checked on whichever stream got it
+  whole     verified staging of whole files (a file's sha256 on the stream that receives it):
+            the pipeline before pieces, timed beside them
+
+All run at the stream count the node derives (weights/staging.py stream_count) and at the other
+counts given, each pull in a fresh process, methods rotated per pass, median of the passes. The
+same run measures the machine's ceilings: sha256 on one core and on all cores (hashlib on
+in-memory buffers, one thread per core), and loopback TCP at the chosen stream count.
+
+  python3 bench/staging_ram.py --shards 8 --shard-mib 1024 --passes 3 --streams 4,8,16 \
+      --out bench/results/staging-ram
+
+Needs python3 only: module_utils is imported through a shim folder (bench/staging/shim.py).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "staging"))
+from shim import link_shim  # noqa: E402  (bench/staging/shim.py)
+
+FIELD_GB_S = (9.97, 11.33)
+HASH_BLOCK = 64 * 1024 * 1024
+KINDS = ("plain", "verified", "whole")
+
+
+def log(text):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), text), flush=True)
+
+
+def sha256_rate(threads, seconds=2.0):
+    """Bytes per second hashed by `threads` threads, each on a buffer of its own (hashlib lets go of the GIL)."""
+    buffers = [os.urandom(HASH_BLOCK) for _ in range(threads)]
+    deadline = time.perf_counter() + seconds
+
+    def work(buffer):
+        hasher, done = hashlib.sha256(), 0
+        while time.perf_counter() < deadline:
+            hasher.update(buffer)
+            done += len(buffer)
+        return done
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        total = sum(pool.map(work, buffers))
+    return total / (time.perf_counter() - started)
+
+
+def loopback_rate(streams, total_bytes):
+    """Bytes per second over `streams` TCP connections on 127.0.0.1, memory to memory."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(streams)
+    per_stream = total_bytes // streams
+    payload = memoryview(os.urandom(4 * 1024 * 1024))
+
+    def send():
+        conn, _ = listener.accept()
+        with conn:
+            left = per_stream
+            while left:
+                left -= conn.send(payload[: min(len(payload), left)])
+
+    def receive():
+        sock = socket.create_connection(listener.getsockname())
+        buffer, left = memoryview(bytearray(4 * 1024 * 1024)), per_stream
+        with sock:
+            while left:
+                got = sock.recv_into(buffer[: min(len(buffer), left)])
+                if not got:
+                    break
+                left -= got
+        return per_stream - left
+
+    with ThreadPoolExecutor(max_workers=2 * streams) as pool:
+        senders = [pool.submit(send) for _ in range(streams)]
+        started = time.perf_counter()
+        moved = sum(f.result() for f in [pool.submit(receive) for _ in range(streams)])
+        seconds = time.perf_counter() - started
+        for future in senders:
+            future.result()
+    listener.close()
+    return moved / seconds
+
+
+def pull_once(args):
+    """The child process: one pull with staging_pull.stage, plain or verified; prints a JSON line."""
+    sys.path.insert(0, args.shim)
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
+
+    if args.chunk_kib:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
+    if args.pull == "plain":
+
+        class Nothing:
+            def update(self, _chunk):
+                pass
+
+            def hexdigest(self):
+                return "0" * 64
+
+        staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
+        staging_pull.digest_problem = lambda _unit, _digests: None
+    with open(args.token_file) as handle:
+        secret = handle.read().strip()
+    result = staging_pull.stage(
+        dict(
+            dest=args.dest,
+            source_url=args.url,
+            token=secret,
+            client="ram",
+            name="bench-ram",
+            revision=args.revision,
+            streams=args.pull_streams,
+            verify="full",
+            direct_io=False,
+            bandwidth_limit_bytes_s=0,
+            state_dir=args.state,
+            connect_timeout_s=30,
+            io_timeout_s=60,
+            retries=0,
+            progress_interval_s=0,
+            source_label="bench",
+            prune=False,
+        )
+    )
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "seconds": result["transfer_s"],
+                "bytes": result["bytes_transferred"],
+                "streams": result["streams"],
+                "pull_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            }
+        )
+    )
+
+
+def machine():
+    cpu = "?"
+    flags = ""
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("model name") and cpu == "?":
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = line
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "sha_ni": " sha_ni" in flags,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--shard-mib", type=int, default=1024)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--piece-mb", type=int, default=64, help="largest piece the source lists (verified)")
+    parser.add_argument(
+        "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
+    )
+    parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
+    parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "staging-ram"))
+    parser.add_argument("--label", default="", help="appended to the result file names")
+    parser.add_argument("--note", default="", help="one sentence recorded with the result (the machine's role)")
+    # The child process's arguments (one pull).
+    parser.add_argument("--pull", choices=KINDS, help=argparse.SUPPRESS)
+    for name in ("--shim", "--url", "--token-file", "--dest", "--revision", "--state"):
+        parser.add_argument(name, help=argparse.SUPPRESS)
+    parser.add_argument("--pull-streams", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.pull:
+        pull_once(args)
+        return
+    work = Path(args.work or tempfile.mkdtemp(prefix="sw-ram-", dir="/dev/shm"))
+    need = 2 * args.shards * args.shard_mib * 1024 * 1024 + (64 << 20)
+    free = shutil.disk_usage(str(work.parent if args.work else work)).free
+    if free < need:
+        raise SystemExit(
+            "%s has %d bytes free; the run needs %d (source and destination). Give --work on a larger "
+            "RAM folder or fewer shards." % (work, free, need)
+        )
+    work.mkdir(parents=True, exist_ok=True)
+    shim = link_shim(work / "shim", ROOT)
+    sys.path.insert(0, str(shim))
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
+    from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import stream_count
+
+    chosen = stream_count(os.cpu_count())
+    counts = sorted(set([chosen] + [int(c) for c in args.streams.split(",") if c]))
+    info = machine()
+    log(
+        "machine: %s, %d cores, sha_ni %s; derived stream count %d"
+        % (info["cpu"], info["cores"], info["sha_ni"], chosen)
+    )
+    try:
+        log("writing %d x %d MiB shards into %s" % (args.shards, args.shard_mib, work / "src"))
+        made = json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "staging" / "make_checkpoint.py"),
+                    "--out",
+                    str(work / "src"),
+                    "--shards",
+                    str(args.shards),
+                    "--shard-mib",
+                    str(args.shard_mib),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        log("ceilings: sha256 on one core, on all %d" % os.cpu_count())
+        ceilings = {
+            "sha256_one_core_gb_s": round(sha256_rate(1) / 1e9, 3),
+            "sha256_all_cores_gb_s": round(sha256_rate(os.cpu_count()) / 1e9, 3),
+        }
+        loop_bytes = min(made["bytes"], 4 << 30)
+        for count in counts:
+            ceilings["loopback_tcp_%d_streams_gb_s" % count] = round(loopback_rate(count, loop_bytes) / 1e9, 3)
+        log("ceilings: %s" % ceilings)
+        secret = secrets.token_hex(20)
+        (work / "token").write_text(secret)
+        log("source: listings of whole files and of %d MiB pieces (hashing the source shards once)" % args.piece_mb)
+        urls, servers = {}, []
+        for kind, piece_bytes in (("whole", 0), ("verified", args.piece_mb << 20)):
+            listing, served, _ = staging_source.source_listing(
+                made["path"], made["revision"], "ram", str(work / "state-src"), os.cpu_count(), True, piece_bytes
+            )
+            if piece_bytes:
+                listed_piece_mib = listing["piece_bytes"] >> 20
+            server = staging_source.bind_server(
+                "127.0.0.1", 0, secret, listing, served, 10**6, str(work / ("pid-" + kind))
+            )
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+            urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
+        urls["plain"] = urls["whole"]
+        methods = [(kind, count) for count in counts for kind in KINDS]
+        records = []
+        for index in range(1, args.passes + 1):
+            shift = (index - 1) % len(methods)
+            for kind, count in methods[shift:] + methods[:shift]:
+                dest = work / "dst"
+                shutil.rmtree(str(dest), ignore_errors=True)
+                command = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--pull",
+                    kind,
+                    "--pull-streams",
+                    str(count),
+                    "--shim",
+                    str(shim),
+                    "--url",
+                    urls[kind],
+                    "--token-file",
+                    str(work / "token"),
+                    "--dest",
+                    str(dest / "models--seatwright--synthetic"),
+                    "--revision",
+                    made["revision"],
+                    "--state",
+                    str(work / "state"),
+                    "--chunk-kib",
+                    str(args.chunk_kib),
+                ]
+                load = os.getloadavg()[0]
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                # The source serves from this process: its CPU time during the pull is this process's.
+                inner["source_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+                gb_s = inner["bytes"] / inner["seconds"] / 1e9
+                records.append(
+                    dict(inner, gb_s=round(gb_s, 3), method=kind, streams=count, loadavg_1m_before=round(load, 2))
+                )
+                records[-1]["pass"] = index
+                log(
+                    "pass %d %-8s %2d streams %6.3f s %6.2f GB/s, cpu pull %.1f s source %.1f s"
+                    % (index, kind, count, inner["seconds"], gb_s, inner["pull_cpu_s"], inner["source_cpu_s"])
+                )
+        for server in servers:
+            server.shutdown()
+    finally:
+        shutil.rmtree(str(work), ignore_errors=True)
+    table = []
+    for count in counts:
+        row = {"streams": count, "chosen": count == chosen}
+        for kind in KINDS:
+            seconds = statistics.median(r["seconds"] for r in records if r["method"] == kind and r["streams"] == count)
+            row["%s_s" % kind] = seconds
+            row["%s_gb_s" % kind] = round(made["bytes"] / seconds / 1e9, 3)
+            mine = [r for r in records if r["method"] == kind and r["streams"] == count]
+            row["%s_cpu_s" % kind] = statistics.median(r["pull_cpu_s"] + r["source_cpu_s"] for r in mine)
+            row["%s_cores_busy" % kind] = round(row["%s_cpu_s" % kind] / seconds, 1)
+        row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
+        row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
+        # The most verified / plain this machine allows: verified needs plain's CPU plus one sha256 of
+        # every byte at the one-core rate, and has os.cpu_count() cores to spend it on.
+        needed = row["plain_cpu_s"] + made["bytes"] / (ceilings["sha256_one_core_gb_s"] * 1e9)
+        row["cpu_bound_ratio"] = round(min(1.0, row["plain_s"] / (needed / os.cpu_count())), 3)
+        table.append(row)
+    figure = next(r for r in table if r["chosen"])
+    doc = {
+        "command": "python3 bench/staging_ram.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "note": args.note,
+        "machine": info,
+        "checkpoint": {
+            "bytes": made["bytes"],
+            "files": len(made["files"]),
+            "shards": args.shards,
+            "shard_mib": args.shard_mib,
+            "piece_mib": listed_piece_mib,
+        },
+        "chosen_streams": chosen,
+        "ceilings": ceilings,
+        "field_gb_s": FIELD_GB_S,
+        "ratio_at_chosen": figure["ratio"],
+        "target": 0.9,
+        "table": table,
+        "records": records,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "staging-ram" + ("-" + args.label if args.label else "")
+    (out / (stem + ".json")).write_text(json.dumps(doc, indent=2) + "\n")
+    (out / (stem + ".md")).write_text(markdown(doc))
+    log("verified / plain at the chosen %d streams: %.3f (target >= 0.9)" % (chosen, figure["ratio"]))
+    print(markdown(doc))
+
+
+def markdown(doc):
+    m, c = doc["machine"], doc["checkpoint"]
+    lines = [
+        "# Verified staging against a plain pull, into RAM over loopback",
+        "",
+        "Command: `%s`" % doc["command"],
+        "",
+    ]
+    if doc["note"]:
+        lines += [doc["note"], ""]
+    lines += [
+        "Machine: %s, %d cores (sha_ni %s), kernel %s, Python %s, load %s at the start."
+        % (m["cpu"], m["cores"], m["sha_ni"], m["kernel"], m["python"], m["loadavg_start"]),
+        "Checkpoint: %d shards of %d MiB (%d files, %d bytes), served by the project's weight source from /dev/shm "
+        "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
+        % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
+        "",
+        "| streams | plain GB/s | verified by %d MiB piece GB/s | verified / plain | whole-file verified GB/s "
+        "| whole / plain | cores busy: plain, verified | CPU bound on verified / plain |" % c["piece_mib"],
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["table"]:
+        lines.append(
+            "| %d%s | %.2f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
+            % (
+                r["streams"],
+                " (derived)" if r["chosen"] else "",
+                r["plain_gb_s"],
+                r["verified_gb_s"],
+                r["ratio"],
+                r["whole_gb_s"],
+                r["ratio_whole"],
+                r["plain_cores_busy"],
+                r["verified_cores_busy"],
+                r["cpu_bound_ratio"],
+            )
+        )
+    lines += ["", "Ceilings measured in the same run:", ""]
+    lines += ["- %s: %.2f GB/s" % (k, v) for k, v in doc["ceilings"].items()]
+    lines += [
+        "",
+        "verified / plain at the derived stream count (%d): **%.3f** (target >= %.1f). The field staged with parity "
+        "at %.2f-%.2f GB/s; on loopback the source shares the cores, so these absolute figures are a floor."
+        % (doc["chosen_streams"], doc["ratio_at_chosen"], doc["target"], doc["field_gb_s"][0], doc["field_gb_s"][1]),
+        "",
+        "CPU bound: verified staging needs the plain pull's CPU (pull and source, measured) plus one sha256 of every "
+        "byte at the measured one-core rate; spread over every core, that allows at most the ratio in the last "
+        "column. Cores busy = CPU seconds of the pull and the source / wall seconds.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

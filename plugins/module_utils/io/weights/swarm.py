@@ -1,0 +1,647 @@
+"""Peer-assisted staging by piece: every destination pulls pieces from the origin and from its peers,
+verifies each against the signed listing, and serves what it verified to the others.
+
+The decisions (piece spans, who to ask next, what a peer's answer may say) are in
+weights/pieces.py; this file holds the threads and the sockets. The wire is the origin's: the
+same HMAC on every request, the same per-run secret; a peer's `GET /have` answer is signed like
+the listing, so a process that does not hold the secret cannot advertise pieces. A peer never
+names a path: the listing comes from the origin alone, and a peer only answers for targets and
+piece indices the listing already holds, with bytes that must hash to the listing's digest.
+"""
+
+import errno
+import hashlib
+import http.client
+import json
+import mmap
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote, unquote
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BadPiece, Interrupted, StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import (
+    PartialFile,
+    Source,
+    Watchdog,
+    _bounded_body,
+    _fsync_dir,
+    make_dirs_under,
+    resolve_under,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import (
+    SourceServer,
+    SourceServer6,
+    _Handler,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    choose,
+    encode_bitmap,
+    parse_have,
+    piece_count,
+    piece_order,
+    piece_span,
+    walk_order,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
+    fetch_units,
+    parse_content_length,
+    partial_name,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
+    CHUNK_BYTES,
+    SIGNATURE_HEADER,
+    authorization,
+    listing_signature,
+    listing_signed,
+    new_nonce,
+)
+
+ORIGIN = "origin"
+# The most bytes a /have answer may hold before its signature is checked (bitmaps of ~2M pieces).
+MAX_HAVE_BYTES = 4 * 1024 * 1024
+# Seconds between two looks at the peers' holdings, and between two looks at the choice when waiting.
+POLL_S = 0.2
+WAIT_S = 0.05
+# Seconds a peer that dropped a request is left aside before it is asked again.
+PEER_REST_S = 2.0
+# Bytes a stream receives, hashes and writes at a time: every chunk costs a few hand-offs of the
+# interpreter lock, and at 16 streams those, not the cores, bound a smaller chunk (device machine).
+PIECE_CHUNK_BYTES = CHUNK_BYTES
+# Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
+PEER_MIN_RATE = 1e6
+
+
+class _PeerHandler(_Handler):
+    def do_GET(self):  # noqa: N802 (the name http.server dispatches to)
+        checked = self._authenticated()
+        if checked is None:
+            self._reply(403, {"error": "request not authenticated for this run"})
+            return
+        client, nonce = checked
+        with self.server.activity():
+            if self.path == "/have":
+                body = self.server.have_bytes()
+                self._reply(200, body, headers={SIGNATURE_HEADER: listing_signature(self.server.secret, nonce, body)})
+            elif self.path.startswith("/file/"):
+                self._send_file(unquote(self.path[len("/file/") :]), client)
+            else:
+                # A peer never hands out a listing: destinations take it from the origin alone.
+                self._reply(404, {"error": "no such resource on a peer"})
+
+
+class PeerServer(SourceServer):
+    """A destination's server for the pieces it verified; it answers peers of the same run only."""
+
+    def __init__(self, address, secret, listing, peers, upload_limit_bytes_s, linger_s):
+        self.piece_bytes = listing["piece_bytes"]
+        SourceServer.__init__(
+            self, address, secret, listing, {}, max(1, peers), upload_limit_bytes_s, handler=_PeerHandler
+        )
+        self.units = fetch_units(listing)
+        self.sizes = {target: unit["size"] for target, unit in self.units.items()}
+        self.paths = {}
+        self.held = {target: set() for target in self.units}
+        self.fetching = {target: set() for target in self.units}
+        self.uploads = 0
+        self.uploaded = 0
+        self.own_done = threading.Event()
+        self.linger_s = linger_s
+
+    def path_for(self, target):
+        with self._lock:
+            return self.paths.get(target) if self.held.get(target) else None
+
+    def partial_ok(self, _target):
+        return True
+
+    def may_send(self, target, span, header):
+        """Only a whole piece this node verified, asked for by its exact range."""
+        if not header:
+            return False
+        start, end = span
+        index = start // self.piece_bytes
+        if start % self.piece_bytes or piece_span(self.sizes[target], self.piece_bytes, index) != (start, end):
+            return False
+        with self._lock:
+            return index in self.held[target]
+
+    def send_span(self, connection, handle, start, end):
+        with self._lock:
+            self.uploads += 1
+        try:
+            sent = SourceServer.send_span(self, connection, handle, start, end)
+        finally:
+            with self._lock:
+                self.uploads -= 1
+        with self._lock:
+            self.uploaded += sent
+        return sent
+
+    def located(self, target, path):
+        with self._lock:
+            self.paths[target] = path
+
+    def fetching_piece(self, piece, on):
+        with self._lock:
+            (self.fetching[piece[0]].add if on else self.fetching[piece[0]].discard)(piece[1])
+
+    def verified(self, piece):
+        with self._lock:
+            self.held[piece[0]].add(piece[1])
+            self.fetching[piece[0]].discard(piece[1])
+
+    def hold_all(self, target, path):
+        with self._lock:
+            self.paths[target] = path
+            self.held[target] = set(range(piece_count(self.sizes[target], self.piece_bytes)))
+
+    def have_bytes(self):
+        with self._lock:
+            doc = {
+                "held": {
+                    target: encode_bitmap(indices, piece_count(self.sizes[target], self.piece_bytes))
+                    for target, indices in self.held.items()
+                    if indices
+                },
+                "fetching": {target: sorted(indices) for target, indices in self.fetching.items() if indices},
+                "uploading": self.uploads,
+                "done": self.own_done.is_set(),
+            }
+        return json.dumps(doc, sort_keys=True).encode("utf-8")
+
+    def finished_reason(self, idle_timeout_s, deadline):
+        """Serving ends once this node is done and every peer said so too, or nobody asked for linger_s."""
+        if not self.own_done.is_set():
+            return "reached its lifetime" if time.monotonic() > deadline else None
+        return SourceServer.finished_reason(self, self.linger_s, deadline)
+
+
+class PeerServer6(PeerServer):
+    address_family = SourceServer6.address_family
+
+
+class PeerSource(Source):
+    """A peer seen from this destination: its signed holdings and its pieces."""
+
+    def have(self, counts):
+        """The peer's parsed holdings, or None when it does not answer as a peer of this run."""
+        nonce = new_nonce()
+        try:
+            conn = self.connection()
+            header = authorization(self.secret, "GET", "/have", self.client, nonce=nonce)[0]
+            conn.request("GET", "/have", headers={"Authorization": header})
+            response = conn.getresponse()
+            body = _bounded_body(response, MAX_HAVE_BYTES)
+        except (OSError, http.client.HTTPException):
+            self.connection(fresh=True)
+            return None
+        if body is None:
+            self.connection(fresh=True)
+            return None
+        if response.status != 200 or not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER)):
+            return None
+        try:
+            return parse_have(parse_json(body), counts)
+        except ValueError:
+            return None
+
+
+class PieceFile:
+    """A unit's file in progress: pieces land at their offsets, from any stream, in any order."""
+
+    def __init__(self, path, direct, resume):
+        self.handle = PartialFile(path, False, resume)
+        self.fd = self.handle.fd
+        self.direct_fd = None
+        if direct:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_DIRECT)
+                if os.fstat(fd).st_ino == os.fstat(self.fd).st_ino:
+                    self.direct_fd = fd
+                else:
+                    os.close(fd)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+
+    def size(self):
+        return os.fstat(self.fd).st_size
+
+    def write_at(self, view, offset):
+        """Direct where offset and length are block-aligned (every chunk but a file's tail), buffered otherwise."""
+        fd = self.direct_fd if self.direct_fd is not None and not (len(view) % 4096 or offset % 4096) else self.fd
+        while view:
+            try:
+                written = os.pwrite(fd, view, offset)
+            except OSError as exc:
+                if fd == self.fd or exc.errno != errno.EINVAL:
+                    raise
+                fd = self.fd
+                continue
+            view, offset = view[written:], offset + written
+
+    def read_at(self, view, offset):
+        return os.preadv(self.fd, [view], offset)
+
+    def close(self, sync, mode=None):
+        if self.direct_fd is not None:
+            os.close(self.direct_fd)
+            self.direct_fd = None
+        self.handle.close(sync, mode)
+
+
+class _Lane:
+    """A stream's two buffers and its write lane: a chunk is written while the next one arrives and hashes.
+
+    A write into the page cache or to disk takes as long as a core's sha256 of the chunk; in line,
+    it halves what a stream moves (the whole-file path has the same lane, staging_pull.Writer).
+    """
+
+    def __init__(self):
+        self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(2)]
+        self.turn = 0
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending = None
+
+    def buffer(self):
+        """The buffer to fill next: submit() waited for its last write, so it is free."""
+        view = self.buffers[self.turn]
+        self.turn = 1 - self.turn
+        return view
+
+    def submit(self, handle, view, offset):
+        self.wait()
+        self.pending = self.pool.submit(handle.write_at, view, offset)
+
+    def wait(self):
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except OSError as exc:
+                raise StagingError("write failed here: %s" % exc)
+
+    def close(self):
+        try:
+            self.wait()
+        except StagingError:
+            pass
+        self.pool.shutdown(wait=True)
+
+
+class Swarm:
+    """One destination's pieces: who holds what, what is in flight, and the streams that fetch them.
+
+    options: token, client, io_timeout_s, retries, direct_io, streams, peers ([{name, url}], this
+    node's own entry ignored), rank and ranks (this destination's place among all of them).
+    """
+
+    def __init__(self, origin, listing, units, pending, root, layout, options, progress, throttle):
+        self.origin, self.listing = origin, listing
+        self.piece_bytes = listing["piece_bytes"]
+        self.units, self.pending, self.root, self.layout = units, pending, root, layout
+        self.options, self.progress, self.throttle = options, progress, throttle
+        self.counts = {target: piece_count(unit["size"], self.piece_bytes) for target, unit in units.items()}
+        self.peers = {
+            peer["name"]: PeerSource(peer["url"], options["token"], options["client"], options["io_timeout_s"])
+            for peer in options.get("peers") or []
+            if peer["name"] != options["client"]
+        }
+        self.lock = threading.Lock()
+        self.needed, self.local, self.left, self.files = set(), {}, {}, {}
+        self.views = {name: None for name in self.peers}
+        self.rested, self.banned, self.waiting_since = {}, {}, {}
+        self.failures, self.records = {}, []
+        self.started, self.received, self.reused = {}, {}, {}
+        self.from_peers = {}
+        self.interruptions = {}
+        self.server = None
+        self.polling = threading.Event()
+        self.order = walk_order(piece_order(self.counts), options.get("rank") or 0, options.get("ranks") or 1)
+
+    # serving ----------------------------------------------------------------------------------
+
+    def serve(self, address, port, linger_s, upload_limit_bytes_s):
+        """Start this node's peer server; every unit already in place here is offered whole."""
+        server_class = PeerServer6 if ":" in address else PeerServer
+        try:
+            self.server = server_class(
+                (address, port), self.options["token"], self.listing, len(self.peers), upload_limit_bytes_s, linger_s
+            )
+        except OSError as exc:
+            raise StagingError(
+                "cannot serve pieces to peers on %s:%d (%s): another run's staging may still serve there, or the "
+                "address is not this node's fabric address. Free the port or set weights_peer_port, and run again."
+                % (address, port, exc)
+            )
+        for target in self.units:
+            if target not in self.pending:
+                self.server.hold_all(target, resolve_under(self.root, target))
+        worker = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": POLL_S})
+        worker.daemon = True
+        worker.start()
+
+    def finish(self, lifetime_s):
+        """Tell every peer this node is done, then serve until they are all done or none asks for linger_s."""
+        for peer in self.peers.values():
+            peer.proven = True
+            peer.done({"ok": not self.failures})
+        if self.server is None:
+            return {}
+        self.server.own_done.set()
+        started = time.monotonic()
+        try:
+            while not self.server.finished_reason(None, started + lifetime_s):
+                time.sleep(POLL_S)
+            reason = self.server.finished_reason(None, started + lifetime_s)
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+        return {
+            "stopped": reason,
+            "lingered_s": round(time.monotonic() - started, 3),
+            "bytes_to_peers": dict(self.server.bytes_by_client),
+            "refused_requests": self.server.refused_requests,
+        }
+
+    # pulling ----------------------------------------------------------------------------------
+
+    def run(self):
+        """Fetch every pending unit's pieces; (records, {target: error})."""
+        self._open_units()
+        poller = threading.Thread(target=self._poll_peers)
+        poller.daemon = True
+        if self.peers:
+            poller.start()
+        try:
+            streams = max(1, self.options["streams"])
+            with ThreadPoolExecutor(max_workers=streams) as pool:
+                for future in [pool.submit(self._stream) for _ in range(streams)]:
+                    future.result()
+        finally:
+            self.polling.set()
+            for target, handle in list(self.files.items()):
+                handle.close(sync=False)
+                self.files.pop(target, None)
+        for target in self.pending:
+            if target not in self.failures and not any(r["target"] == target for r in self.records):
+                self.failures[target] = "not every piece arrived"
+        return self.records, self.failures
+
+    def _open_units(self):
+        for target in sorted(self.pending):
+            unit = self.units[target]
+            make_dirs_under(self.root, os.path.dirname(target))
+            partial = resolve_under(self.root, partial_name(target, self.layout, unit))
+            resume = self.pending[target]["action"] == "resume"
+            handle = PieceFile(partial, self.options["direct_io"], resume)
+            self.files[target] = handle
+            self.started[target] = time.monotonic()
+            if self.server is not None:
+                self.server.located(target, partial)
+            kept = self._kept_pieces(unit, handle) if resume else set()
+            self.reused[target] = sum(
+                piece_span(unit["size"], self.piece_bytes, i)[1] - piece_span(unit["size"], self.piece_bytes, i)[0]
+                for i in kept
+            )
+            self.left[target] = self.counts[target] - len(kept)
+            for index in range(self.counts[target]):
+                if index in kept:
+                    self._verified((target, index))
+                else:
+                    self.needed.add((target, index))
+            if not self.left[target]:
+                self._complete(target)
+
+    def _kept_pieces(self, unit, handle):
+        """Pieces an interrupted run left that still hash to the listing: only they are kept."""
+        size = handle.size()
+        kept = set()
+        buffer = memoryview(mmap.mmap(-1, CHUNK_BYTES))
+        for index in range(self.counts[unit["target"]]):
+            start, end = piece_span(unit["size"], self.piece_bytes, index)
+            if end > size or end == start:
+                continue
+            digest = hashlib.sha256()
+            offset = start
+            while offset < end:
+                count = handle.read_at(buffer[: min(CHUNK_BYTES, end - offset)], offset)
+                if not count:
+                    break
+                digest.update(buffer[:count])
+                offset += count
+            if offset == end and digest.hexdigest() == unit["pieces"][index]:
+                kept.add(index)
+        return kept
+
+    def _poll_peers(self):
+        while not self.polling.is_set():
+            for name, peer in self.peers.items():
+                if name in self.banned:
+                    continue
+                view = peer.have(self.counts)
+                if view is not None:
+                    view["at"] = time.monotonic()
+                    with self.lock:
+                        if self.rested.get(name, 0) <= time.monotonic():
+                            self.views[name] = view
+            self.polling.wait(POLL_S)
+
+    def _stream(self):
+        lane = _Lane()
+        try:
+            self._stream_on(lane)
+        finally:
+            lane.close()
+
+    def _stream_on(self, lane):
+        while True:
+            with self.lock:
+                decision = choose(
+                    self.order, self.needed, self.local, self.views, self.banned, time.monotonic(), self.waiting_since
+                )
+                if decision[0] == "done":
+                    return
+                if decision[0] == "wait":
+                    piece = None
+                else:
+                    piece = decision[-1]
+                    sender = decision[1] if decision[0] == "peer" else ORIGIN
+                    self.local[piece] = sender
+                    self.needed.discard(piece)
+            if piece is None:
+                time.sleep(WAIT_S)
+                continue
+            if self.server is not None:
+                self.server.fetching_piece(piece, True)
+            self._fetch_one(piece, sender, lane)
+
+    def _fetch_one(self, piece, sender, lane):
+        target, index = piece
+        source = self.origin if sender == ORIGIN else self.peers[sender]
+        try:
+            count = self._fetch(source, sender, piece, lane)
+        except (BadPiece, Interrupted) as exc:
+            self._failed(piece, sender, exc)
+            return
+        except StagingError as exc:
+            with self.lock:
+                self.local.pop(piece, None)
+                self.failures[target] = str(exc)
+                self.needed -= {(target, i) for i in range(self.counts[target])}
+            return
+        with self.lock:
+            self.local.pop(piece, None)
+            self.left[target] -= 1
+            if sender != ORIGIN:
+                self.from_peers[target] = self.from_peers.get(target, 0) + count
+            last = self.left[target] == 0
+        self._verified(piece)
+        if last:
+            self._complete(target)
+
+    def _complete(self, target):
+        try:
+            self._rename_into_place(target)
+        except OSError as exc:
+            with self.lock:
+                self.failures[target] = "write failed here: %s" % exc
+
+    def _failed(self, piece, sender, exc):
+        target = piece[0]
+        with self.lock:
+            self.local.pop(piece, None)
+            if self.server is not None:
+                self.server.fetching_piece(piece, False)
+            if sender != ORIGIN:
+                if isinstance(exc, BadPiece):
+                    self.banned[sender] = str(exc)
+                else:
+                    # A dropped exchange: leave the peer aside until a fresh answer shows it alive.
+                    self.views[sender] = None
+                    self.rested[sender] = time.monotonic() + PEER_REST_S
+                self.needed.add(piece)
+                return
+            tries = self.interruptions[target] = self.interruptions.get(target, 0) + 1
+            if isinstance(exc, BadPiece) or tries > self.options["retries"]:
+                self.failures[target] = (
+                    "the source sent bytes of piece %d that %s: its copy of %s is corrupt or was changed. "
+                    "Nothing in place here was replaced" % (piece[1], exc, self.units[target]["source_path"])
+                    if isinstance(exc, BadPiece)
+                    else "%s (interrupted %d times; verified pieces are kept and resume on the next run)" % (exc, tries)
+                )
+                self.needed -= {(target, i) for i in range(self.counts[target])}
+                return
+            self.needed.add(piece)
+        time.sleep(min(2**tries, 10) / 10.0)
+
+    def _fetch(self, source, sender, piece, lane):
+        """Fetch one piece into its place and check its digest; the byte count, or BadPiece / Interrupted."""
+        target, index = piece
+        unit = self.units[target]
+        start, end = piece_span(unit["size"], self.piece_bytes, index)
+        handle = self.files[target]
+        digest = hashlib.sha256()
+        if end > start:
+            path = "/file/" + quote(target, safe="/")
+            headers = source.headers("GET", path)
+            headers["Range"] = "bytes=%d-%d" % (start, end - 1)
+            limit = int(self.options["io_timeout_s"] + (end - start) / PEER_MIN_RATE)
+            watchdog = None
+            try:
+                conn = source.connection()
+                conn.request("GET", path, headers=headers)
+                watchdog = Watchdog(conn.sock, limit)
+                with watchdog:
+                    response = conn.getresponse()
+                    self._check_answer(response, unit, start, end)
+                    offset = start
+                    while offset < end:
+                        buffer = lane.buffer()
+                        want = min(len(buffer), end - offset)
+                        got = 0
+                        while got < want:
+                            count = response.readinto(buffer[got:want])
+                            if not count:
+                                raise Interrupted(
+                                    "%s closed the connection with %d bytes of %s piece %d to go"
+                                    % (sender, end - offset - got, target, index)
+                                )
+                            got += count
+                        digest.update(buffer[:got])
+                        lane.submit(handle, buffer[:got], offset)
+                        self.progress.add(target, got)
+                        self.throttle.consume(got)
+                        offset += got
+                # The piece is on its way to the file in full before anyone may read it from here.
+                lane.wait()
+                self._received(target, end - start)
+            except (OSError, http.client.HTTPException) as exc:
+                source.connection(fresh=True)
+                fired = watchdog is not None and watchdog.fired
+                raise Interrupted(
+                    "%s: %s"
+                    % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
+                )
+            except (BadPiece, Interrupted, StagingError):
+                source.connection(fresh=True)
+                raise
+        if digest.hexdigest() != unit["pieces"][index]:
+            raise BadPiece("hash to sha256 %s, expected %s" % (digest.hexdigest(), unit["pieces"][index]))
+        return end - start
+
+    @staticmethod
+    def _check_answer(response, unit, start, end):
+        if response.status != 206:
+            detail = response.read(300).decode("utf-8", "replace")
+            raise BadPiece("answered HTTP %d for a piece of %s: %s" % (response.status, unit["target"], detail))
+        length = parse_content_length(response.getheader("Content-Length"))
+        wanted = "bytes %d-%d/%d" % (start, end - 1, unit["size"])
+        if length != end - start or response.chunked or response.getheader("Content-Range") != wanted:
+            raise BadPiece(
+                "answered a piece of %s with %r bytes and range %r, asked %s"
+                % (unit["target"], response.getheader("Content-Length"), response.getheader("Content-Range"), wanted)
+            )
+
+    def _received(self, target, count):
+        with self.lock:
+            self.received[target] = self.received.get(target, 0) + count
+
+    def _verified(self, piece):
+        if self.server is not None:
+            self.server.verified(piece)
+
+    def _rename_into_place(self, target):
+        """Every piece verified: the file is the source's, so it takes its final name."""
+        unit = self.units[target]
+        handle = self.files.pop(target)
+        partial = resolve_under(self.root, partial_name(target, self.layout, unit))
+        final = resolve_under(self.root, target)
+        direct = handle.direct_fd is not None
+        handle.close(sync=True, mode=unit["mode"])
+        os.replace(partial, final)
+        _fsync_dir(os.path.dirname(final))
+        if self.server is not None:
+            self.server.located(target, final)
+        seconds = time.monotonic() - self.started[target]
+        plan = self.pending[target]
+        with self.lock:
+            moved = self.received.get(target, 0)
+            self.records.append(
+                {
+                    "target": target,
+                    "action": plan["action"],
+                    "reason": plan["reason"],
+                    "bytes": moved,
+                    "bytes_reused": self.reused.get(target, 0),
+                    "bytes_from_peers": self.from_peers.get(target, 0),
+                    "seconds": round(seconds, 3),
+                    "mb_per_s": round(moved / seconds / 1e6, 1) if seconds > 0 else None,
+                    "sha256": unit["sha256"],
+                    "interruptions": self.interruptions.get(target, 0),
+                    "direct_io": direct,
+                }
+            )

@@ -1,0 +1,286 @@
+"""Peer-assisted staging over loopback: an origin, several destinations that serve each other pieces,
+and peers that lie, break the protocol or die."""
+
+import os
+import shutil
+import socket
+import threading
+
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source, swarm
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import scan_checkpoint
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import stage
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import MIN_PIECE_BYTES
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import fetch_units
+from checkpoint_cases import REVISION, big_shards, blob_name, write_hf_entry
+
+TOKEN = "s" * 32
+PIECE = MIN_PIECE_BYTES
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Origin:
+    """The run's source with pieces listed, on 127.0.0.1, serving until the test ends."""
+
+    def __init__(self, tmp_path, files, clients, upload_mb_s=0):
+        self.path = write_hf_entry(tmp_path / "src", files)
+        self.files = files
+        state = str(tmp_path / "src-state")
+        self.listing, served, _ = staging_source.source_listing(self.path, REVISION, "m", state, piece_bytes=PIECE)
+        self.server = staging_source.bind_server(
+            "127.0.0.1", 0, TOKEN, self.listing, served, clients, os.path.join(state, "pid"), int(upload_mb_s * 1e6)
+        )
+        thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.daemon = True
+        thread.start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def sent(self):
+        return sum(self.server.bytes_by_client.values())
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def origin_files():
+    return big_shards(4, 3)
+
+
+def options(tmp_path, origin, name, peers=(), rank=0, ranks=1, **changes):
+    base = dict(
+        dest=str(tmp_path / name / "models--org--model"),
+        source_url=origin.url,
+        token=TOKEN,
+        client=name,
+        name="m",
+        revision=REVISION,
+        streams=4,
+        verify="full",
+        direct_io=True,
+        bandwidth_limit_bytes_s=0,
+        state_dir=str(tmp_path / (name + "-state")),
+        connect_timeout_s=3,
+        io_timeout_s=5,
+        retries=2,
+        progress_interval_s=1,
+        source_label="origin:/src",
+        peers=list(peers),
+        rank=rank,
+        ranks=ranks,
+        serve_address="127.0.0.1",
+        serve_port=0,
+        upload_limit_bytes_s=0,
+        linger_s=2,
+    )
+    base.update(changes)
+    return base
+
+
+def run_all(jobs):
+    """stage() for every options dict at once; {client: result or the exception it raised}."""
+    results = {}
+
+    def one(opts):
+        try:
+            results[opts["client"]] = stage(opts)
+        except Exception as exc:  # noqa: BLE001 (the test inspects whatever a destination raised)
+            results[opts["client"]] = exc
+
+    threads = [threading.Thread(target=one, args=(opts,)) for opts in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def fleet(tmp_path, origin, names, **changes):
+    ports = {name: free_port() for name in names}
+    peers = [{"name": name, "url": "http://127.0.0.1:%d" % ports[name]} for name in names]
+    return [
+        options(tmp_path, origin, name, peers, rank, len(names), serve_port=ports[name], **changes)
+        for rank, name in enumerate(names)
+    ]
+
+
+def assert_verified(result):
+    assert not isinstance(result, Exception), result
+    assert result["verified"]
+    report, _ = scan_checkpoint(result["dest"], REVISION, "full")
+    assert report["complete"] and report["verified"], report
+
+
+def test_three_destinations_share_pieces_and_the_origin_sends_about_one_copy(tmp_path, origin_files):
+    origin = Origin(tmp_path, origin_files, clients=3, upload_mb_s=40)
+    try:
+        results = run_all(fleet(tmp_path, origin, ["d0", "d1", "d2"]))
+    finally:
+        origin.stop()
+    total = results["d0"]["bytes_total"]
+    for result in results.values():
+        assert_verified(result)
+        assert result["peers_refused"] == {}
+    from_peers = sum(r["bytes_from_peers"] for r in results.values())
+    # Without peers the origin would send three copies; with them, well under two.
+    assert origin.sent() < 1.8 * total, (origin.sent(), total)
+    assert from_peers > 0.9 * total
+    assert origin.sent() + from_peers == 3 * total
+    print({n: (r["bytes_from_peers"], r["transfer_s"], r["peer_serving"]) for n, r in results.items()}, origin.sent())
+
+
+def test_a_second_run_moves_nothing_and_still_serves_whole_files(tmp_path, origin_files):
+    origin = Origin(tmp_path, origin_files, clients=4)
+    try:
+        first = run_all(fleet(tmp_path, origin, ["d0", "d1"]))
+        for result in first.values():
+            assert_verified(result)
+        again = run_all(fleet(tmp_path, origin, ["d0", "d1"]))
+    finally:
+        origin.stop()
+    for result in again.values():
+        assert_verified(result)
+        assert not result["changed"] and result["bytes_transferred"] == 0
+
+
+class Liar:
+    """A peer of the run (it holds the secret) that advertises every piece and serves damaged copies."""
+
+    def __init__(self, tmp_path, origin, damage):
+        self.copy = tmp_path / "liar"
+        shutil.copytree(origin.path, self.copy, symlinks=True)
+        self.server = swarm.PeerServer(("127.0.0.1", 0), TOKEN, origin.listing, 1, 0, 1)
+        for target, unit in fetch_units(origin.listing).items():
+            path = os.path.join(str(self.copy), target)
+            if damage == "bytes" and unit["size"] > PIECE:
+                with open(path, "r+b") as handle:
+                    handle.seek(PIECE + 7)
+                    byte = handle.read(1)
+                    handle.seek(PIECE + 7)
+                    handle.write(bytes([byte[0] ^ 0xFF]))
+            self.server.hold_all(target, path)
+        if damage == "zeros":
+            self.server.send_span = lambda connection, handle, start, end: connection.sendall(b"\0" * (end - start))
+        if damage == "drop":
+
+            def drop(connection, handle, start, end):
+                connection.sendall(b"\0" * ((end - start) // 2))
+                connection.shutdown(socket.SHUT_RDWR)
+                return (end - start) // 2
+
+            self.server.send_span = drop
+        self.server.own_done.set()
+        thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.daemon = True
+        thread.start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("damage", ["bytes", "zeros", "drop"])
+def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(tmp_path, origin_files, damage):
+    origin = Origin(tmp_path, origin_files, clients=1)
+    liar = Liar(tmp_path, origin, damage)
+    try:
+        peers = [{"name": "liar", "url": liar.url}]
+        result = run_all([options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port())])["d0"]
+    finally:
+        origin.stop()
+        liar.stop()
+    assert_verified(result)
+    if damage == "drop":
+        # A dropped exchange is a re-route, not a verdict: the peer may be asked again later.
+        assert result["peers_refused"] == {}
+    else:
+        assert list(result["peers_refused"]) == ["liar"]
+        assert "hash to sha256" in result["peers_refused"]["liar"]
+
+
+def test_a_process_without_the_secret_cannot_advertise_pieces(tmp_path, origin_files):
+    origin = Origin(tmp_path, origin_files, clients=1)
+    stranger = swarm.PeerServer(("127.0.0.1", 0), "x" * 32, origin.listing, 1, 0, 1)
+    for target in fetch_units(origin.listing):
+        stranger.hold_all(target, "/etc/hostname")
+    thread = threading.Thread(target=stranger.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        peer = swarm.PeerSource("http://127.0.0.1:%d" % stranger.server_address[1], TOKEN, "d0", 5)
+        counts = {t: 1 for t in fetch_units(origin.listing)}
+        assert peer.have(counts) is None
+        peers = [{"name": "stranger", "url": peer.url}]
+        result = run_all([options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port())])["d0"]
+    finally:
+        origin.stop()
+        stranger.shutdown()
+        stranger.server_close()
+    assert_verified(result)
+    assert result["bytes_from_peers"] == 0
+
+
+def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(tmp_path, origin_files):
+    origin = Origin(tmp_path, origin_files, clients=2)
+    shard = "model-00001-of-00004.safetensors"
+    payload = origin_files[shard]
+    blob = blob_name(shard, payload)
+    dest = tmp_path / "d0" / "models--org--model" / "blobs"
+    dest.mkdir(parents=True)
+    # Two good pieces, then a damaged one: a killed run's file, with a byte flipped since.
+    leftover = bytearray(payload[: 3 * PIECE])
+    leftover[2 * PIECE + 5] ^= 0xFF
+    (dest / (blob + ".incomplete")).write_bytes(bytes(leftover))
+    try:
+        result = stage(options(tmp_path, origin, "d0"))
+    finally:
+        origin.stop()
+    assert_verified(result)
+    record = [r for r in result["transfers"] if r["target"] == "blobs/" + blob][0]
+    assert record["action"] == "resume"
+    assert record["bytes_reused"] == 2 * PIECE
+    assert record["bytes"] == len(payload) - 2 * PIECE
+
+
+def test_a_destination_that_dies_does_not_hold_the_others(tmp_path, origin_files):
+    origin = Origin(tmp_path, origin_files, clients=3, upload_mb_s=30)
+    jobs = fleet(tmp_path, origin, ["d0", "d1", "ghost"])
+    try:
+        # The ghost is listed as a peer but never comes up: its port refuses every connection.
+        results = run_all(jobs[:2])
+    finally:
+        origin.stop()
+    for name in ("d0", "d1"):
+        assert_verified(results[name])
+        # It waited for nobody: it lingered no longer than the idle time after the last request.
+        assert results[name]["peer_serving"]["lingered_s"] < 10
+
+
+def test_the_source_reads_a_file_again_after_a_same_size_rewrite_with_its_mtime_put_back(tmp_path, origin_files):
+    path = write_hf_entry(tmp_path / "src", origin_files)
+    state = str(tmp_path / "state")
+    shard = "model-00002-of-00004.safetensors"
+    blob = os.path.join(path, "blobs", blob_name(shard, origin_files[shard]))
+
+    def flip():
+        before = os.stat(blob)
+        with open(blob, "r+b") as handle:
+            handle.seek(4096)
+            byte = handle.read(1)
+            handle.seek(4096)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+        os.utime(blob, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []
+    flip()
+    problems = staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"]
+    assert len(problems) == 1 and shard in problems[0] and "hashes to sha256" in problems[0]
+    flip()
+    assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []
