@@ -88,7 +88,8 @@ class LiteLLMClient(RouterClient):
     kind = "litellm"
 
     def seats(self):
-        return adapter.litellm_deployments(self.expect("the deployment listing", "GET", "/v1/model/info")[2])
+        text = self.expect("the deployment listing", "GET", "/v1/model/info")[2]
+        return adapter.scrub(adapter.litellm_deployments(text), self._key)
 
     def register(self, seat, api_base, alias, weight=1):
         body = adapter.litellm_deployment(alias, seat, api_base, weight)
@@ -112,7 +113,7 @@ class LiteLLMClient(RouterClient):
         status, headers, _text = self.expect(
             "a request through %s" % alias, "POST", "/v1/chat/completions", dict(PROBE, model=alias)
         )
-        return dict(adapter.litellm_who_answered(headers), status=status)
+        return adapter.scrub(dict(adapter.litellm_who_answered(headers), status=status), self._key)
 
 
 class SmgClient(RouterClient):
@@ -122,7 +123,7 @@ class SmgClient(RouterClient):
     kind = "smg"
 
     def seats(self):
-        return adapter.smg_workers(self.expect("the worker listing", "GET", "/workers")[2])
+        return adapter.scrub(adapter.smg_workers(self.expect("the worker listing", "GET", "/workers")[2]), self._key)
 
     def register(self, seat, api_base, alias, weight=1):
         status, _headers, text = self.expect(
