@@ -8,11 +8,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
-from conftest import FIXTURES
-
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter
+from conftest import FIXTURES
 
 RECORDED = FIXTURES / "router"
 KEY = "sk-test-admin-key-5f0c2e9a41"
