@@ -138,11 +138,19 @@ def test_canary_share_that_is_not_a_percentage_is_refused(share):
         adapter.canary_weights("old", "new", share)
 
 
-def test_rendered_litellm_config_is_the_one_recorded_to_route_nine_to_one():
-    rendered = adapter.litellm_config(
-        {"production": "lab"}, {"lab": {"seat-a": 9, "seat-b": 1}}, {"seat-a": SEAT_A + "/v1", "seat-b": SEAT_B + "/v1"}
-    )
-    assert rendered == yaml.safe_load((RECORDED / "litellm" / "config-weights.yaml").read_text())
+@pytest.mark.parametrize(
+    "recorded_config, weights",
+    [("config-weights.yaml", {"seat-a": 9, "seat-b": 1}), ("config-after-move.yaml", {"seat-b": 1})],
+)
+def test_rendered_litellm_config_is_the_one_the_proxy_ran(recorded_config, weights):
+    seats = {"seat-a": SEAT_A + "/v1", "seat-b": SEAT_B + "/v1"}
+    rendered = adapter.litellm_config({"production": "lab"}, {"lab": weights}, seats)
+    assert rendered == yaml.safe_load((RECORDED / "litellm" / recorded_config).read_text())
+
+
+def test_litellm_config_refuses_an_alias_without_seats():
+    with pytest.raises(RouterError, match="alias production points at lab, which has no seats"):
+        adapter.litellm_config({"production": "lab"}, {}, {})
 
 
 @pytest.mark.parametrize("version", ["1.82.7", "1.82.8"])
