@@ -105,3 +105,11 @@ class BenchIncomplete(BenchError):
 
 class EvidenceError(SeatwrightError):
     """An evidence folder or part that is unusable; the message names the file."""
+
+
+# ---------------------------------------------------------------- router
+
+
+class RouterError(SeatwrightError):
+    """A router that refused or could not do what seatwright asked; the message names the router,
+    the call, what it answered and what to do. It never holds the router's admin key."""
