@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -131,10 +132,18 @@ def run_once(args, payload, dests, peers, tmp, clean=True):
     """One staging run onto `dests`; {span_s, wall_s, source_share, per-node records}."""
     command, env = playbook(args, payload, dests, peers, tmp, clean=clean)
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True)
+    with subprocess.Popen(
+        command, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:
+            # A stopped benchmark must not leave a staging run going on the fleet behind it.
+            proc.kill()
+            raise
     wall = time.monotonic() - started
     if proc.returncode:
-        sys.exit("staging %s onto %s failed:\n%s" % (payload["name"], dests, proc.stdout[-4000:] + proc.stderr[-2000:]))
+        sys.exit("staging %s onto %s failed:\n%s" % (payload["name"], dests, stdout[-4000:] + stderr[-2000:]))
     nodes = {}
     for node in dests:
         progress = json.loads(on(node, "cat %s/progress-%s.json" % (STATE, payload["name"])))
@@ -173,6 +182,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "fleet"))
     parser.add_argument("--label", default="lab")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))
     if not fleet_up():
         sys.exit("the fleet lab is not up (fleet-1 .. fleet-6): run `make fleet-lab` first")
     counts = [int(c) for c in args.dests.split(",")]
