@@ -20,17 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin"
 
 
-def run(cmd, log):
+def run(cmd, log, extra_env=None):
+    """Runs one step and returns (seconds, stdout); a failed step ends the run with its output."""
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         ANSIBLE_NOCOLOR="1",
         PATH="%s:/usr/bin:%s" % (BIN, os.environ.get("PATH", "")),
+        **(extra_env or {}),
     )
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
     log.write("$ %s\n%s\n%s\n" % (" ".join(cmd), proc.stdout, proc.stderr))
+    log.flush()
     if proc.returncode != 0:
         sys.exit("command failed (%d): %s\n%s" % (proc.returncode, " ".join(cmd), proc.stdout[-3000:]))
     return elapsed, proc.stdout

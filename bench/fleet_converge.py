@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from converge import recap
+from converge import recap, run
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin"
@@ -40,25 +40,6 @@ def children_cpu_s():
     """CPU seconds used so far by this process's finished children (Ansible and its workers)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def run(cmd, log, extra_env=None):
-    """Runs one step and returns (seconds, stdout); a failed step ends the run with its output."""
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        PATH="%s:/usr/bin:%s" % (BIN, os.environ.get("PATH", "")),
-        **(extra_env or {}),
-    )
-    start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    elapsed = time.monotonic() - start
-    log.write("$ %s\n%s\n%s\n" % (" ".join(cmd), proc.stdout, proc.stderr))
-    log.flush()
-    if proc.returncode != 0:
-        sys.exit("command failed (%d): %s\n%s" % (proc.returncode, " ".join(cmd), proc.stdout[-3000:]))
-    return elapsed, proc.stdout
 
 
 def fresh_fleet(log):
