@@ -8,19 +8,22 @@ so no disk sets the pace and the price of hashing shows:
   plain     staging_pull.stage of whole files with hashing taken out (hashers that do nothing,
             every digest accepted): the same HTTP client, streams, buffers, writes and renames
   verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
-            digests (--piece-mb), and every piece is hashed and checked on whichever stream got it
+            digests (--piece-mb), and every piece is hashed and checked on whichever stream got it,
+            with the digest the node picks (BLAKE3 where Python has the blake3 package)
+  verified_sha256  the same with sha256 pieces forced: what a node without blake3 does
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them
 
 All run at the stream count the node derives (weights/staging.py stream_count) and at the other
 counts given, each pull in a fresh process, methods rotated per pass, median of the passes. The
-same run measures the machine's ceilings: sha256 on one core and on all cores (hashlib on
+same run measures the machine's ceilings: sha256 (and BLAKE3) on one core and on all cores (on
 in-memory buffers, one thread per core), and loopback TCP at the chosen stream count.
 
   python3 bench/staging_ram.py --shards 8 --shard-mib 1024 --passes 3 --streams 4,8,16 \
       --out bench/results/staging-ram
 
-Needs python3 only: module_utils is imported through a shim folder (bench/staging/shim.py).
+Needs python3 only: module_utils is imported through a shim folder (bench/staging/shim.py); the
+blake3 package is optional (without it `verified` is sha256 too).
 """
 
 import argparse
@@ -47,20 +50,20 @@ from shim import link_shim  # noqa: E402  (bench/staging/shim.py)
 
 FIELD_GB_S = (9.97, 11.33)
 HASH_BLOCK = 64 * 1024 * 1024
-KINDS = ("plain", "verified", "whole")
+KINDS = ("plain", "verified", "verified_sha256", "whole")
 
 
 def log(text):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), text), flush=True)
 
 
-def sha256_rate(threads, seconds=2.0):
-    """Bytes per second hashed by `threads` threads, each on a buffer of its own (hashlib lets go of the GIL)."""
+def hash_rate(threads, make=hashlib.sha256, seconds=2.0):
+    """Bytes per second hashed by `threads` threads, each on a buffer of its own (both hashers let go of the GIL)."""
     buffers = [os.urandom(HASH_BLOCK) for _ in range(threads)]
     deadline = time.perf_counter() + seconds
 
     def work(buffer):
-        hasher, done = hashlib.sha256(), 0
+        hasher, done = make(), 0
         while time.perf_counter() < deadline:
             hasher.update(buffer)
             done += len(buffer)
@@ -70,6 +73,15 @@ def sha256_rate(threads, seconds=2.0):
     with ThreadPoolExecutor(max_workers=threads) as pool:
         total = sum(pool.map(work, buffers))
     return total / (time.perf_counter() - started)
+
+
+def blake3_module():
+    """The blake3 package, or None where this Python lacks it."""
+    try:
+        import blake3
+    except ImportError:
+        return None
+    return blake3
 
 
 def loopback_rate(streams, total_bytes):
@@ -129,6 +141,7 @@ def pull_once(args):
 
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
+    forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
     result = staging_pull.stage(
@@ -150,6 +163,7 @@ def pull_once(args):
             progress_interval_s=0,
             source_label="bench",
             prune=False,
+            piece_hash=forced,
         )
     )
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -160,6 +174,7 @@ def pull_once(args):
                 "bytes": result["bytes_transferred"],
                 "streams": result["streams"],
                 "pull_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                "piece_hash": result.get("piece_hash"),
             }
         )
     )
@@ -247,11 +262,15 @@ def main(argv=None):
                 text=True,
             ).stdout
         )
-        log("ceilings: sha256 on one core, on all %d" % os.cpu_count())
+        log("ceilings: sha256 and BLAKE3 on one core, on all %d" % os.cpu_count())
         ceilings = {
-            "sha256_one_core_gb_s": round(sha256_rate(1) / 1e9, 3),
-            "sha256_all_cores_gb_s": round(sha256_rate(os.cpu_count()) / 1e9, 3),
+            "sha256_one_core_gb_s": round(hash_rate(1) / 1e9, 3),
+            "sha256_all_cores_gb_s": round(hash_rate(os.cpu_count()) / 1e9, 3),
         }
+        blake3 = blake3_module()
+        if blake3 is not None:
+            ceilings["blake3_one_core_gb_s"] = round(hash_rate(1, blake3.blake3) / 1e9, 3)
+            ceilings["blake3_all_cores_gb_s"] = round(hash_rate(os.cpu_count(), blake3.blake3) / 1e9, 3)
         loop_bytes = min(made["bytes"], 4 << 30)
         for count in counts:
             ceilings["loopback_tcp_%d_streams_gb_s" % count] = round(loopback_rate(count, loop_bytes) / 1e9, 3)
@@ -273,6 +292,7 @@ def main(argv=None):
             servers.append(server)
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["whole"]
+        urls["verified_sha256"] = urls["verified"]
         methods = [(kind, count) for count in counts for kind in KINDS]
         records = []
         for index in range(1, args.passes + 1):
@@ -332,10 +352,13 @@ def main(argv=None):
             row["%s_cpu_s" % kind] = statistics.median(r["pull_cpu_s"] + r["source_cpu_s"] for r in mine)
             row["%s_cores_busy" % kind] = round(row["%s_cpu_s" % kind] / seconds, 1)
         row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
+        row["ratio_sha256"] = round(row["plain_s"] / row["verified_sha256_s"], 3)
         row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
-        # The most verified / plain this machine allows: verified needs plain's CPU plus one sha256 of
-        # every byte at the one-core rate, and has os.cpu_count() cores to spend it on.
-        needed = row["plain_cpu_s"] + made["bytes"] / (ceilings["sha256_one_core_gb_s"] * 1e9)
+        checked = [r["piece_hash"] for r in records if r["method"] == "verified" and r["streams"] == count]
+        row["piece_hash"] = checked[0]
+        # The most verified / plain this machine allows: verified needs plain's CPU plus one hash of
+        # every byte at the one-core rate of the digest it checked, and has os.cpu_count() cores to spend it on.
+        needed = row["plain_cpu_s"] + made["bytes"] / (ceilings["%s_one_core_gb_s" % row["piece_hash"]] * 1e9)
         row["cpu_bound_ratio"] = round(min(1.0, row["plain_s"] / (needed / os.cpu_count())), 3)
         table.append(row)
     figure = next(r for r in table if r["chosen"])
@@ -384,19 +407,23 @@ def markdown(doc):
         "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
         "",
-        "| streams | plain GB/s | verified by %d MiB piece GB/s | verified / plain | whole-file verified GB/s "
+        "| streams | plain GB/s | verified by %d MiB piece GB/s (digest) | verified / plain "
+        "| sha256 pieces GB/s | sha256 pieces / plain | whole-file verified GB/s "
         "| whole / plain | cores busy: plain, verified | CPU bound on verified / plain |" % c["piece_mib"],
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["table"]:
         lines.append(
-            "| %d%s | %.2f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
+            "| %d%s | %.2f | %.2f (%s) | %.3f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
             % (
                 r["streams"],
                 " (derived)" if r["chosen"] else "",
                 r["plain_gb_s"],
                 r["verified_gb_s"],
+                r["piece_hash"],
                 r["ratio"],
+                r["verified_sha256_gb_s"],
+                r["ratio_sha256"],
                 r["whole_gb_s"],
                 r["ratio_whole"],
                 r["plain_cores_busy"],
@@ -412,9 +439,9 @@ def markdown(doc):
         "at %.2f-%.2f GB/s; on loopback the source shares the cores, so these absolute figures are a floor."
         % (doc["chosen_streams"], doc["ratio_at_chosen"], doc["target"], doc["field_gb_s"][0], doc["field_gb_s"][1]),
         "",
-        "CPU bound: verified staging needs the plain pull's CPU (pull and source, measured) plus one sha256 of every "
-        "byte at the measured one-core rate; spread over every core, that allows at most the ratio in the last "
-        "column. Cores busy = CPU seconds of the pull and the source / wall seconds.",
+        "CPU bound: verified staging needs the plain pull's CPU (pull and source, measured) plus one hash of every "
+        "byte at the measured one-core rate of the digest it checked; spread over every core, that allows at most "
+        "the ratio in the last column. Cores busy = CPU seconds of the pull and the source / wall seconds.",
         "",
     ]
     return "\n".join(lines)

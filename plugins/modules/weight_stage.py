@@ -237,6 +237,10 @@ verified: {description: Every file verified and the manifest describes them., re
 bytes_total: {description: Bytes of the checkpoint., returned: success, type: int}
 streams: {description: Files pulled at once (derived from the node unless given)., returned: success, type: int}
 bytes_transferred: {description: Bytes moved over the fabric by this run., returned: success, type: int}
+piece_hash:
+  description: The piece digest checked (C(blake3) where the node's Python has the blake3 package, else C(sha256)).
+  returned: when the source listed pieces and something was pulled
+  type: str
 bytes_reused: {description: Bytes of interrupted transfers that were kept and resumed., returned: success, type: int}
 files_skipped: {description: Files already in place and verified., returned: success, type: int}
 files_fetched: {description: Files transferred from the start., returned: success, type: int}

@@ -3,10 +3,12 @@
 import hashlib
 import os
 
+import blake3
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.seatwright.fleet.plugins.filter.staging_peers import staging_peers
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import checkpoint_scan
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import hash_pieces
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights import pieces
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
@@ -180,19 +182,56 @@ def test_hash_pieces_matches_the_file_and_each_piece(tmp_path):
     digests = hash_pieces(str(path), MIB)
     assert digests["sha256"] == hashlib.sha256(payload).hexdigest()
     assert digests["pieces"] == [hashlib.sha256(payload[i : i + MIB]).hexdigest() for i in range(0, len(payload), MIB)]
+    # BLAKE3 digests of the same pieces come from the same read, where the blake3 package is installed.
+    by_blake3 = [blake3.blake3(payload[i : i + MIB]).hexdigest() for i in range(0, len(payload), MIB)]
+    assert digests["pieces_blake3"] == by_blake3
     (tmp_path / "e").write_bytes(b"")
-    assert hash_pieces(str(tmp_path / "e"), MIB)["pieces"] == [hashlib.sha256(b"").hexdigest()]
+    empty = hash_pieces(str(tmp_path / "e"), MIB)
+    assert empty["pieces"] == [hashlib.sha256(b"").hexdigest()]
+    assert empty["pieces_blake3"] == [blake3.blake3(b"").hexdigest()]
 
 
-def listing_with(pieces_field, piece_bytes=MIB, size=MIB + 1):
+def test_hash_pieces_without_blake3_lists_sha256_pieces_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint_scan, "blake3", None)
+    (tmp_path / "f").write_bytes(os.urandom(MIB + 1))
+    digests = hash_pieces(str(tmp_path / "f"), MIB)
+    assert len(digests["pieces"]) == 2 and "pieces_blake3" not in digests
+    assert checkpoint_scan.piece_hashes_here() == ("sha256",)
+
+
+BOTH = {"t": {"pieces": ["a" * 64], "pieces_blake3": ["b" * 64]}}
+SHA_ONLY = {"t": {"pieces": ["a" * 64], "pieces_blake3": None}}
+MIXED = {"t": BOTH["t"], "u": SHA_ONLY["t"]}
+
+
+@pytest.mark.parametrize(
+    "units, here, forced, expected",
+    [
+        (BOTH, ("blake3", "sha256"), None, "blake3"),
+        (BOTH, ("sha256",), None, "sha256"),
+        (SHA_ONLY, ("blake3", "sha256"), None, "sha256"),
+        # One unit without BLAKE3 digests: one algorithm for the whole run.
+        (MIXED, ("blake3", "sha256"), None, "sha256"),
+        (BOTH, ("blake3", "sha256"), "sha256", "sha256"),
+        (BOTH, ("sha256",), "blake3", None),
+        (SHA_ONLY, ("blake3", "sha256"), "blake3", None),
+        (BOTH, ("blake3", "sha256"), "md5", None),
+    ],
+)
+def test_piece_hash_choice(units, here, forced, expected):
+    assert pieces.piece_hash_choice(units, here, forced) == expected
+
+
+def listing_with(pieces_field, piece_bytes=MIB, size=MIB + 1, blake3_field=None):
     files = {"a": {"size": size, "mode": 0o644, "sha256": "a" * 64, "pieces": pieces_field}}
+    files["a"]["pieces_blake3"] = blake3_field
     return build_listing("m", "folder", None, {}, files, [], piece_bytes)
 
 
 @pytest.mark.parametrize(
     "pieces_field, piece_bytes, fragment",
     [
-        (["b" * 64], MIB, "2 piece digests expected"),
+        (["b" * 64], MIB, "2 sha256 piece digests expected"),
         (["b" * 64, "B" * 64], MIB, "not 64 lowercase hex"),
         (["b" * 64, "b" * 64], 1000, "multiple of 4096"),
         (None, MIB, "piece digests expected"),
@@ -205,6 +244,19 @@ def test_listing_pieces_that_do_not_fit_are_refused(pieces_field, piece_bytes, f
 
 def test_listing_with_pieces_parses():
     assert parse_listing(listing_with(["b" * 64, "c" * 64]), "http://src")["piece_bytes"] == MIB
+    both = parse_listing(listing_with(["b" * 64, "c" * 64], blake3_field=["d" * 64, "e" * 64]), "http://src")
+    assert both["files"][0]["pieces_blake3"] == ["d" * 64, "e" * 64]
+
+
+@pytest.mark.parametrize(
+    "blake3_field, fragment",
+    [(["d" * 64], "2 blake3 piece digests expected"), (["d" * 64, "xyz"], "a blake3 piece digest is not 64")],
+)
+def test_listing_blake3_pieces_that_do_not_fit_are_refused(blake3_field, fragment):
+    listing = listing_with(["b" * 64, "c" * 64])
+    listing["files"][0]["pieces_blake3"] = blake3_field
+    with pytest.raises(StagingError, match=fragment):
+        parse_listing(listing, "http://src")
 
 
 def test_peer_list_and_filter():

@@ -186,23 +186,48 @@ class Liar:
         self.server.server_close()
 
 
+@pytest.mark.parametrize("piece_hash", ["blake3", "sha256", None])
 @pytest.mark.parametrize("damage", ["bytes", "zeros", "drop"])
-def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(tmp_path, origin_files, damage):
+def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(
+    tmp_path, origin_files, damage, piece_hash
+):
     origin = Origin(tmp_path, origin_files, clients=1)
     liar = Liar(tmp_path, origin, damage)
     try:
         peers = [{"name": "liar", "url": liar.url}]
-        result = run_all([options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port())])["d0"]
+        opts = options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port(), piece_hash=piece_hash)
+        result = run_all([opts])["d0"]
     finally:
         origin.stop()
         liar.stop()
     assert_verified(result)
+    # Left to the node, it checks BLAKE3: the source listed both and this Python has the package.
+    assert result["piece_hash"] == (piece_hash or "blake3")
     if damage == "drop":
         # A dropped exchange is a re-route, not a verdict: the peer may be asked again later.
         assert result["peers_refused"] == {}
     else:
         assert list(result["peers_refused"]) == ["liar"]
-        assert "hash to sha256" in result["peers_refused"]["liar"]
+        assert "hash to %s" % result["piece_hash"] in result["peers_refused"]["liar"]
+
+
+def test_a_piece_hash_the_node_cannot_compute_is_refused_before_anything_is_written(
+    tmp_path, origin_files, monkeypatch
+):
+    monkeypatch.setattr(swarm, "piece_hashes_here", lambda: ("sha256",))
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = run_all([options(tmp_path, origin, "d0", piece_hash="blake3")])["d0"]
+        fallback = run_all([options(tmp_path, origin, "d1")])["d1"]
+    finally:
+        origin.stop()
+    assert "piece_hash blake3 cannot be used here: this node computes sha256" in str(result)
+    assert not (tmp_path / "d0" / "models--org--model" / "blobs").exists() or not any(
+        (tmp_path / "d0" / "models--org--model" / "blobs").iterdir()
+    )
+    # The same node left to choose falls back to the sha256 pieces every listing carries.
+    assert_verified(fallback)
+    assert fallback["piece_hash"] == "sha256"
 
 
 def test_a_process_without_the_secret_cannot_advertise_pieces(tmp_path, origin_files):
@@ -227,7 +252,8 @@ def test_a_process_without_the_secret_cannot_advertise_pieces(tmp_path, origin_f
     assert result["bytes_from_peers"] == 0
 
 
-def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(tmp_path, origin_files):
+@pytest.mark.parametrize("piece_hash", ["blake3", "sha256"])
+def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(tmp_path, origin_files, piece_hash):
     origin = Origin(tmp_path, origin_files, clients=2)
     shard = "model-00001-of-00004.safetensors"
     payload = origin_files[shard]
@@ -239,11 +265,12 @@ def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(tmp_pa
     leftover[2 * PIECE + 5] ^= 0xFF
     (dest / (blob + ".incomplete")).write_bytes(bytes(leftover))
     try:
-        result = stage(options(tmp_path, origin, "d0"))
+        result = stage(options(tmp_path, origin, "d0", piece_hash=piece_hash))
     finally:
         origin.stop()
     assert_verified(result)
     record = [r for r in result["transfers"] if r["target"] == "blobs/" + blob][0]
+    assert record["piece_hash"] == piece_hash
     assert record["action"] == "resume"
     assert record["bytes_reused"] == 2 * PIECE
     assert record["bytes"] == len(payload) - 2 * PIECE

@@ -41,6 +41,12 @@ PEER_VIEW_FRESH_S = 3.0
 # Seconds a destination waits for a piece another node is fetching before it asks the origin.
 PEER_WAIT_S = 120.0
 _BITMAP = re.compile(r"^[0-9a-f]*$")
+# Piece digests a listing may carry, in the order a destination prefers them, and the listing field
+# of each. BLAKE3 checks a byte about 3.3 times as fast as sha256 on one core (4.5 against 1.35 GB/s
+# on the lab host's SHA-extension Xeon), which is what verified staging into RAM is bound by; sha256
+# is always listed, for nodes whose Python lacks the blake3 package.
+PIECE_HASHES = ("blake3", "sha256")
+PIECE_FIELDS = {"blake3": "pieces_blake3", "sha256": "pieces"}
 
 
 def piece_size(total_bytes, largest):
@@ -77,14 +83,27 @@ def check_piece_bytes(value):
 
 
 def listing_pieces_problem(entry, piece_bytes):
-    """None when a listing entry's piece digests fit its size, else why not."""
-    pieces = entry.get("pieces")
-    if not isinstance(pieces, list) or len(pieces) != piece_count(entry["size"], piece_bytes):
-        return "%d piece digests expected for %d bytes" % (piece_count(entry["size"], piece_bytes), entry["size"])
-    if not all(is_sha256(p) for p in pieces):
-        return "a piece digest is not 64 lowercase hex characters"
+    """None when a listing entry's piece digests fit its size, else why not (sha256 always, BLAKE3 when listed)."""
+    count = piece_count(entry["size"], piece_bytes)
+    for algo in PIECE_HASHES:
+        pieces = entry.get(PIECE_FIELDS[algo])
+        if pieces is None and algo != "sha256":
+            continue
+        if not isinstance(pieces, list) or len(pieces) != count:
+            return "%d %s piece digests expected for %d bytes" % (count, algo, entry["size"])
+        if not all(is_sha256(p) for p in pieces):
+            return "a %s piece digest is not 64 lowercase hex characters" % algo
     if not is_sha256(entry.get("sha256")):
         return "pieces are listed without the file's sha256"
+    return None
+
+
+def piece_hash_choice(units, can_compute, forced=None):
+    """The piece digest a destination checks: `forced` when given, else the first of PIECE_HASHES
+    that this node can compute and that every unit lists. None when `forced` cannot be used."""
+    for algo in [forced] if forced else PIECE_HASHES:
+        if algo in can_compute and all(unit.get(PIECE_FIELDS.get(algo, "")) for unit in units.values()):
+            return algo
     return None
 
 

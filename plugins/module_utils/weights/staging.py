@@ -41,7 +41,8 @@ def build_listing(name, layout, revision, refs, files, problems, piece_bytes=Non
 
     `files`: {rel: {size, mode, sha256, git_sha1, blob, pieces?}}. `refs` are the cache refs that
     point at the pinned revision, mirrored on destinations so that an offline engine resolves the
-    name. With piece_bytes, each file also lists the sha256 of each piece (weights/pieces.py).
+    name. With piece_bytes, each file also lists the sha256 of each piece, and its BLAKE3 when the
+    source computed it (weights/pieces.py).
     """
     listing = {
         "format": LISTING_FORMAT,
@@ -66,6 +67,8 @@ def build_listing(name, layout, revision, refs, files, problems, piece_bytes=Non
         listing["piece_bytes"] = piece_bytes
         for row in listing["files"]:
             row["pieces"] = files[row["path"]]["pieces"]
+            if files[row["path"]].get("pieces_blake3"):
+                row["pieces_blake3"] = files[row["path"]]["pieces_blake3"]
     return listing
 
 
@@ -226,6 +229,7 @@ def fetch_units(listing):
                 "sha256": entry.get("sha256"),
                 "git_sha1": entry.get("git_sha1"),
                 "pieces": entry.get("pieces"),
+                "pieces_blake3": entry.get("pieces_blake3"),
                 "paths": [],
             },
         )

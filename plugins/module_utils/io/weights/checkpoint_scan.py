@@ -9,6 +9,12 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
+try:
+    # Optional: pieces are checked with BLAKE3 where the node's Python has it (weights/pieces.py says why).
+    import blake3
+except ImportError:
+    blake3 = None
+
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import CheckpointError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import read_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
@@ -32,6 +38,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
     revision_problems,
     summarise_tensors,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import PIECE_FIELDS, PIECE_HASHES
 
 # Large reads let hashlib drop the GIL for long stretches, so hashing threads overlap.
 READ_CHUNK = 8 * 1024 * 1024
@@ -157,33 +164,45 @@ def hash_file(path, want_git_sha1=False):
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
 
 
+def piece_hashes_here():
+    """The piece digests this Python can compute, in PIECE_HASHES order."""
+    return tuple(algo for algo in PIECE_HASHES if algo != "blake3" or blake3 is not None)
+
+
+def piece_hasher(algo):
+    """A fresh hasher for one piece; BLAKE3 on one thread, as each stream hashes its own pieces."""
+    return blake3.blake3() if algo == "blake3" else hashlib.sha256()
+
+
 def hash_pieces(path, piece_bytes, want_git_sha1=False):
-    """hash_file's digests plus `pieces`: the sha256 of each piece_bytes-long piece, in the same read."""
+    """hash_file's digests plus each piece_bytes-long piece's digest in every algorithm of
+    piece_hashes_here() (`pieces` for sha256, `pieces_blake3`), all in the same read."""
     size = os.path.getsize(path)
     hashers = new_hashers(want_git_sha1, size)
-    pieces = []
+    algos = piece_hashes_here()
+    pieces = {algo: [] for algo in algos}
     buf = bytearray(min(READ_CHUNK, piece_bytes))
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as handle:
         while True:
-            piece = hashlib.sha256()
+            piece = {algo: piece_hasher(algo) for algo in algos}
             left = piece_bytes
             while left:
                 count = handle.readinto(view[: min(len(buf), left)])
                 if not count:
                     break
-                for hasher in hashers.values():
+                for hasher in list(hashers.values()) + list(piece.values()):
                     hasher.update(view[:count])
-                piece.update(view[:count])
                 left -= count
-            if left == piece_bytes and pieces:
+            if left == piece_bytes and pieces["sha256"]:
                 break
-            pieces.append(piece.hexdigest())
+            for algo in algos:
+                pieces[algo].append(piece[algo].hexdigest())
             if left:
                 break
         os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     digests = {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
-    digests["pieces"] = pieces
+    digests.update((PIECE_FIELDS[algo], listed) for algo, listed in pieces.items())
     return digests
 
 

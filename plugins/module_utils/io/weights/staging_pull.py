@@ -864,6 +864,7 @@ def _stage(options, source, check_mode, now, started, outcome):
         if listing.get("piece_bytes"):
             records, failures, swarm = _run_pieces(source, listing, units, pending, root, layout, options, outcome)
             result["bytes_from_peers"] = sum(r["bytes_from_peers"] for r in records)
+            result["piece_hash"] = swarm.piece_hash
             result["peers_refused"] = dict(swarm.banned)
         else:
             records, failures = _run_transfers(source, units, pending, root, layout, options)

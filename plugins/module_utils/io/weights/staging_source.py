@@ -28,6 +28,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import (
     hash_many,
+    piece_hashes_here,
     scan_checkpoint,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
@@ -66,7 +67,8 @@ UPLOAD_SLICE_BYTES = 1024 * 1024
 def _hashes_for(path, files, need, state_dir, workers, may_write, piece_bytes=0):
     """Digests ({rel: {sha256, git_sha1?, pieces?}}) of the files in `need`, cached per file identity."""
     # ctime moves with every write and every utime, so a same-size rewrite with its mtime put back still counts.
-    identity = [path, piece_bytes] + [
+    # A source that gains the blake3 package hashes again, so its listing then offers BLAKE3 pieces.
+    identity = [path, piece_bytes, list(piece_hashes_here()) if piece_bytes else []] + [
         [rel, files[rel]["size"], files[rel]["mtime_ns"]] + _inode(files[rel]["abs"]) for rel in sorted(need)
     ]
     key = fingerprint(identity)
@@ -132,6 +134,7 @@ def source_listing(path, revision, name, state_dir, workers=4, may_write=True, p
             "git_sha1": expect.get("git_sha1"),
             "blob": seen["blob"],
             "pieces": digest.get("pieces"),
+            "pieces_blake3": digest.get("pieces_blake3"),
         }
     listing = build_listing(
         name, report["layout"], revision, report.get("refs"), entries, problems, piece_bytes if hashes else None

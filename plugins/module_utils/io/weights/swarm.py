@@ -10,7 +10,6 @@ piece indices the listing already holds, with bytes that must hash to the listin
 """
 
 import errno
-import hashlib
 import http.client
 import json
 import mmap
@@ -21,6 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote, unquote
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BadPiece, Interrupted, StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import (
+    piece_hasher,
+    piece_hashes_here,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import (
     PartialFile,
     Source,
@@ -37,10 +40,12 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    PIECE_FIELDS,
     choose,
     encode_bitmap,
     parse_have,
     piece_count,
+    piece_hash_choice,
     piece_order,
     piece_span,
     walk_order,
@@ -292,6 +297,12 @@ class _Lane:
         self.pool.shutdown(wait=True)
 
 
+def _offered(units):
+    """The piece digests every unit of a listing offers, named for an error message."""
+    offered = [algo for algo, field in sorted(PIECE_FIELDS.items()) if all(u.get(field) for u in units.values())]
+    return ", ".join(offered) or "none"
+
+
 class Swarm:
     """One destination's pieces: who holds what, what is in flight, and the streams that fetch them.
 
@@ -305,6 +316,13 @@ class Swarm:
         self.units, self.pending, self.root, self.layout = units, pending, root, layout
         self.options, self.progress, self.throttle = options, progress, throttle
         self.counts = {target: piece_count(unit["size"], self.piece_bytes) for target, unit in units.items()}
+        self.piece_hash = piece_hash_choice(units, piece_hashes_here(), options.get("piece_hash"))
+        if self.piece_hash is None:
+            raise StagingError(
+                "piece_hash %s cannot be used here: this node computes %s and the listing offers %s"
+                % (options.get("piece_hash"), ", ".join(piece_hashes_here()), _offered(units))
+            )
+        self.expected = {target: unit[PIECE_FIELDS[self.piece_hash]] for target, unit in units.items()}
         self.peers = {
             peer["name"]: PeerSource(peer["url"], options["token"], options["client"], options["io_timeout_s"])
             for peer in options.get("peers") or []
@@ -425,7 +443,7 @@ class Swarm:
             start, end = piece_span(unit["size"], self.piece_bytes, index)
             if end > size or end == start:
                 continue
-            digest = hashlib.sha256()
+            digest = piece_hasher(self.piece_hash)
             offset = start
             while offset < end:
                 count = handle.read_at(buffer[: min(CHUNK_BYTES, end - offset)], offset)
@@ -433,7 +451,7 @@ class Swarm:
                     break
                 digest.update(buffer[:count])
                 offset += count
-            if offset == end and digest.hexdigest() == unit["pieces"][index]:
+            if offset == end and digest.hexdigest() == self.expected[unit["target"]][index]:
                 kept.add(index)
         return kept
 
@@ -544,7 +562,7 @@ class Swarm:
         unit = self.units[target]
         start, end = piece_span(unit["size"], self.piece_bytes, index)
         handle = self.files[target]
-        digest = hashlib.sha256()
+        digest = piece_hasher(self.piece_hash)
         if end > start:
             path = "/file/" + quote(target, safe="/")
             headers = source.headers("GET", path)
@@ -589,8 +607,10 @@ class Swarm:
             except (BadPiece, Interrupted, StagingError):
                 source.connection(fresh=True)
                 raise
-        if digest.hexdigest() != unit["pieces"][index]:
-            raise BadPiece("hash to sha256 %s, expected %s" % (digest.hexdigest(), unit["pieces"][index]))
+        if digest.hexdigest() != self.expected[target][index]:
+            raise BadPiece(
+                "hash to %s %s, expected %s" % (self.piece_hash, digest.hexdigest(), self.expected[target][index])
+            )
         return end - start
 
     @staticmethod
@@ -641,6 +661,7 @@ class Swarm:
                     "seconds": round(seconds, 3),
                     "mb_per_s": round(moved / seconds / 1e6, 1) if seconds > 0 else None,
                     "sha256": unit["sha256"],
+                    "piece_hash": self.piece_hash,
                     "interruptions": self.interruptions.get(target, 0),
                     "direct_io": direct,
                 }
