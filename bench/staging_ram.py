@@ -130,6 +130,10 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
+    if args.hash_threads:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import checkpoint_scan
+
+        checkpoint_scan.PIECE_HASH_THREADS = args.hash_threads
     if args.pull == "plain":
 
         class Nothing:
@@ -207,6 +211,9 @@ def main(argv=None):
     parser.add_argument("--piece-mb", type=int, default=64, help="largest piece the source lists (verified)")
     parser.add_argument(
         "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
+    )
+    parser.add_argument(
+        "--hash-threads", type=int, default=0, help="threads per BLAKE3 piece hash (default: checkpoint_scan.py's)"
     )
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
     parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
@@ -321,6 +328,8 @@ def main(argv=None):
                     str(work / "state"),
                     "--chunk-kib",
                     str(args.chunk_kib),
+                    "--hash-threads",
+                    str(args.hash_threads),
                 ]
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)

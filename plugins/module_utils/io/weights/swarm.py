@@ -259,42 +259,51 @@ class PieceFile:
 
 
 class _Lane:
-    """A stream's two buffers and its write lane: a chunk is written while the next one arrives and hashes.
+    """A stream's two buffers, its write lane and its hash lane: while the next chunk arrives, the
+    last one is written on one thread and hashed on another.
 
-    A write into the page cache or to disk takes as long as a core's sha256 of the chunk; in line,
-    it halves what a stream moves (the whole-file path has the same lane, staging_pull.Writer).
+    In line, a write into the page cache takes about as long as the receive, and the hash adds its
+    own time, so a stream's rate is set by their sum; on lanes it is set by the slowest of the three
+    (the whole-file path has the same write lane, staging_pull.Writer). Each submit waits for the
+    previous chunk, so a piece's chunks are hashed in order.
     """
 
     def __init__(self):
         self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(2)]
         self.turn = 0
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.pending = None
+        self.writes = ThreadPoolExecutor(max_workers=1)
+        self.hashes = ThreadPoolExecutor(max_workers=1)
+        self.pending = ()
 
     def buffer(self):
-        """The buffer to fill next: submit() waited for its last write, so it is free."""
+        """The buffer to fill next: submit() waited for its last write and hash, so it is free."""
         view = self.buffers[self.turn]
         self.turn = 1 - self.turn
         return view
 
-    def submit(self, handle, view, offset):
+    def submit(self, handle, view, offset, digest):
         self.wait()
-        self.pending = self.pool.submit(handle.write_at, view, offset)
+        self.pending = (self.writes.submit(handle.write_at, view, offset), self.hashes.submit(digest.update, view))
 
     def wait(self):
-        pending, self.pending = self.pending, None
-        if pending is not None:
+        pending, self.pending = self.pending, ()
+        for future in pending:
             try:
-                pending.result()
+                future.result()
             except OSError as exc:
                 raise StagingError("write failed here: %s" % exc)
 
-    def close(self):
+    def settle(self):
+        """Wait out the last chunk after a failed piece, so no late write lands over a later fetch of it."""
         try:
             self.wait()
         except StagingError:
             pass
-        self.pool.shutdown(wait=True)
+
+    def close(self):
+        self.settle()
+        self.writes.shutdown(wait=True)
+        self.hashes.shutdown(wait=True)
 
 
 def _offered(units):
@@ -589,8 +598,7 @@ class Swarm:
                                     % (sender, end - offset - got, target, index)
                                 )
                             got += count
-                        digest.update(buffer[:got])
-                        lane.submit(handle, buffer[:got], offset)
+                        lane.submit(handle, buffer[:got], offset, digest)
                         self.progress.add(target, got)
                         self.throttle.consume(got)
                         offset += got
@@ -598,6 +606,7 @@ class Swarm:
                 lane.wait()
                 self._received(target, end - start)
             except (OSError, http.client.HTTPException) as exc:
+                lane.settle()
                 source.connection(fresh=True)
                 fired = watchdog is not None and watchdog.fired
                 raise Interrupted(
@@ -605,6 +614,7 @@ class Swarm:
                     % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
                 )
             except (BadPiece, Interrupted, StagingError):
+                lane.settle()
                 source.connection(fresh=True)
                 raise
         if digest.hexdigest() != self.expected[target][index]:
