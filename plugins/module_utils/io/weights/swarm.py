@@ -75,6 +75,8 @@ PEER_REST_S = 2.0
 # Bytes a stream receives, hashes and writes at a time: every chunk costs a few hand-offs of the
 # interpreter lock, and at 16 streams those, not the cores, bound a smaller chunk (device machine).
 PIECE_CHUNK_BYTES = CHUNK_BYTES
+# Whether a stream's write lane also hashes each chunk, after writing it (staging_ram.py --hash-on-lane).
+HASH_ON_WRITE_LANE = False
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 
@@ -259,37 +261,38 @@ class PieceFile:
 
 
 class _Lane:
-    """A stream's two buffers, its write lane and its hash lane: while the next chunk arrives, the
-    last one is written on one thread and hashed on another.
+    """A stream's two buffers and its write lane: a chunk is written while the next one arrives.
 
-    In line, a write into the page cache takes about as long as the receive, and the hash adds its
-    own time, so a stream's rate is set by their sum; on lanes it is set by the slowest of the three
-    (the whole-file path has the same write lane, staging_pull.Writer). Each submit waits for the
-    previous chunk, so a piece's chunks are hashed in order.
+    A write into the page cache takes about as long as the receive, so in line it would halve what
+    a stream moves (the whole-file path has the same lane, staging_pull.Writer). The chunk's hash
+    runs in line on the stream's thread, or after the write on the lane with HASH_ON_WRITE_LANE; a
+    separate hash thread per stream was slower on the device machine (more threads contending for
+    the interpreter lock). Each submit waits for the previous chunk, so a piece hashes in order.
     """
 
     def __init__(self):
         self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(2)]
         self.turn = 0
-        self.writes = ThreadPoolExecutor(max_workers=1)
-        self.hashes = ThreadPoolExecutor(max_workers=1)
-        self.pending = ()
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending = None
 
     def buffer(self):
-        """The buffer to fill next: submit() waited for its last write and hash, so it is free."""
+        """The buffer to fill next: submit() waited for its last write, so it is free."""
         view = self.buffers[self.turn]
         self.turn = 1 - self.turn
         return view
 
     def submit(self, handle, view, offset, digest):
+        if not HASH_ON_WRITE_LANE:
+            digest.update(view)
         self.wait()
-        self.pending = (self.writes.submit(handle.write_at, view, offset), self.hashes.submit(digest.update, view))
+        self.pending = self.pool.submit(_write_and_hash, handle, view, offset, digest if HASH_ON_WRITE_LANE else None)
 
     def wait(self):
-        pending, self.pending = self.pending, ()
-        for future in pending:
+        pending, self.pending = self.pending, None
+        if pending is not None:
             try:
-                future.result()
+                pending.result()
             except OSError as exc:
                 raise StagingError("write failed here: %s" % exc)
 
@@ -302,8 +305,13 @@ class _Lane:
 
     def close(self):
         self.settle()
-        self.writes.shutdown(wait=True)
-        self.hashes.shutdown(wait=True)
+        self.pool.shutdown(wait=True)
+
+
+def _write_and_hash(handle, view, offset, digest):
+    handle.write_at(view, offset)
+    if digest is not None:
+        digest.update(view)
 
 
 def _offered(units):
