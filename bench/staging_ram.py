@@ -130,14 +130,6 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
-    if args.hash_on_lane:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
-        swarm.HASH_ON_WRITE_LANE = True
-    if args.hash_threads:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import checkpoint_scan
-
-        checkpoint_scan.PIECE_HASH_THREADS = args.hash_threads
     if args.pull == "plain":
 
         class Nothing:
@@ -216,10 +208,6 @@ def main(argv=None):
     parser.add_argument(
         "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
     )
-    parser.add_argument(
-        "--hash-threads", type=int, default=0, help="threads per BLAKE3 piece hash (default: checkpoint_scan.py's)"
-    )
-    parser.add_argument("--hash-on-lane", action="store_true", help="hash each chunk on the write lane (swarm.py)")
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
     parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "staging-ram"))
@@ -333,9 +321,7 @@ def main(argv=None):
                     str(work / "state"),
                     "--chunk-kib",
                     str(args.chunk_kib),
-                    "--hash-threads",
-                    str(args.hash_threads),
-                ] + (["--hash-on-lane"] if args.hash_on_lane else [])
+                ]
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
                 inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)

@@ -164,18 +164,14 @@ def hash_file(path, want_git_sha1=False):
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}
 
 
-# Threads one BLAKE3 piece hash may use: one, as every stream hashes its own pieces at once.
-PIECE_HASH_THREADS = 1
-
-
 def piece_hashes_here():
     """The piece digests this Python can compute, in PIECE_HASHES order."""
     return tuple(algo for algo in PIECE_HASHES if algo != "blake3" or blake3 is not None)
 
 
 def piece_hasher(algo):
-    """A fresh hasher for one piece; BLAKE3 on PIECE_HASH_THREADS threads."""
-    return blake3.blake3(max_threads=PIECE_HASH_THREADS) if algo == "blake3" else hashlib.sha256()
+    """A fresh hasher for one piece; BLAKE3 on one thread (more per stream was slower on the device machine)."""
+    return blake3.blake3() if algo == "blake3" else hashlib.sha256()
 
 
 def hash_pieces(path, piece_bytes, want_git_sha1=False):

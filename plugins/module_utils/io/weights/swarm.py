@@ -75,8 +75,6 @@ PEER_REST_S = 2.0
 # Bytes a stream receives, hashes and writes at a time: every chunk costs a few hand-offs of the
 # interpreter lock, and at 16 streams those, not the cores, bound a smaller chunk (device machine).
 PIECE_CHUNK_BYTES = CHUNK_BYTES
-# Whether a stream's write lane also hashes each chunk, after writing it (staging_ram.py --hash-on-lane).
-HASH_ON_WRITE_LANE = False
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 
@@ -265,9 +263,8 @@ class _Lane:
 
     A write into the page cache takes about as long as the receive, so in line it would halve what
     a stream moves (the whole-file path has the same lane, staging_pull.Writer). The chunk's hash
-    runs in line on the stream's thread, or after the write on the lane with HASH_ON_WRITE_LANE; a
-    separate hash thread per stream was slower on the device machine (more threads contending for
-    the interpreter lock). Each submit waits for the previous chunk, so a piece hashes in order.
+    stays on the stream's thread: hashing on the write lane, or on a hash thread of each stream's
+    own, was slower on the device machine (bench/results/staging-ram/README.md).
     """
 
     def __init__(self):
@@ -283,10 +280,9 @@ class _Lane:
         return view
 
     def submit(self, handle, view, offset, digest):
-        if not HASH_ON_WRITE_LANE:
-            digest.update(view)
+        digest.update(view)
         self.wait()
-        self.pending = self.pool.submit(_write_and_hash, handle, view, offset, digest if HASH_ON_WRITE_LANE else None)
+        self.pending = self.pool.submit(handle.write_at, view, offset)
 
     def wait(self):
         pending, self.pending = self.pending, None
@@ -306,12 +302,6 @@ class _Lane:
     def close(self):
         self.settle()
         self.pool.shutdown(wait=True)
-
-
-def _write_and_hash(handle, view, offset, digest):
-    handle.write_at(view, offset)
-    if digest is not None:
-        digest.update(view)
 
 
 def _offered(units):
