@@ -1,0 +1,180 @@
+"""Moving an alias from its seat to a candidate: the refusal, the steps, the live gates and the
+rollback, as pure decisions (issue 26). The promotion playbook and io/router drive them.
+
+The order is the one a careful operator follows by hand. The candidate is registered first and
+takes no traffic. Then it gets a canary share, is held, and is judged on the answers it gave.
+Then it gets all of the alias, and is held and judged again. Only then is the old seat drained
+(its engine's running gauge at 0) and deregistered. A gate that fails puts back the targets the
+alias had before the first step. A seat is never stopped by a rollout.
+
+The gates are computed with the benchmark's own per-level analysis (bench/analysis.py
+analyse_level) on the requests the candidate answered in the hold, so a live window and a
+benchmark level mean the same thing by "error rate", "TTFT p95" and "visible tok/s".
+"""
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import analyse_level
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.promotion import (
+    PROMOTE,
+    figure,
+    levels_by_concurrency,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.records import mean_in_flight
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import (
+    WEIGHT_TOTAL,
+    canary_weights,
+    check_kind,
+)
+
+# Candidate shares (percent) held and judged before the whole alias moves.
+DEFAULT_CANARY_SHARES = (10,)
+DEFAULT_HOLD_S = 60
+# What a hold must show. min_requests: fewer answers than this cannot be judged, so synthetic load
+# is sent through the alias. min_visible_ratio: the candidate's per-stream visible tok/s p50 against
+# its own benchmark at the nearest level at or above the traffic seen.
+DEFAULT_GATES = {"max_error_rate": 0.0, "ttft_ms_p95": None, "min_visible_ratio": 0.8, "min_requests": 20}
+PASS, FAIL, THIN = "pass", "fail", "too thin to judge"
+
+
+def current_seat(alias, targets):
+    """The one seat `alias` sends everything to now; RouterError when it has none or is split."""
+    live = sorted(seat for seat, weight in (targets or {}).items() if weight > 0)
+    if not live:
+        raise RouterError(
+            "alias %s has no seat behind it: declare its first seat in the inventory's router aliases "
+            "(%s: SEAT), which the router role sets up; a promotion moves an alias that serves" % (alias, alias)
+        )
+    if len(live) > 1:
+        raise RouterError(
+            "alias %s is split between %s: a rollout is unfinished. Finish it, or put the alias back on one "
+            "seat, before another promotion" % (alias, " and ".join(live))
+        )
+    return live[0]
+
+
+def promotion_refusal(promotion, candidate, alias, incumbent):
+    """None when `promotion` (the candidate's latest promotion.json) allows moving `alias` from
+    `incumbent` to `candidate`; otherwise the sentence that says why not and what to do."""
+    if not isinstance(promotion, dict) or not promotion:
+        return "seat %s has no promotion record: run its seat playbook (bring-up, qualify, benchmark, decide) first" % (
+            candidate
+        )
+    if promotion.get("seat") != candidate:
+        return "the promotion record given is seat %s's, not %s's" % (promotion.get("seat"), candidate)
+    if candidate == incumbent:
+        return "alias %s already sends everything to %s: nothing to move" % (alias, candidate)
+    if promotion.get("decision") != PROMOTE:
+        reasons = "; ".join((promotion.get("reasons") or [])[:3]) or "no reason recorded"
+        return "seat %s's latest record says %r, not %r (%s)" % (candidate, promotion.get("decision"), PROMOTE, reasons)
+    compared = sorted(
+        c.get("incumbent") for c in promotion.get("comparisons") or [] if isinstance(c, dict) and c.get("comparable")
+    )
+    if incumbent not in compared:
+        return (
+            "seat %s was judged against %s, but alias %s is served by %s now: declare %s as an incumbent "
+            "(seatwright_fleet_incumbents) and decide again"
+            % (candidate, ", ".join(compared) or "no comparable incumbent", alias, incumbent, incumbent)
+        )
+    return None
+
+
+def rollout_steps(kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARES, hold_s=DEFAULT_HOLD_S):
+    """The ordered steps of one promotion, each {step, action, seat?, targets?, hold_s?, gate?}.
+
+    On smg, which has no weights, a canary is the candidate serving the alias beside the incumbent:
+    its share is one of two workers, whatever `shares` says, and the step says so.
+    """
+    check_kind(kind)
+    shares = _check_shares(shares)
+    if hold_s < 1:
+        raise RouterError("hold of %r s: give 1 s or more, enough answers to judge" % (hold_s,))
+    before = {incumbent: WEIGHT_TOTAL}
+    steps = [{"step": "register", "action": "register", "seat": candidate, "targets": before}]
+    if kind == "smg":
+        shares = (WEIGHT_TOTAL // 2,)
+    for share in shares:
+        step = {
+            "step": "canary %d%%" % share,
+            "action": "set_alias",
+            "targets": canary_weights(incumbent, candidate, share),
+        }
+        if kind == "smg":
+            step["note"] = "smg has no weights: the candidate is one of two workers serving the alias name"
+        steps.append(dict(step, hold_s=hold_s, gate=True))
+    steps.append(
+        {"step": "all", "action": "set_alias", "targets": {candidate: WEIGHT_TOTAL}, "hold_s": hold_s, "gate": True}
+    )
+    steps.append({"step": "drain", "action": "drain", "seat": incumbent})
+    steps.append({"step": "deregister", "action": "deregister", "seat": incumbent})
+    return steps
+
+
+def _check_shares(shares):
+    shares = tuple(shares or ())
+    if any(isinstance(s, bool) or not isinstance(s, int) or not 0 < s < WEIGHT_TOTAL for s in shares):
+        raise RouterError("canary shares %r: give whole percentages between 1 and 99, rising" % (list(shares),))
+    if list(shares) != sorted(set(shares)):
+        raise RouterError("canary shares %r: give each once, rising (like 5,25)" % (list(shares),))
+    return shares
+
+
+def judge_hold(records, duration_s, benchmark_record, gates=None):
+    """A hold's verdict from the requests the candidate answered in it (`records` in the benchmark's
+    request shape). {verdict, reasons, figures}: PASS, FAIL (a gate failed: roll back) or THIN (too
+    few answers: send synthetic load through the alias and judge again)."""
+    gates = dict(DEFAULT_GATES, **(gates or {}))
+    seen = mean_in_flight(records) or 1.0
+    level = analyse_level(max(1, int(round(seen))), 0, records, None, None, duration_s)
+    count = level["requests"]
+    figures = {
+        "requests": count,
+        "failed": level["failed"],
+        "error_rate": level["failed"] / count if count else None,
+        "ttft_ms_p95": level["figures"]["ttft_ms_p95"],
+        "visible_tok_s_p50": level["figures"]["visible_tok_s_p50"],
+        "output_tok_s": level["figures"]["output_tok_s"],
+        "in_flight": round(seen, 2),
+    }
+    if count < gates["min_requests"]:
+        reason = "%d answers in %.0f s, fewer than the %d a verdict needs" % (count, duration_s, gates["min_requests"])
+        return {"verdict": THIN, "reasons": [reason], "figures": figures}
+    reasons = []
+    if figures["error_rate"] > gates["max_error_rate"]:
+        reasons.append(
+            "error rate %.1f %% (%d of %d) over the gate's %.1f %%"
+            % (100 * figures["error_rate"], level["failed"], count, 100 * gates["max_error_rate"])
+        )
+    bound = gates["ttft_ms_p95"]
+    if bound is not None and (figures["ttft_ms_p95"] is None or figures["ttft_ms_p95"] > bound):
+        reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (_text(figures["ttft_ms_p95"]), bound))
+    expected, at = expected_visible(benchmark_record, seen)
+    figures["expected_visible_tok_s_p50"], figures["expected_at_concurrency"] = expected, at
+    if expected is None:
+        reasons.append("the candidate's benchmark has no visible tok/s figure to judge the traffic against")
+    elif figures["visible_tok_s_p50"] is None or figures["visible_tok_s_p50"] < gates["min_visible_ratio"] * expected:
+        reasons.append(
+            "visible tok/s per stream p50 %s, under %.0f %% of the %.1f the benchmark measured at c=%d"
+            % (_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, at)
+        )
+    return {"verdict": FAIL if reasons else PASS, "reasons": reasons or ["every gate held"], "figures": figures}
+
+
+def expected_visible(benchmark_record, in_flight):
+    """(visible tok/s per stream p50, concurrency) from the benchmark level nearest at or above the
+    traffic seen (a busier level expects less per stream, so the gate errs lenient), else the top one."""
+    levels = levels_by_concurrency(benchmark_record or {})
+    measured = sorted(c for c, lv in levels.items() if figure(lv, "visible_tok_s_p50") is not None)
+    if not measured:
+        return None, None
+    at = next((c for c in measured if c >= in_flight), measured[-1])
+    return figure(levels[at], "visible_tok_s_p50"), at
+
+
+def answered_by(answers, seat):
+    """(from the seat, from any other) counts of (seat name or None) answers; None counts as other."""
+    mine = sum(1 for who in answers if who == seat)
+    return mine, len(answers) - mine
+
+
+def _text(value):
+    return "none" if value is None else "%.1f" % value

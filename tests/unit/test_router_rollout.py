@@ -1,0 +1,160 @@
+"""Moving an alias (router/rollout.py): the refusal, the steps on each router, and the live gates
+judged by the benchmark's own analysis on real AIPerf records and a real lab benchmark summary."""
+
+import json
+
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.records import parse_profile_export
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import rollout
+from conftest import FIXTURES
+
+# AIPerf 0.13.0 against the lab's vLLM CPU engine: 16 requests at concurrency 4, none failed.
+RECORDS = parse_profile_export((FIXTURES / "bench" / "aiperf-0.13.0-profile_export-vllm-tiny-c4.jsonl").read_text())
+LAB = {"benchmark": json.loads((FIXTURES / "router" / "lab-benchmark-summary.json").read_text())}
+SPAN_S = (max(r["end_ns"] for r in RECORDS) - min(r["start_ns"] for r in RECORDS)) / 1e9
+
+
+def promoted(**changes):
+    record = {
+        "decision": "promote",
+        "seat": "lab-fast",
+        "reasons": ["beats lab"],
+        "comparisons": [{"incumbent": "lab", "comparable": True}],
+    }
+    record.update(changes)
+    return record
+
+
+@pytest.mark.parametrize(
+    "targets, expected",
+    [({"lab": 100}, "lab"), ({"lab": 100, "old": 0}, "lab")],
+)
+def test_current_seat(targets, expected):
+    assert rollout.current_seat("production", targets) == expected
+
+
+@pytest.mark.parametrize(
+    "targets, fragment",
+    [({}, "has no seat behind it"), ({"lab": 90, "lab-fast": 10}, "split between lab and lab-fast")],
+)
+def test_current_seat_refused(targets, fragment):
+    with pytest.raises(RouterError, match=fragment):
+        rollout.current_seat("production", targets)
+
+
+@pytest.mark.parametrize(
+    "record, candidate, incumbent, fragment",
+    [
+        (None, "lab-fast", "lab", "has no promotion record"),
+        (promoted(seat="other"), "lab-fast", "lab", "seat other's, not lab-fast's"),
+        (promoted(), "lab-fast", "lab-fast", "already sends everything to lab-fast"),
+        (promoted(decision="do not promote", reasons=["loses at c=16"]), "lab-fast", "lab", "loses at c=16"),
+        (promoted(decision="lab result"), "lab-fast", "lab", "says 'lab result'"),
+        # Judged against another seat than the one the alias serves now.
+        (promoted(), "lab-fast", "lab-tp2", "judged against lab, but alias production is served by lab-tp2"),
+        (promoted(comparisons=[{"incumbent": "lab", "comparable": False}]), "lab-fast", "lab", "no comparable"),
+    ],
+)
+def test_promotion_refused(record, candidate, incumbent, fragment):
+    assert fragment in rollout.promotion_refusal(record, candidate, "production", incumbent)
+
+
+def test_promotion_allowed():
+    assert rollout.promotion_refusal(promoted(), "lab-fast", "production", "lab") is None
+
+
+def test_litellm_steps_move_by_weight_and_drain_last():
+    steps = rollout.rollout_steps("litellm", "production", "lab", "lab-fast", shares=(10, 50), hold_s=30)
+    assert [s["step"] for s in steps] == ["register", "canary 10%", "canary 50%", "all", "drain", "deregister"]
+    assert steps[0]["targets"] == {"lab": 100}
+    assert steps[1]["targets"] == {"lab": 90, "lab-fast": 10}
+    assert steps[2]["targets"] == {"lab": 50, "lab-fast": 50}
+    assert steps[3]["targets"] == {"lab-fast": 100}
+    assert [s.get("gate") for s in steps] == [None, True, True, True, None, None]
+    assert steps[4]["seat"] == steps[5]["seat"] == "lab"
+    # Nothing is ever stopped by a rollout.
+    assert {s["action"] for s in steps} == {"register", "set_alias", "drain", "deregister"}
+
+
+def test_smg_steps_have_one_canary_of_one_worker_in_two():
+    steps = rollout.rollout_steps("smg", "production", "lab", "lab-fast", shares=(10,), hold_s=30)
+    assert [s["step"] for s in steps] == ["register", "canary 50%", "all", "drain", "deregister"]
+    assert "no weights" in steps[1]["note"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"shares": (50, 10)}, "rising"),
+        ({"shares": (0,)}, "between 1 and 99"),
+        ({"shares": (100,)}, "between 1 and 99"),
+        ({"shares": (10, 10)}, "each once"),
+        ({"hold_s": 0}, "1 s or more"),
+    ],
+)
+def test_rollout_steps_refuse_bad_settings(kwargs, fragment):
+    with pytest.raises(RouterError, match=fragment):
+        rollout.rollout_steps("litellm", "production", "lab", "lab-fast", **kwargs)
+
+
+def test_rollout_steps_refuse_an_unknown_router():
+    with pytest.raises(RouterError, match="not known"):
+        rollout.rollout_steps("nginx", "production", "lab", "lab-fast")
+
+
+def test_a_clean_hold_passes_against_the_lab_benchmark():
+    verdict = rollout.judge_hold(RECORDS, SPAN_S, LAB, {"min_requests": 10})
+    assert verdict["verdict"] == rollout.PASS, verdict
+    figures = verdict["figures"]
+    assert figures["requests"] == 16 and figures["error_rate"] == 0
+    # 2.3 requests in flight on average: judged against the lab's c=4 level, the nearest at or above.
+    assert figures["expected_at_concurrency"] == 4
+    assert figures["expected_visible_tok_s_p50"] == pytest.approx(19.85, abs=0.01)
+
+
+def test_failed_requests_fail_the_gate():
+    broken = [dict(r, ok=False, error="connection refused") if i % 4 == 0 else r for i, r in enumerate(RECORDS)]
+    verdict = rollout.judge_hold(broken, SPAN_S, LAB, {"min_requests": 10, "min_visible_ratio": 0.5})
+    assert verdict["verdict"] == rollout.FAIL
+    assert any("error rate 25.0 % (4 of 16)" in r for r in verdict["reasons"]), verdict["reasons"]
+
+
+def slowed(records, factor):
+    """The same requests with their decode stretched `factor` times: a candidate streaming slower."""
+    return [dict(r, latency_ms=r["ttfo_ms"] + factor * (r["latency_ms"] - r["ttfo_ms"])) for r in records]
+
+
+@pytest.mark.parametrize(
+    "records, gates, fragment",
+    [
+        (RECORDS, {"ttft_ms_p95": 500.0}, "TTFT p95 624.1 ms over the gate's 500 ms"),
+        # 111 tok/s per stream here; 20 times slower is under 80 % of the lab's 19.8 at c=4.
+        (slowed(RECORDS, 20), {}, "under 80 % of the 19.8 the benchmark measured at c=4"),
+    ],
+)
+def test_slow_answers_fail_the_gate(records, gates, fragment):
+    verdict = rollout.judge_hold(records, SPAN_S, LAB, dict(gates, min_requests=10))
+    assert verdict["verdict"] == rollout.FAIL
+    assert any(fragment in r for r in verdict["reasons"]), verdict["reasons"]
+
+
+def test_a_thin_hold_asks_for_synthetic_load():
+    verdict = rollout.judge_hold(RECORDS[:3], SPAN_S, LAB)
+    assert verdict["verdict"] == rollout.THIN
+    assert "fewer than the 20 a verdict needs" in verdict["reasons"][0]
+
+
+def test_a_candidate_without_a_benchmark_cannot_pass():
+    verdict = rollout.judge_hold(RECORDS, SPAN_S, {}, {"min_requests": 10})
+    assert verdict["verdict"] == rollout.FAIL
+    assert "no visible tok/s figure" in verdict["reasons"][0]
+
+
+@pytest.mark.parametrize("in_flight, level", [(0.5, 1), (1, 1), (2.3, 4), (16, 16), (40, 16)])
+def test_expected_visible_uses_the_nearest_level_at_or_above(in_flight, level):
+    assert rollout.expected_visible(LAB, in_flight)[1] == level
+
+
+def test_answered_by():
+    assert rollout.answered_by(["lab-fast", "lab-fast", None, "lab"], "lab-fast") == (2, 2)
