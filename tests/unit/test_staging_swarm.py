@@ -311,39 +311,3 @@ def test_the_source_reads_a_file_again_after_a_same_size_rewrite_with_its_mtime_
     assert len(problems) == 1 and shard in problems[0] and "hashes to sha256" in problems[0]
     flip()
     assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []
-
-
-def test_pieces_are_hashed_by_the_stream_checkers_not_in_the_pulling_process(tmp_path, origin_files, monkeypatch):
-    calls = []
-    real = swarm.hash_range
-    monkeypatch.setattr(swarm, "hash_range", lambda *a, **k: calls.append(a) or real(*a, **k))
-    origin = Origin(tmp_path, origin_files, clients=1)
-    try:
-        result = stage(options(tmp_path, origin, "d0"))
-    finally:
-        origin.stop()
-    assert_verified(result)
-    assert calls == []
-
-
-@pytest.mark.parametrize("program", ["import sys", "print('not json', flush=True)", "print('[1]', flush=True)"])
-def test_a_checker_that_dies_or_garbles_is_replaced_by_hashing_in_the_stream(
-    tmp_path, origin_files, monkeypatch, program
-):
-    monkeypatch.setattr(swarm, "_CHECKER", program + "\nimport time\ntime.sleep(0.2)\n")
-    origin = Origin(tmp_path, origin_files, clients=1)
-    try:
-        result = stage(options(tmp_path, origin, "d0"))
-    finally:
-        origin.stop()
-    assert_verified(result)
-
-
-def test_a_checker_that_cannot_start_is_replaced_by_hashing_in_the_stream(tmp_path, origin_files, monkeypatch):
-    monkeypatch.setattr(swarm.sys, "executable", str(tmp_path / "no-such-python"))
-    origin = Origin(tmp_path, origin_files, clients=1)
-    try:
-        result = stage(options(tmp_path, origin, "d0"))
-    finally:
-        origin.stop()
-    assert_verified(result)

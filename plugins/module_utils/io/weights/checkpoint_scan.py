@@ -174,25 +174,6 @@ def piece_hasher(algo):
     return blake3.blake3() if algo == "blake3" else hashlib.sha256()
 
 
-def hash_range(path, start, end, algo, chunk_bytes=READ_CHUNK):
-    """The `algo` piece digest of bytes [start, end) of the file at `path`, or None when it is shorter."""
-    digest = piece_hasher(algo)
-    buf = bytearray(min(chunk_bytes, max(1, end - start)))
-    view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        offset = start
-        while offset < end:
-            count = os.preadv(fd, [view[: min(len(buf), end - offset)]], offset)
-            if not count:
-                return None
-            digest.update(view[:count])
-            offset += count
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
-
-
 def hash_pieces(path, piece_bytes, want_git_sha1=False):
     """hash_file's digests plus each piece_bytes-long piece's digest in every algorithm of
     piece_hashes_here() (`pieces` for sha256, `pieces_blake3`), all in the same read."""

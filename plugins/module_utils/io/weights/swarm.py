@@ -14,8 +14,6 @@ import http.client
 import json
 import mmap
 import os
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BadPiece, Interrupted, StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import (
-    hash_range,
+    piece_hasher,
     piece_hashes_here,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import (
@@ -264,8 +262,9 @@ class _Lane:
     """A stream's two buffers and its write lane: a chunk is written while the next one arrives.
 
     A write into the page cache takes about as long as the receive, so in line it would halve what
-    a stream moves (the whole-file path has the same lane, staging_pull.Writer). The piece's hash
-    is its _Checker's.
+    a stream moves (the whole-file path has the same lane, staging_pull.Writer). The chunk's hash
+    stays on the stream's thread: hashing on the write lane, or on a hash thread of each stream's
+    own, was slower on the device machine (bench/results/staging-ram/README.md).
     """
 
     def __init__(self):
@@ -280,7 +279,8 @@ class _Lane:
         self.turn = 1 - self.turn
         return view
 
-    def submit(self, handle, view, offset):
+    def submit(self, handle, view, offset, digest):
+        digest.update(view)
         self.wait()
         self.pending = self.pool.submit(handle.write_at, view, offset)
 
@@ -302,83 +302,6 @@ class _Lane:
     def close(self):
         self.settle()
         self.pool.shutdown(wait=True)
-
-
-# A checker's program: for each request line, the digest of that range of the file, as a JSON line.
-_CHECKER = (
-    "import json, sys\n"
-    "from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import hash_range\n"
-    "for line in sys.stdin:\n"
-    "    ask = json.loads(line)\n"
-    "    print(json.dumps(hash_range(ask['path'], ask['start'], ask['end'], ask['algo'])), flush=True)\n"
-)
-
-
-class _Checker:
-    """A stream's checker: a process of its own that hashes each written piece back from the page cache.
-
-    In the stream's thread the hash ran in turn with the receive, and threads added to hash beside it
-    only waited on the interpreter lock: verified staging stopped at about 10 busy cores of the device
-    machine's 16. In a process it runs beside the receive on an idle core. The piece is offered to
-    peers only after its digest matched. Where the process cannot start or dies, the stream hashes
-    the piece itself (hash_range), so a checker is a speed-up, never a dependency.
-    """
-
-    def __init__(self):
-        # The child imports the same module_utils, from wherever this process found them (an AnsiballZ zip too).
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _CHECKER],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                text=True,
-            )
-        except OSError:
-            self.proc = None
-        self.asked = None
-
-    def ask(self, path, start, end, algo):
-        self.asked = (path, start, end, algo)
-        if self.proc is None:
-            return
-        try:
-            self.proc.stdin.write(json.dumps({"path": path, "start": start, "end": end, "algo": algo}) + "\n")
-            self.proc.stdin.flush()
-        except (OSError, ValueError):
-            self._lost()
-
-    def answer(self):
-        """The digest of the range last asked for (None when the file is shorter than the range)."""
-        path, start, end, algo = self.asked
-        self.asked = None
-        if self.proc is not None:
-            line = self.proc.stdout.readline()
-            try:
-                digest = json.loads(line)
-            except ValueError:
-                self._lost()
-            else:
-                if digest is None or isinstance(digest, str):
-                    return digest
-                self._lost()
-        return hash_range(path, start, end, algo)
-
-    def _lost(self):
-        self.close()
-        self.proc = None
-
-    def close(self):
-        if self.proc is None:
-            return
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _offered(units):
@@ -413,7 +336,7 @@ class Swarm:
             if peer["name"] != options["client"]
         }
         self.lock = threading.Lock()
-        self.needed, self.local, self.left, self.files, self.paths = set(), {}, {}, {}, {}
+        self.needed, self.local, self.left, self.files = set(), {}, {}, {}
         self.views = {name: None for name in self.peers}
         self.rested, self.banned, self.waiting_since = {}, {}, {}
         self.failures, self.records = {}, []
@@ -501,11 +424,10 @@ class Swarm:
             resume = self.pending[target]["action"] == "resume"
             handle = PieceFile(partial, self.options["direct_io"], resume)
             self.files[target] = handle
-            self.paths[target] = partial
             self.started[target] = time.monotonic()
             if self.server is not None:
                 self.server.located(target, partial)
-            kept = self._kept_pieces(unit, partial, handle.size()) if resume else set()
+            kept = self._kept_pieces(unit, handle) if resume else set()
             self.reused[target] = sum(
                 piece_span(unit["size"], self.piece_bytes, i)[1] - piece_span(unit["size"], self.piece_bytes, i)[0]
                 for i in kept
@@ -519,16 +441,24 @@ class Swarm:
             if not self.left[target]:
                 self._complete(target)
 
-    def _kept_pieces(self, unit, path, size):
+    def _kept_pieces(self, unit, handle):
         """Pieces an interrupted run left that still hash to the listing: only they are kept."""
+        size = handle.size()
         kept = set()
+        buffer = memoryview(mmap.mmap(-1, CHUNK_BYTES))
         for index in range(self.counts[unit["target"]]):
             start, end = piece_span(unit["size"], self.piece_bytes, index)
-            if (
-                end <= size
-                and end > start
-                and hash_range(path, start, end, self.piece_hash) == self.expected[unit["target"]][index]
-            ):
+            if end > size or end == start:
+                continue
+            digest = piece_hasher(self.piece_hash)
+            offset = start
+            while offset < end:
+                count = handle.read_at(buffer[: min(CHUNK_BYTES, end - offset)], offset)
+                if not count:
+                    break
+                digest.update(buffer[:count])
+                offset += count
+            if offset == end and digest.hexdigest() == self.expected[unit["target"]][index]:
                 kept.add(index)
         return kept
 
@@ -546,72 +476,47 @@ class Swarm:
             self.polling.wait(POLL_S)
 
     def _stream(self):
-        lane, checker = _Lane(), _Checker()
+        lane = _Lane()
         try:
-            self._stream_on(lane, checker)
+            self._stream_on(lane)
         finally:
             lane.close()
-            checker.close()
 
-    def _stream_on(self, lane, checker):
-        # The piece this stream's checker is hashing while the next one arrives: (piece, sender, bytes).
-        asked = None
+    def _stream_on(self, lane):
         while True:
             with self.lock:
                 decision = choose(
                     self.order, self.needed, self.local, self.views, self.banned, time.monotonic(), self.waiting_since
                 )
-                piece = None
-                if decision[0] in ("origin", "peer"):
+                if decision[0] == "done":
+                    return
+                if decision[0] == "wait":
+                    piece = None
+                else:
                     piece = decision[-1]
                     sender = decision[1] if decision[0] == "peer" else ORIGIN
                     self.local[piece] = sender
                     self.needed.discard(piece)
             if piece is None:
-                # Settle the piece in the checker first: if it fails, it is needed again and this stream fetches it.
-                if asked is not None:
-                    self._settle(asked, checker)
-                    asked = None
-                elif decision[0] == "done":
-                    return
-                else:
-                    time.sleep(WAIT_S)
+                time.sleep(WAIT_S)
                 continue
             if self.server is not None:
                 self.server.fetching_piece(piece, True)
-            fetched = self._fetch_one(piece, sender, lane)
-            if asked is not None:
-                self._settle(asked, checker)
-                asked = None
-            if fetched is not None:
-                start, end = piece_span(self.units[piece[0]]["size"], self.piece_bytes, piece[1])
-                checker.ask(self.paths[piece[0]], start, end, self.piece_hash)
-                asked = fetched
+            self._fetch_one(piece, sender, lane)
 
     def _fetch_one(self, piece, sender, lane):
-        """Receive and write one piece: (piece, sender, bytes) for its check, or None when it failed."""
-        target = piece[0]
+        target, index = piece
         source = self.origin if sender == ORIGIN else self.peers[sender]
         try:
             count = self._fetch(source, sender, piece, lane)
         except (BadPiece, Interrupted) as exc:
             self._failed(piece, sender, exc)
-            return None
+            return
         except StagingError as exc:
             with self.lock:
                 self.local.pop(piece, None)
                 self.failures[target] = str(exc)
                 self.needed -= {(target, i) for i in range(self.counts[target])}
-            return None
-        return piece, sender, count
-
-    def _settle(self, asked, checker):
-        """The checker's verdict on a piece: verified and offered to peers, or failed and needed again."""
-        piece, sender, count = asked
-        target, index = piece
-        digest, expected = checker.answer(), self.expected[target][index]
-        if digest != expected:
-            self._failed(piece, sender, BadPiece("hash to %s %s, expected %s" % (self.piece_hash, digest, expected)))
             return
         with self.lock:
             self.local.pop(piece, None)
@@ -659,11 +564,12 @@ class Swarm:
         time.sleep(min(2**tries, 10) / 10.0)
 
     def _fetch(self, source, sender, piece, lane):
-        """Fetch one piece into its place (its checker hashes it); the byte count, or BadPiece / Interrupted."""
+        """Fetch one piece into its place and check its digest; the byte count, or BadPiece / Interrupted."""
         target, index = piece
         unit = self.units[target]
         start, end = piece_span(unit["size"], self.piece_bytes, index)
         handle = self.files[target]
+        digest = piece_hasher(self.piece_hash)
         if end > start:
             path = "/file/" + quote(target, safe="/")
             headers = source.headers("GET", path)
@@ -690,7 +596,7 @@ class Swarm:
                                     % (sender, end - offset - got, target, index)
                                 )
                             got += count
-                        lane.submit(handle, buffer[:got], offset)
+                        lane.submit(handle, buffer[:got], offset, digest)
                         self.progress.add(target, got)
                         self.throttle.consume(got)
                         offset += got
@@ -709,6 +615,10 @@ class Swarm:
                 lane.settle()
                 source.connection(fresh=True)
                 raise
+        if digest.hexdigest() != self.expected[target][index]:
+            raise BadPiece(
+                "hash to %s %s, expected %s" % (self.piece_hash, digest.hexdigest(), self.expected[target][index])
+            )
         return end - start
 
     @staticmethod
