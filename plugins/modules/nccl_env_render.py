@@ -14,6 +14,8 @@ description:
     crosses the CPU. Without RDMA, C(NCCL_IB_DISABLE=1). When ACS redirects peer traffic,
     C(NCCL_P2P_DISABLE=1) is the fallback.
   - Decides only; writing the files is the caller's (roles/nccl_env). Changes nothing.
+  - Runs on the controller, in the action plugin of the same name; the decision reads nothing on
+    the node, so a converge spends no module run per node on it.
 options:
   host:
     description: Inventory name of the node, used in messages.
@@ -104,22 +106,22 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env_files
 
+# The action plugin of the same name validates with this spec too (one home).
+ARGUMENT_SPEC = {
+    "host": {"type": "str", "required": True},
+    "fabric": {"type": "dict", "required": True},
+    "socket_ifname": {"type": "str", "required": True},
+    "rdma_devices": {"type": "list", "elements": "str", "default": []},
+    "ib_dscp": {"type": "int"},
+    "gdr_level": {"type": "str", "choices": ["auto", "LOC", "PIX", "PXB", "PHB", "SYS"], "default": "auto"},
+    "p2p_disable": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
+    "gid_index": {"type": "int"},
+    "rdma_mitigation": {"type": "str", "choices": ["none", "dmabuf-off", "lower-gdr-level"], "default": "none"},
+}
+
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "host": {"type": "str", "required": True},
-            "fabric": {"type": "dict", "required": True},
-            "socket_ifname": {"type": "str", "required": True},
-            "rdma_devices": {"type": "list", "elements": "str", "default": []},
-            "ib_dscp": {"type": "int"},
-            "gdr_level": {"type": "str", "choices": ["auto", "LOC", "PIX", "PXB", "PHB", "SYS"], "default": "auto"},
-            "p2p_disable": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
-            "gid_index": {"type": "int"},
-            "rdma_mitigation": {"type": "str", "choices": ["none", "dmabuf-off", "lower-gdr-level"], "default": "none"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         files = node_env_files(**module.params)
     except SeatwrightError as exc:

@@ -2,11 +2,16 @@
 
 import json
 import sys
+from unittest.mock import MagicMock
 
 import nccl_bandwidth
 import nccl_env_render
 import pytest
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.testing import patch_module_args
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible_collections.seatwright.fleet.plugins.action.nccl_env_render import ActionModule as NcclEnvRenderAction
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import (
     bus_bandwidth,
@@ -347,3 +352,45 @@ def test_torch_worker_is_a_real_file_that_parses_its_arguments():
     assert allreduce_worker.__file__.endswith("allreduce_worker.py")
     args = allreduce_worker.parse_args(["--port", "29500", "--sizes", "1024", "4096"])
     assert (args.nranks, args.port, args.sizes, args.iters) == (0, 29500, [1024, 4096], 20)
+
+
+def run_action(args):
+    """The controller-side nccl_env_render (plugins/action), through ActionBase as a task runs it."""
+    task = Task()
+    task.action = "seatwright.fleet.nccl_env_render"
+    task.args = args
+    action = NcclEnvRenderAction(task, MagicMock(), PlayContext(), loader=None, templar=None, shared_loader_obj=None)
+    return action.run(task_vars={})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"host": "node-a", "fabric": roce_fabric(), "socket_ifname": "enp65s0f0np0", "rdma_devices": ["mlx5_0"]},
+        {"host": "node-a", "fabric": roce_fabric(), "socket_ifname": "eth0", "ib_dscp": 26, "gdr_level": "SYS"},
+        {"host": "fleet-1", "fabric": {}, "socket_ifname": "eth0"},
+    ],
+    ids=["roce", "dscp-and-gdr", "no-rdma"],
+)
+def test_env_action_decides_what_the_module_does(capsys, args):
+    """The role runs the decision on the controller (issue 25); it must be the module's decision."""
+    module_result = run_module(nccl_env_render, capsys, args)
+    module_result.pop("invocation", None)
+    assert run_action(args) == module_result
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            {"host": "node-b", "fabric": roce_fabric(), "socket_ifname": "x", "rdma_devices": ["mlx5_9"]},
+            "mlx5_9 not found",
+        ),
+        ({"host": "node-b", "fabric": {}, "socket_ifname": "x", "gdr_level": "FAR"}, "gdr_level"),
+        ({"host": "node-b", "fabric": {}}, "socket_ifname"),
+    ],
+    ids=["missing-device", "bad-choice", "missing-argument"],
+)
+def test_env_action_refuses_with_the_reason(args, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        run_action(args)
