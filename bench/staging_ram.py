@@ -75,6 +75,49 @@ def hash_rate(threads, make=hashlib.sha256, seconds=2.0):
     return total / (time.perf_counter() - started)
 
 
+def make_checkpoint(out, shards, shard_mib):
+    """Write a synthetic checkpoint with bench/staging/make_checkpoint.py; its summary (path, revision, bytes)."""
+    command = [sys.executable, str(ROOT / "bench" / "staging" / "make_checkpoint.py"), "--out", str(out)]
+    command += ["--shards", str(shards), "--shard-mib", str(shard_mib)]
+    return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+
+
+def serve_source(staging_source, made, work, kind, secret, piece_bytes):
+    """(server, listing): the project's weight source for `made` on 127.0.0.1, serving in a thread."""
+    listing, served, _ = staging_source.source_listing(
+        made["path"], made["revision"], "ram", str(work / "state-src"), os.cpu_count(), True, piece_bytes
+    )
+    server = staging_source.bind_server("127.0.0.1", 0, secret, listing, served, 10**6, str(work / ("pid-" + kind)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, listing
+
+
+def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0):
+    """The argv of one pull in a fresh process (this script's --pull mode), reading the token in `work`."""
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--pull",
+        kind,
+        "--pull-streams",
+        str(streams),
+        "--shim",
+        str(shim),
+        "--url",
+        url,
+        "--token-file",
+        str(work / "token"),
+        "--dest",
+        str(dest / "models--seatwright--synthetic"),
+        "--revision",
+        revision,
+        "--state",
+        str(state),
+        "--chunk-kib",
+        str(chunk_kib),
+    ]
+
+
 def blake3_module():
     """The blake3 package, or None where this Python lacks it."""
     try:
@@ -245,23 +288,7 @@ def main(argv=None):
     )
     try:
         log("writing %d x %d MiB shards into %s" % (args.shards, args.shard_mib, work / "src"))
-        made = json.loads(
-            subprocess.run(
-                [
-                    sys.executable,
-                    str(ROOT / "bench" / "staging" / "make_checkpoint.py"),
-                    "--out",
-                    str(work / "src"),
-                    "--shards",
-                    str(args.shards),
-                    "--shard-mib",
-                    str(args.shard_mib),
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )
+        made = make_checkpoint(work / "src", args.shards, args.shard_mib)
         log("ceilings: sha256 and BLAKE3 on one core, on all %d" % os.cpu_count())
         ceilings = {
             "sha256_one_core_gb_s": round(hash_rate(1) / 1e9, 3),
@@ -280,15 +307,9 @@ def main(argv=None):
         log("source: listings of whole files and of %d MiB pieces (hashing the source shards once)" % args.piece_mb)
         urls, servers = {}, []
         for kind, piece_bytes in (("whole", 0), ("verified", args.piece_mb << 20)):
-            listing, served, _ = staging_source.source_listing(
-                made["path"], made["revision"], "ram", str(work / "state-src"), os.cpu_count(), True, piece_bytes
-            )
+            server, listing = serve_source(staging_source, made, work, kind, secret, piece_bytes)
             if piece_bytes:
                 listed_piece_mib = listing["piece_bytes"] >> 20
-            server = staging_source.bind_server(
-                "127.0.0.1", 0, secret, listing, served, 10**6, str(work / ("pid-" + kind))
-            )
-            threading.Thread(target=server.serve_forever, daemon=True).start()
             servers.append(server)
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["whole"]
@@ -300,28 +321,9 @@ def main(argv=None):
             for kind, count in methods[shift:] + methods[:shift]:
                 dest = work / "dst"
                 shutil.rmtree(str(dest), ignore_errors=True)
-                command = [
-                    sys.executable,
-                    str(Path(__file__).resolve()),
-                    "--pull",
-                    kind,
-                    "--pull-streams",
-                    str(count),
-                    "--shim",
-                    str(shim),
-                    "--url",
-                    urls[kind],
-                    "--token-file",
-                    str(work / "token"),
-                    "--dest",
-                    str(dest / "models--seatwright--synthetic"),
-                    "--revision",
-                    made["revision"],
-                    "--state",
-                    str(work / "state"),
-                    "--chunk-kib",
-                    str(args.chunk_kib),
-                ]
+                command = pull_command(
+                    kind, count, shim, urls[kind], work, dest, made["revision"], work / "state", args.chunk_kib
+                )
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
                 inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)

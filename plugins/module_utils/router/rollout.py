@@ -19,6 +19,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.promotion i
     levels_by_concurrency,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.records import mean_in_flight
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import (
     WEIGHT_TOTAL,
@@ -146,7 +147,7 @@ def judge_hold(records, duration_s, benchmark_record, gates=None):
         )
     bound = gates["ttft_ms_p95"]
     if bound is not None and (figures["ttft_ms_p95"] is None or figures["ttft_ms_p95"] > bound):
-        reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (_text(figures["ttft_ms_p95"]), bound))
+        reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (figure_text(figures["ttft_ms_p95"]), bound))
     expected, at = expected_visible(benchmark_record, seen)
     figures["expected_visible_tok_s_p50"], figures["expected_at_concurrency"] = expected, at
     if expected is None:
@@ -154,7 +155,7 @@ def judge_hold(records, duration_s, benchmark_record, gates=None):
     elif figures["visible_tok_s_p50"] is None or figures["visible_tok_s_p50"] < gates["min_visible_ratio"] * expected:
         reasons.append(
             "visible tok/s per stream p50 %s, under %.0f %% of the %.1f the benchmark measured at c=%d"
-            % (_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, at)
+            % (figure_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, at)
         )
     return {"verdict": FAIL if reasons else PASS, "reasons": reasons or ["every gate held"], "figures": figures}
 
@@ -174,7 +175,3 @@ def answered_by(answers, seat):
     """(from the seat, from any other) counts of (seat name or None) answers; None counts as other."""
     mine = sum(1 for who in answers if who == seat)
     return mine, len(answers) - mine
-
-
-def _text(value):
-    return "none" if value is None else "%.1f" % value

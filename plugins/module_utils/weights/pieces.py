@@ -98,11 +98,17 @@ def listing_pieces_problem(entry, piece_bytes):
     return None
 
 
+def piece_hashes_offered(units):
+    """The piece digests (PIECE_HASHES order) that every unit of a listing lists."""
+    return tuple(algo for algo in PIECE_HASHES if all(unit.get(PIECE_FIELDS[algo]) for unit in units.values()))
+
+
 def piece_hash_choice(units, can_compute, forced=None):
     """The piece digest a destination checks: `forced` when given, else the first of PIECE_HASHES
     that this node can compute and that every unit lists. None when `forced` cannot be used."""
+    offered = piece_hashes_offered(units)
     for algo in [forced] if forced else PIECE_HASHES:
-        if algo in can_compute and all(unit.get(PIECE_FIELDS.get(algo, "")) for unit in units.values()):
+        if algo in can_compute and algo in offered:
             return algo
     return None
 

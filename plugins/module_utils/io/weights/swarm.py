@@ -46,6 +46,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces im
     parse_have,
     piece_count,
     piece_hash_choice,
+    piece_hashes_offered,
     piece_order,
     piece_span,
     walk_order,
@@ -263,8 +264,8 @@ class _Lane:
 
     A write into the page cache takes about as long as the receive, so in line it would halve what
     a stream moves (the whole-file path has the same lane, staging_pull.Writer). The chunk's hash
-    stays on the stream's thread: hashing on the write lane, or on a hash thread of each stream's
-    own, was slower on the device machine (bench/results/staging-ram/README.md).
+    stays on the stream's thread: on this lane, or on a thread or process of its own, it was slower
+    on the device machine (bench/results/staging-ram/README.md).
     """
 
     def __init__(self):
@@ -279,8 +280,7 @@ class _Lane:
         self.turn = 1 - self.turn
         return view
 
-    def submit(self, handle, view, offset, digest):
-        digest.update(view)
+    def submit(self, handle, view, offset):
         self.wait()
         self.pending = self.pool.submit(handle.write_at, view, offset)
 
@@ -304,12 +304,6 @@ class _Lane:
         self.pool.shutdown(wait=True)
 
 
-def _offered(units):
-    """The piece digests every unit of a listing offers, named for an error message."""
-    offered = [algo for algo, field in sorted(PIECE_FIELDS.items()) if all(u.get(field) for u in units.values())]
-    return ", ".join(offered) or "none"
-
-
 class Swarm:
     """One destination's pieces: who holds what, what is in flight, and the streams that fetch them.
 
@@ -327,7 +321,11 @@ class Swarm:
         if self.piece_hash is None:
             raise StagingError(
                 "piece_hash %s cannot be used here: this node computes %s and the listing offers %s"
-                % (options.get("piece_hash"), ", ".join(piece_hashes_here()), _offered(units))
+                % (
+                    options.get("piece_hash"),
+                    ", ".join(piece_hashes_here()),
+                    ", ".join(piece_hashes_offered(units)) or "none",
+                )
             )
         self.expected = {target: unit[PIECE_FIELDS[self.piece_hash]] for target, unit in units.items()}
         self.peers = {
@@ -596,7 +594,8 @@ class Swarm:
                                     % (sender, end - offset - got, target, index)
                                 )
                             got += count
-                        lane.submit(handle, buffer[:got], offset, digest)
+                        digest.update(buffer[:got])
+                        lane.submit(handle, buffer[:got], offset)
                         self.progress.add(target, got)
                         self.throttle.consume(got)
                         offset += got
