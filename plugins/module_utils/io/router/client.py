@@ -66,6 +66,10 @@ class RouterClient:
         """Stop new traffic to the seat at the router, then wait for its engine's running gauge to
         read 0; returns {"seat", "running", "waited_s"}."""
         self.stop_traffic(seat)
+        return self.wait_idle(seat, metrics_url, timeout_s, poll_s)
+
+    def wait_idle(self, seat, metrics_url, timeout_s=120.0, poll_s=1.0):
+        """Wait for a seat that gets no new traffic to finish its running requests (gauge at 0)."""
         started = time.monotonic()
         while True:
             page = get_text(metrics_url, timeout_s=min(10.0, timeout_s))

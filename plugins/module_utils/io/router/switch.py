@@ -1,0 +1,393 @@
+"""The router on its node (stdlib only): start it, move an alias, read an alias, take a seat out.
+
+LiteLLM runs as two colours behind nginx (router/deploy.py says why); a move renders the idle
+colour's config, restarts it, waits for its health and for the alias's targets in its own
+/v1/model/info, points nginx's upstream at it and reloads nginx (graceful: old workers finish their
+requests). The serving colour stays up as the rollback target. smg's workers change at runtime.
+
+Processes run under systemd where it is PID 1, else (the lab's containers) under a pid file, both
+from the same spec (deploy.service_specs). The admin key is read from the 0600 env file on the node.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import services
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    read_json,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy
+
+POLL_S = 0.5
+
+
+def systemd_running():
+    """sd_booted(): systemd is PID 1 when this folder exists."""
+    return os.path.isdir("/run/systemd/system")
+
+
+def read_key(lay):
+    try:
+        with open(lay["env_file"]) as handle:
+            key = deploy.key_from_env_text(lay["kind"], handle.read())
+    except OSError as exc:
+        raise RouterError(
+            "cannot read the router's env file %s: %s (run the router role first)" % (lay["env_file"], exc)
+        )
+    if key is None:
+        raise RouterError(
+            "%s holds no %s: run the router role with router_admin_key" % (lay["env_file"], lay["key_env"])
+        )
+    return key
+
+
+def read_config(path):
+    """The serving colour's config as seatwright wrote it (JSON, which LiteLLM reads as YAML)."""
+    try:
+        return json.loads(read_text(path) or "")
+    except ValueError:
+        raise RouterError("%s is not the JSON config seatwright writes: run the router role again" % path)
+
+
+def read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+class Systemd:
+    """Units written by the role, started and restarted by systemctl."""
+
+    def running(self, spec):
+        rc, out, _err = services.systemctl("is-active", spec["unit"])
+        return rc == 0 and out.strip() == "active"
+
+    def start(self, spec):
+        self._ok(services.systemctl("enable", "--now", spec["unit"]), spec, "start")
+
+    def restart(self, spec):
+        self._ok(services.systemctl("restart", spec["unit"]), spec, "restart")
+
+    def _ok(self, result, spec, what):
+        rc, out, err = result
+        if rc != 0:
+            raise RouterError("systemctl could not %s %s: %s" % (what, spec["unit"], (err or out).strip()[-300:]))
+
+
+class Processes:
+    """Where systemd is not PID 1 (the lab's containers): the spec's argv detached, with the env
+    file read into its environment (never its argv), its pid in a file under the router's state."""
+
+    def __init__(self, run_dir):
+        self.run_dir = run_dir
+
+    def _pidfile(self, spec):
+        return os.path.join(self.run_dir, spec["unit"] + ".pid")
+
+    def _pid(self, spec):
+        text = read_text(self._pidfile(spec))
+        if not text or not text.strip().isdigit():
+            return None
+        pid = int(text.strip())
+        stat = read_text("/proc/%d/stat" % pid) or ""
+        cmdline = (read_text("/proc/%d/cmdline" % pid) or "").split("\0")
+        # A reused pid or a zombie is not the router.
+        alive = stat and stat.rsplit(")", 1)[-1].split()[0] != "Z"
+        return pid if alive and spec["match"] in cmdline else None
+
+    def running(self, spec):
+        return self._pid(spec) is not None
+
+    def start(self, spec):
+        if not self.running(spec):
+            self._spawn(spec)
+
+    def restart(self, spec):
+        pid = self._pid(spec)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while self._pid(spec) == pid and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if self._pid(spec) == pid:
+                os.kill(pid, signal.SIGKILL)
+        self._spawn(spec)
+
+    def _spawn(self, spec):
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.run_dir, "LANG": "C.UTF-8"}
+        env.update(spec["environment"])
+        for line in (read_text(spec["env_file"]) or "").splitlines():
+            name, sep, value = line.partition("=")
+            if sep and not name.startswith("#"):
+                env[name.strip()] = value.strip()
+        os.makedirs(os.path.dirname(spec["log"]), exist_ok=True)
+        os.makedirs(self.run_dir, exist_ok=True)
+        user = spec["user"] if spec["user"] and os.geteuid() == 0 and spec["user"] != "root" else None
+        with open(spec["log"], "ab") as log:
+            proc = subprocess.Popen(
+                spec["argv"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.run_dir,
+                user=user,
+            )
+        atomic_write_bytes(self._pidfile(spec), b"%d\n" % proc.pid)
+
+
+def nginx_title(pid):
+    """An nginx process's title (its /proc cmdline), or None when it has exited."""
+    text = read_text("/proc/%d/cmdline" % pid)
+    return text.replace("\0", " ").strip() if text else None
+
+
+def nginx_workers():
+    """The pids of the nginx workers now serving (not shutting down)."""
+    found = []
+    for name in os.listdir("/proc"):
+        title = nginx_title(int(name)) if name.isdigit() else None
+        if title and title.startswith("nginx: worker process") and "shutting down" not in title:
+            found.append(int(name))
+    return found
+
+
+class Front:
+    """nginx in front of the LiteLLM colours: `front_argv` is how nginx is called (plain `nginx`, or
+    with -p/-c for a test's own instance)."""
+
+    def __init__(self, front_argv, manager):
+        self.argv = list(front_argv)
+        self.manager = manager
+
+    def _run(self, *args):
+        rc, out, err = services.run(self.argv + list(args))
+        if rc != 0:
+            raise RouterError("%s failed: %s" % (" ".join(self.argv + list(args)), (err or out).strip()[-400:]))
+
+    def running(self):
+        rc, _out, _err = services.run(["pgrep", "-x", "nginx"])
+        return rc == 0
+
+    def ensure(self):
+        if isinstance(self.manager, Systemd):
+            self.manager.start({"unit": "nginx.service"})
+            self._run("-s", "reload")
+        elif self.running():
+            self._run("-s", "reload")
+        else:
+            self._run()
+
+    def point(self, lay, port):
+        """Point the upstream at a colour's port; the old file is put back if nginx refuses the new."""
+        old = read_text(lay["upstream_file"])
+        atomic_write_bytes(lay["upstream_file"], deploy.upstream_text(port).encode())
+        try:
+            self._run("-t", "-q")
+        except RouterError:
+            if old is not None:
+                atomic_write_bytes(lay["upstream_file"], old.encode())
+            raise
+        before = nginx_workers()
+        self._run("-s", "reload")
+        # Until the master has told the old workers to shut down they still accept connections (to the
+        # old colour); an old worker renames itself "... is shutting down" when told.
+        wait_until(
+            "nginx's old workers did not start shutting down after the reload",
+            lambda: all(title is None or "shutting down" in title for title in map(nginx_title, before)) or before,
+            30.0,
+        )
+
+
+def manager_for(lay, service_manager):
+    use = service_manager if service_manager != "auto" else ("systemd" if systemd_running() else "process")
+    return Systemd() if use == "systemd" else Processes(os.path.join(lay["state_dir"], "run"))
+
+
+def wait_until(what, check, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except RouterError as exc:
+            last = str(exc)
+        if last is True:
+            return
+        time.sleep(POLL_S)
+    raise RouterError("%s within %.0f s (last seen: %s)" % (what, timeout_s, str(last)[:300]))
+
+
+def healthy(spec):
+    return get_text(spec["health"], timeout_s=5.0)["status"] == 200
+
+
+def colour_listing(lay, colour, key):
+    port = lay["colours"][colour]["port"]
+    return router_client.client_for("litellm", "http://127.0.0.1:%d" % port, key, timeout_s=10.0).seats()
+
+
+class Router:
+    """One router on this node: `lay` from deploy.layout, `specs` from deploy.service_specs."""
+
+    def __init__(self, lay, specs, service_manager="auto", front_argv=("nginx",), log=None):
+        self.lay, self.specs = lay, specs
+        self.manager = manager_for(lay, service_manager)
+        self.front = Front(front_argv, self.manager)
+        self.log = log or (lambda text: None)
+
+    def state(self):
+        return read_json(self.lay["state_file"]) or {}
+
+    def client(self, key):
+        base = "http://127.0.0.1:%d" % self.lay["port"]
+        return router_client.client_for(self.lay["kind"], base, key, timeout_s=30.0, log=self.log)
+
+    def started(self, check_mode=False, timeout_s=120.0):
+        """Start what is not running: smg's unit; or LiteLLM's serving colour (blue, with no seat, on
+        first start) and the front. Returns {changed, ...}."""
+        if self.lay["kind"] == "smg":
+            spec = self.specs["smg"]
+            if self.manager.running(spec):
+                return {"changed": False}
+            if not check_mode:
+                self.manager.start(spec)
+                wait_until("smg did not answer its health check", lambda: healthy(spec), timeout_s)
+            return {"changed": True, "started": [spec["unit"]]}
+        active = self.state().get("active")
+        colour = active or deploy.COLOURS[0]
+        spec, started = self.specs[colour], []
+        port = self.lay["colours"][colour]["port"]
+        front_ok = deploy.upstream_port(read_text(self.lay["upstream_file"])) == port and self.front.running()
+        if self.manager.running(spec) and front_ok and active:
+            return {"changed": False, "active": active}
+        if check_mode:
+            return {"changed": True, "active": colour}
+        if active is None and read_text(spec["config"]) is None:
+            atomic_write_bytes(spec["config"], deploy.litellm_initial_text().encode(), 0o640)
+        if not self.manager.running(spec):
+            self.manager.start(spec)
+            started.append(spec["unit"])
+        wait_until("LiteLLM %s did not answer its health check" % colour, lambda: healthy(spec), timeout_s)
+        atomic_write_bytes(self.lay["upstream_file"], deploy.upstream_text(port).encode())
+        self.front.ensure()
+        atomic_write_json(self.lay["state_file"], {"active": colour})
+        return {"changed": True, "active": colour, "started": started}
+
+    def read(self, alias, aliases):
+        key = read_key(self.lay)
+        if self.lay["kind"] == "smg":
+            names = self.state().get("names", {})
+            return deploy.smg_targets(self.client(key).seats(), alias, names)
+        if alias not in aliases:
+            raise RouterError("alias %s is not in the inventory's router.aliases" % alias)
+        return deploy.litellm_targets(self.client(key).seats(), aliases[alias])
+
+    def apply(self, alias, aliases, targets, check_mode=False, timeout_s=180.0):
+        """Make the alias go only to `targets` with their weights, checked in the router's listing."""
+        started = time.monotonic()
+        if self.lay["kind"] == "smg":
+            result = self._apply_smg(alias, targets, check_mode, timeout_s)
+        else:
+            result = self._apply_litellm(alias, aliases, targets, check_mode, timeout_s)
+        result.update(alias=alias, seconds=round(time.monotonic() - started, 2))
+        return result
+
+    def _apply_litellm(self, alias, aliases, targets, check_mode, timeout_s):
+        key = read_key(self.lay)
+        want = deploy.wanted(targets)
+        group = aliases.get(alias)
+        active = self.state().get("active")
+        current = read_config(self.specs[active]["config"]) if active else None
+        text = deploy.litellm_config_text(aliases, current, alias, targets)
+        if active and read_text(self.specs[active]["config"]) == text and self.manager.running(self.specs[active]):
+            shown = deploy.litellm_targets(colour_listing(self.lay, active, key), group)
+            if deploy.same_targets(shown, want):
+                return {"changed": False, "targets": shown, "colour": active, "restarted": False}
+        idle = deploy.idle_colour(active)
+        spec = self.specs[idle]
+        if check_mode:
+            return {"changed": True, "targets": want, "colour": idle, "restarted": None}
+        # The idle colour already running this very config (the last move's serving side) is the
+        # instant rollback: no restart, only the switch.
+        reuse = read_text(spec["config"]) == text and self.manager.running(spec) and healthy(spec)
+        if not reuse:
+            atomic_write_bytes(spec["config"], text.encode(), 0o640)
+            self.manager.restart(spec)
+        wait_until("LiteLLM %s did not answer its health check" % idle, lambda: healthy(spec), timeout_s)
+
+        def listed():
+            shown = deploy.litellm_targets(colour_listing(self.lay, idle, key), group)
+            return True if deploy.same_targets(shown, want) else shown
+
+        wait_until("LiteLLM %s did not list %s's targets %s" % (idle, alias, sorted(want)), listed, timeout_s)
+        self.front.point(self.lay, self.lay["colours"][idle]["port"])
+        atomic_write_json(self.lay["state_file"], {"active": idle, "previous": active})
+        # nginx reloads asynchronously: the move is done when the public address lists the new targets.
+        front = self.client(key)
+
+        def through_front():
+            shown = deploy.litellm_targets(front.seats(), group)
+            return True if deploy.same_targets(shown, want) else shown
+
+        wait_until("the front did not list %s's targets after the switch to %s" % (alias, idle), through_front, 30.0)
+        shown = deploy.litellm_targets(front.seats(), group)
+        return {"changed": True, "targets": shown, "colour": idle, "restarted": not reuse}
+
+    def _apply_smg(self, alias, targets, check_mode, timeout_s):
+        key = read_key(self.lay)
+        client = self.client(key)
+        want = deploy.smg_wanted(targets)
+        add, remove = deploy.smg_plan(client.seats(), alias, targets)
+        if not add and not remove and deploy.same_targets(self.read(alias, {}), want):
+            return {"changed": False, "targets": want, "added": [], "removed": []}
+        if check_mode:
+            return {"changed": True, "targets": want, "added": add, "removed": remove}
+        names = dict(self.state().get("names", {}))
+        names.update({target["api_base"]: seat for seat, target in want.items()})
+        atomic_write_json(self.lay["state_file"], {"names": names})
+        for url in add:
+            client.expect("registering %s" % url, "POST", "/workers", {"url": url}, ok=(200, 201, 202))
+        for worker_id in remove:
+            client.expect("removing worker %s" % worker_id, "DELETE", "/workers/%s" % worker_id, ok=(200, 202, 204))
+
+        def listed():
+            shown = deploy.smg_targets(client.seats(), alias, names)
+            return True if deploy.same_targets(shown, want) else shown
+
+        wait_until(
+            "smg did not list %s's workers %s (a seat must serve the model name %s)" % (alias, sorted(want), alias),
+            listed,
+            timeout_s,
+        )
+        return {"changed": True, "targets": want, "added": add, "removed": remove}
+
+    def deregister(self, alias, aliases, seat, metrics_url, check_mode=False, timeout_s=180.0):
+        """Take a seat out: no new traffic (LiteLLM: a move without it; smg: its worker deleted, which
+        drains), wait for its engine's running gauge at 0, then forget it."""
+        current = self.read(alias, aliases)
+        if seat not in current:
+            return {"changed": False, "seat": seat, "registered": False}
+        if check_mode:
+            return {"changed": True, "seat": seat, "registered": False}
+        key = read_key(self.lay)
+        client = self.client(key)
+        if self.lay["kind"] == "smg":
+            drained = client.drain(current[seat]["api_base"], metrics_url, timeout_s=timeout_s)
+            client.deregister(current[seat]["api_base"])
+        else:
+            rest = {name: target for name, target in current.items() if name != seat}
+            self.apply(alias, aliases, rest, timeout_s=timeout_s)
+            drained = client.wait_idle(seat, metrics_url, timeout_s=timeout_s)
+        return {"changed": True, "seat": seat, "registered": False, "drained": drained}

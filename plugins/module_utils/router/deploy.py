@@ -1,0 +1,367 @@
+"""Pure decisions for running a router on a node (the router role): where its files live, what its
+units and processes are, the front's nginx text, and how an alias's targets become a config.
+
+LiteLLM without a database reloads its config only by restarting, which drops requests (docs/router.md).
+So seatwright runs two LiteLLM proxies, blue and green, on two private ports behind one public
+address (nginx): a move renders the new config for the idle colour, restarts it, checks it, points
+the front at it and reloads nginx gracefully; the old colour stays up as the instant rollback target.
+smg adds and removes workers at runtime and runs as one process. No I/O here.
+"""
+
+import json
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter
+
+COLOURS = ("blue", "green")
+# The colours' private ports sit just above the public one.
+COLOUR_PORT_OFFSET = {"blue": 1, "green": 2}
+# smg's control-plane key reaches its argv through the wrapper from this environment variable.
+SMG_KEY_ENV = "SMG_ADMIN_KEY"
+KEY_ENV = {"litellm": adapter.LITELLM_KEY_ENV, "smg": SMG_KEY_ENV}
+UNIT_PREFIX = "seatwright-router"
+# The nginx upstream every colour switch rewrites; its name is what the site's proxy_pass names.
+UPSTREAM_NAME = "seatwright_router"
+# Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
+FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
+# What pip installs in the router's venv, pinned; LiteLLM's proxy needs its [proxy] extra.
+PIP_SPEC = {"litellm": "litellm[proxy]=={version}", "smg": "smg=={version}"}
+# LiteLLM fetches a model cost map from the internet at start unless told to use its local copy.
+LITELLM_ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+# An admin key is written as KEY=VALUE into an environment file: nothing that file syntax would bend.
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=:-]{16,4096}$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+# A seat's traffic weight: 0 (or left out) means no traffic.
+MAX_WEIGHT = adapter.WEIGHT_TOTAL
+
+
+def check_port(port, what="router port"):
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65533:
+        raise RouterError("%s %r is not a TCP port: give a whole number from 1 to 65533" % (what, port))
+    return port
+
+
+def check_admin_key(key):
+    """The key, when it can sit in an environment file; the error never repeats the key."""
+    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+        raise RouterError(
+            "router_admin_key is not usable: give 16 to 4096 characters of letters, digits and ._~+/=:- "
+            "(no spaces, quotes or newlines), e.g. from `openssl rand -hex 32`, in a vaulted variable"
+        )
+    return key
+
+
+def colour_ports(port):
+    """{colour: private port}; the public port is the front's."""
+    check_port(port)
+    return {colour: port + offset for colour, offset in COLOUR_PORT_OFFSET.items()}
+
+
+def idle_colour(active):
+    """The colour a move starts: the one not serving (blue when none serves yet)."""
+    if active is None:
+        return COLOURS[0]
+    if active not in COLOURS:
+        raise RouterError("the router's state names colour %r: expected one of %s" % (active, ", ".join(COLOURS)))
+    return COLOURS[1 - COLOURS.index(active)]
+
+
+def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0"):
+    """Every path, port and unit name of one router on its node."""
+    adapter.check_kind(kind)
+    version = adapter.check_version(kind, version or adapter.PINNED[kind])
+    conf, state = config_dir.rstrip("/") + "/router", state_dir.rstrip("/") + "/router"
+    venv = "%s/venv-%s-%s" % (state, kind, version)
+    found = {
+        "kind": kind,
+        "version": version,
+        "port": check_port(port),
+        "bind": bind,
+        "config_dir": conf,
+        "state_dir": state,
+        "venv": venv,
+        "pip": PIP_SPEC[kind].format(version=version),
+        "packages": list(FRONT_PACKAGES[kind]),
+        "env_file": conf + "/router.env",
+        "key_env": KEY_ENV[kind],
+        "state_file": state + "/state.json",
+        "log_dir": state + "/log",
+    }
+    if kind == "litellm":
+        found.update(
+            colours={
+                colour: {
+                    "port": private,
+                    "unit": "%s-litellm-%s.service" % (UNIT_PREFIX, colour),
+                    "config": "%s/litellm-%s.yaml" % (conf, colour),
+                }
+                for colour, private in colour_ports(port).items()
+            },
+            upstream_file=conf + "/upstream.conf",
+            site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX,
+        )
+    else:
+        found.update(
+            unit="%s-smg.service" % UNIT_PREFIX,
+            wrapper="%s/smg-start" % conf,
+        )
+    return found
+
+
+def service_specs(lay, user):
+    """{name: {unit, argv, environment, env_file, user, log}}: what each unit runs. The unit text and
+    the process supervisor (where systemd is not PID 1, as in the lab) both start from this."""
+    specs = {}
+    if lay["kind"] == "litellm":
+        for colour, item in sorted(lay["colours"].items()):
+            argv = [lay["venv"] + "/bin/litellm", "--config", item["config"], "--host", "127.0.0.1"]
+            specs[colour] = {
+                "unit": item["unit"],
+                "config": item["config"],
+                "argv": argv + ["--port", str(item["port"])],
+                "environment": dict(LITELLM_ENVIRONMENT),
+                "env_file": lay["env_file"],
+                "user": user,
+                "log": "%s/litellm-%s.log" % (lay["log_dir"], colour),
+                "health": "http://127.0.0.1:%d/health/liveliness" % item["port"],
+                # What a live process's command line holds (the pid file's check against a reused pid).
+                "match": str(item["port"]),
+            }
+    else:
+        specs["smg"] = {
+            "unit": lay["unit"],
+            "argv": ["/bin/sh", lay["wrapper"]],
+            "environment": {},
+            "env_file": lay["env_file"],
+            "user": user,
+            "log": lay["log_dir"] + "/smg.log",
+            "health": "http://127.0.0.1:%d/health" % lay["port"],
+            "match": str(lay["port"]),
+        }
+    return specs
+
+
+def unit_text(spec, description):
+    """A systemd unit for one spec: the key only through EnvironmentFile (never argv or the unit)."""
+    lines = [
+        "# Written by seatwright's router role; changes are overwritten.",
+        "[Unit]",
+        "Description=%s" % description,
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        "User=%s" % spec["user"],
+        "EnvironmentFile=%s" % spec["env_file"],
+    ]
+    lines += ["Environment=%s=%s" % item for item in sorted(spec["environment"].items())]
+    lines += [
+        "ExecStart=%s" % " ".join(spec["argv"]),
+        "Restart=on-failure",
+        "RestartSec=2",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectSystem=full",
+        "ProtectHome=yes",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def smg_wrapper_text(lay, policy="round_robin"):
+    """smg 1.13.0 takes its control-plane key only on argv: this shell reads it from the environment
+    (filled from the 0600 env file) when it starts, so it is in no unit, task or log; it is still in
+    smg's /proc/PID/cmdline, which local users can read (docs/router.md)."""
+    argv = [
+        lay["venv"] + "/bin/smg",
+        "launch",
+        "--host",
+        lay["bind"],
+        "--port",
+        str(lay["port"]),
+        "--policy",
+        policy,
+        "--health-check-interval-secs",
+        "2",
+    ]
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            "# Written by seatwright's router role: smg's key comes from the environment, not the unit.",
+            'if [ -z "${%s:-}" ]; then echo "%s is not set: see %s" >&2; exit 1; fi'
+            % (SMG_KEY_ENV, SMG_KEY_ENV, lay["env_file"]),
+            'exec %s --control-plane-api-keys "seatwright:seatwright:admin:${%s}"' % (" ".join(argv), SMG_KEY_ENV),
+            "",
+        ]
+    )
+
+
+def env_file_text(kind, key):
+    """The 0600 environment file the router's unit reads: the admin key under its variable."""
+    return "%s=%s\n" % (KEY_ENV[adapter.check_kind(kind)], check_admin_key(key))
+
+
+def key_from_env_text(kind, text):
+    """The admin key from the environment file's text, or None when it holds none."""
+    prefix = KEY_ENV[adapter.check_kind(kind)] + "="
+    for line in (text or "").splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip() or None
+    return None
+
+
+def upstream_text(port):
+    """The file nginx includes for the upstream: one private port, the serving colour's."""
+    check_port(port, "colour port")
+    return (
+        "# Written by seatwright's router role at each alias move: the serving colour.\n"
+        "upstream %s {\n    server 127.0.0.1:%d;\n    keepalive 16;\n}\n" % (UPSTREAM_NAME, port)
+    )
+
+
+def upstream_port(text):
+    """The private port an upstream file points at, or None."""
+    found = re.search(r"server 127\.0\.0\.1:(\d+);", text or "")
+    return int(found.group(1)) if found else None
+
+
+def site_text(lay):
+    """nginx's server for the public address; the upstream comes from the included file."""
+    return "\n".join(
+        [
+            "# Written by seatwright's router role: the router's one public address.",
+            "include %s;" % lay["upstream_file"],
+            "server {",
+            "    listen %s:%d;" % (lay["bind"], lay["port"]),
+            "    location / {",
+            "        proxy_pass http://%s;" % UPSTREAM_NAME,
+            "        proxy_http_version 1.1;",
+            '        proxy_set_header Connection "";',
+            "        proxy_set_header Host $host;",
+            # Streamed answers pass through as they come; a long generation is not cut off.
+            "        proxy_buffering off;",
+            "        proxy_read_timeout 600s;",
+            "        client_max_body_size 64m;",
+            "    }",
+            "}",
+            "",
+        ]
+    )
+
+
+def check_targets(targets, what="router_targets"):
+    """{seat: weight} of the seats that get traffic, from {seat: {api_base, weight}}; weight 0 or
+    absent seat = no traffic. Also {seat: api_base}."""
+    if not isinstance(targets, dict):
+        raise RouterError("%s must be a dict of seat -> {api_base, weight}, not %s" % (what, type(targets).__name__))
+    weights, bases = {}, {}
+    for seat, item in sorted(targets.items()):
+        if not isinstance(item, dict) or not isinstance(item.get("api_base"), str) or not item["api_base"]:
+            raise RouterError("%s[%s] needs an api_base (the seat's http://host:port/v1)" % (what, seat))
+        weight = item.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
+            raise RouterError("%s[%s].weight %r is not a whole number from 0 to %d" % (what, seat, weight, MAX_WEIGHT))
+        if weight > 0:
+            weights[seat], bases[seat] = weight, item["api_base"]
+    return weights, bases
+
+
+def litellm_state(config):
+    """From a config seatwright rendered: ({group: {seat: weight}}, {seat: api_base})."""
+    groups, bases = {}, {}
+    for row in (config or {}).get("model_list", []):
+        params = row.get("litellm_params") or {}
+        seat = (row.get("model_info") or {}).get("id")
+        groups.setdefault(row.get("model_name"), {})[seat] = params.get("weight", 1)
+        bases[seat] = params.get("api_base")
+    return groups, bases
+
+
+def litellm_config_text(aliases, current, alias, targets):
+    """The whole config after moving `alias` onto `targets` ({seat: {api_base, weight}}), other groups
+    kept from `current` (the serving colour's config, or None). Aliases whose group has no seat yet
+    are left out until it has one. JSON text, which LiteLLM's YAML reader takes as it is."""
+    if alias not in aliases:
+        raise RouterError(
+            "alias %s is not in the inventory's router.aliases (%s): declare it there first"
+            % (alias, ", ".join(sorted(aliases)) or "none")
+        )
+    groups, bases = litellm_state(current)
+    weights, new_bases = check_targets(targets)
+    group = aliases[alias]
+    groups[group] = weights
+    bases.update(new_bases)
+    groups = {name: seats for name, seats in groups.items() if seats}
+    served = {name: target for name, target in aliases.items() if target in groups and name != target}
+    config = adapter.litellm_config(served, groups, bases)
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def litellm_initial_text():
+    """The first colour's config before any alias has a seat: no deployments, the key from the environment."""
+    return json.dumps(adapter.litellm_config({}, {}, {}), indent=2, sort_keys=True) + "\n"
+
+
+def litellm_targets(listing, group):
+    """{seat: {api_base, weight}} of one group from adapter.litellm_deployments' rows."""
+    return {
+        row["seat"]: {"api_base": row["api_base"], "weight": row["weight"]} for row in listing if row["group"] == group
+    }
+
+
+def wanted(targets):
+    """The {seat: {api_base, weight}} a listing must show after applying `targets`."""
+    weights, bases = check_targets(targets)
+    return {seat: {"api_base": bases[seat], "weight": weights[seat]} for seat in weights}
+
+
+def smg_targets(workers, alias, names=None):
+    """{seat: {api_base, weight 1}} of the healthy workers serving the alias; smg has no weights, the
+    share is each worker's 1/N. `names` {url: seat} gives seats their names (else the URL)."""
+    names = names or {}
+    return {
+        names.get(worker["url"], worker["url"]): {"api_base": worker["url"], "weight": 1}
+        for worker in workers
+        if worker["model"] == alias and worker["status"] != "draining"
+    }
+
+
+def smg_url(api_base):
+    """smg's worker URL for a seat's api_base: the engine's root, without /v1."""
+    url = api_base.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def metrics_url(api_base):
+    """The engine's Prometheus page beside its OpenAI API."""
+    return smg_url(api_base) + "/metrics"
+
+
+def smg_plan(workers, alias, targets):
+    """(add [url], remove [worker id]) that make the alias's workers the targets with weight > 0."""
+    weights, bases = check_targets(targets)
+    want = {smg_url(bases[seat]) for seat in weights}
+    have = {(w["url"] or "").rstrip("/"): w for w in workers if w["status"] != "draining"}
+    add = sorted(url for url in want if url not in have)
+    remove = sorted(w["id"] for url, w in have.items() if url not in want and w["model"] == alias)
+    return add, remove
+
+
+def smg_wanted(targets):
+    """What smg's listing must show: the URLs with weight > 0, each weight 1 (smg has no weights)."""
+    weights, bases = check_targets(targets)
+    return {seat: {"api_base": smg_url(bases[seat]), "weight": 1} for seat in weights}
+
+
+def same_targets(shown, want):
+    """Whether a listing's {seat: {api_base, weight}} is the wanted one (addresses without a trailing /)."""
+
+    def norm(targets):
+        return {s: ((t.get("api_base") or "").rstrip("/"), t.get("weight", 1)) for s, t in targets.items()}
+
+    return norm(shown) == norm(want)
