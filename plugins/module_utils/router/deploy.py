@@ -365,3 +365,46 @@ def same_targets(shown, want):
         return {s: ((t.get("api_base") or "").rstrip("/"), t.get("weight", 1)) for s, t in targets.items()}
 
     return norm(shown) == norm(want)
+
+
+# router_control's argument spec (its DOCUMENTATION says the same).
+MODULE_OPTIONS = {
+    "state": {"type": "str", "choices": ["plan", "key", "started", "apply", "read", "deregister"], "default": "plan"},
+    "kind": {"type": "str", "required": True},
+    "port": {"type": "int", "required": True},
+    "bind": {"type": "str", "default": "0.0.0.0"},
+    "version": {"type": "str"},
+    "config_dir": {"type": "str", "required": True},
+    "state_dir": {"type": "str", "required": True},
+    "user": {"type": "str", "default": "seatwright-router"},
+    "service_manager": {"type": "str", "choices": ["auto", "systemd", "process"], "default": "auto"},
+    "aliases": {"type": "dict", "default": {}},
+    "alias": {"type": "str"},
+    "targets": {"type": "dict", "default": {}},
+    "seat": {"type": "str"},
+    "metrics_url": {"type": "str"},
+    "timeout_s": {"type": "float", "default": 180},
+    "admin_key": {"type": "str", "no_log": True},
+}
+
+
+def plan(params):
+    """What the role writes and runs: the layout, the specs, and every file's text but the env file."""
+    lay = layout(
+        params["kind"], params["port"], params["config_dir"], params["state_dir"], params["version"], params["bind"]
+    )
+    specs = service_specs(lay, params["user"])
+    files = [
+        {"path": "/etc/systemd/system/" + spec["unit"], "content": unit_text(spec, "seatwright router (%s)" % name)}
+        for name, spec in sorted(specs.items())
+    ]
+    if lay["kind"] == "litellm":
+        files.append({"path": lay["site_file"], "content": site_text(lay)})
+    else:
+        files.append({"path": lay["wrapper"], "content": smg_wrapper_text(lay), "mode": "0755"})
+    return {
+        "layout": lay,
+        "specs": specs,
+        "files": files,
+        "units": [spec["unit"] for _n, spec in sorted(specs.items())],
+    }

@@ -73,9 +73,12 @@ class Systemd:
         return rc == 0 and out.strip() == "active"
 
     def start(self, spec):
+        # The role may just have written or changed the unit.
+        self._ok(services.systemctl("daemon-reload"), spec, "reload units before starting")
         self._ok(services.systemctl("enable", "--now", spec["unit"]), spec, "start")
 
     def restart(self, spec):
+        self._ok(services.systemctl("daemon-reload"), spec, "reload units before restarting")
         self._ok(services.systemctl("restart", spec["unit"]), spec, "restart")
 
     def _ok(self, result, spec, what):
@@ -391,3 +394,42 @@ class Router:
             self.apply(alias, aliases, rest, timeout_s=timeout_s)
             drained = client.wait_idle(seat, metrics_url, timeout_s=timeout_s)
         return {"changed": True, "seat": seat, "registered": False, "drained": drained}
+
+
+def write_key(lay, key, check_mode):
+    """The 0600 env file the router's units read, root's alone; written only when it differs."""
+    text = deploy.env_file_text(lay["kind"], key)
+    try:
+        same = read_text(lay["env_file"]) == text and (os.stat(lay["env_file"]).st_mode & 0o777) == 0o600
+    except OSError:
+        same = False
+    if not same and not check_mode:
+        atomic_write_bytes(lay["env_file"], text.encode(), 0o600)
+    # Running routers keep the key they started with until their next start.
+    return {"changed": not same, "env_file": lay["env_file"]}
+
+
+def control(params, check_mode=False):
+    """router_control's one call: the state asked for, on this node."""
+    found = deploy.plan(params)
+    if params["state"] == "plan":
+        return {"changed": False, "plan": found}
+    if params["state"] == "key":
+        return write_key(found["layout"], params["admin_key"], check_mode)
+    router = Router(found["layout"], found["specs"], params["service_manager"])
+    timeout_s, alias, aliases = params["timeout_s"], params["alias"], params["aliases"]
+    if params["state"] == "started":
+        return router.started(check_mode, timeout_s)
+    if not alias:
+        raise RouterError("state=%s needs alias (one of router.aliases)" % params["state"])
+    if params["state"] == "read":
+        return {"changed": False, "alias": alias, "targets": router.read(alias, aliases)}
+    if params["state"] == "apply":
+        return router.apply(alias, aliases, params["targets"], check_mode, timeout_s)
+    if not params["seat"]:
+        raise RouterError("state=deregister needs seat (a seat the alias sends traffic to)")
+    current = router.read(alias, aliases)
+    metrics = params["metrics_url"] or (
+        deploy.metrics_url(current[params["seat"]]["api_base"]) if params["seat"] in current else ""
+    )
+    return router.deregister(alias, aliases, params["seat"], metrics, check_mode, timeout_s)
