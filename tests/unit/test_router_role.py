@@ -1,0 +1,298 @@
+"""The router role's decisions (plugins/module_utils/router/deploy.py), its module's main() and its
+wiring: paths, ports, units, the front's text, the alias's config, smg's worker plan, the admin key
+kept to its 0600 file, and the contract promote.yml calls (roles/router/meta/argument_specs.yml)."""
+
+import json
+import os
+import stat
+
+import pytest
+import router_control
+import yaml
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
+from conftest import FIXTURES, ROOT
+
+KEY = "sk-router-role-key-8d2f0a61c3"
+SEAT_A, SEAT_B = "http://127.0.0.1:18001", "http://127.0.0.1:18002"
+
+
+def recorded(impl, step):
+    return json.loads((FIXTURES / "router" / impl / ("%s.json" % step)).read_text())
+
+
+def lay(kind="litellm", port=4000):
+    return deploy.layout(kind, port, "/etc/seatwright", "/var/lib/seatwright")
+
+
+# ---------------------------------------------------------------- layout, units, front
+
+
+@pytest.mark.parametrize("port, expected", [(4000, {"blue": 4001, "green": 4002}), (1, {"blue": 2, "green": 3})])
+def test_colour_ports_sit_above_the_public_one(port, expected):
+    assert deploy.colour_ports(port) == expected
+
+
+@pytest.mark.parametrize("port", [0, 65534, "4000", True, None])
+def test_a_port_that_is_not_one_is_refused(port):
+    with pytest.raises(RouterError, match="TCP port"):
+        deploy.colour_ports(port)
+
+
+@pytest.mark.parametrize("active, idle", [(None, "blue"), ("blue", "green"), ("green", "blue")])
+def test_a_move_starts_the_idle_colour(active, idle):
+    assert deploy.idle_colour(active) == idle
+
+
+def test_an_unknown_colour_in_the_state_is_named():
+    with pytest.raises(RouterError, match="purple"):
+        deploy.idle_colour("purple")
+
+
+@pytest.mark.parametrize(
+    "kind, venv, units",
+    [
+        (
+            "litellm",
+            "/var/lib/seatwright/router/venv-litellm-" + adapter.PINNED["litellm"],
+            ["seatwright-router-litellm-blue.service", "seatwright-router-litellm-green.service"],
+        ),
+        ("smg", "/var/lib/seatwright/router/venv-smg-" + adapter.PINNED["smg"], ["seatwright-router-smg.service"]),
+    ],
+)
+def test_layout_and_units(kind, venv, units):
+    found = lay(kind)
+    assert found["venv"] == venv
+    assert found["env_file"] == "/etc/seatwright/router/router.env"
+    assert found["pip"] == deploy.PIP_SPEC[kind].format(version=adapter.PINNED[kind])
+    specs = deploy.service_specs(found, "seatwright-router")
+    assert sorted(spec["unit"] for spec in specs.values()) == units
+    for spec in specs.values():
+        text = deploy.unit_text(spec, "router")
+        assert "EnvironmentFile=/etc/seatwright/router/router.env" in text
+        assert "User=seatwright-router" in text
+        assert found["key_env"] not in text.replace("EnvironmentFile", "")
+
+
+@pytest.mark.parametrize("version", ["1.82.7", "1.82.8"])
+def test_a_compromised_litellm_is_refused(version):
+    with pytest.raises(RouterError, match="compromised"):
+        deploy.layout("litellm", 4000, "/etc/seatwright", "/var/lib/seatwright", version)
+
+
+def test_litellm_colours_listen_on_localhost_and_the_front_on_the_public_port():
+    found = lay()
+    specs = deploy.service_specs(found, "u")
+    assert specs["blue"]["argv"][-4:] == ["--host", "127.0.0.1", "--port", "4001"]
+    assert specs["green"]["argv"][-1] == "4002"
+    site = deploy.site_text(found)
+    assert "include /etc/seatwright/router/upstream.conf;" in site
+    assert "listen 0.0.0.0:4000;" in site and "proxy_pass http://seatwright_router;" in site
+
+
+@pytest.mark.parametrize("port", [4001, 4002])
+def test_the_upstream_file_names_one_colour(port):
+    text = deploy.upstream_text(port)
+    assert deploy.upstream_port(text) == port
+    assert "upstream seatwright_router {" in text
+
+
+def test_smg_key_reaches_its_argv_only_inside_the_wrapper():
+    found = lay("smg", 4100)
+    spec = deploy.service_specs(found, "u")["smg"]
+    assert spec["argv"] == ["/bin/sh", "/etc/seatwright/router/smg-start"]
+    wrapper = deploy.smg_wrapper_text(found)
+    assert '--control-plane-api-keys "seatwright:seatwright:admin:${SMG_ADMIN_KEY}"' in wrapper
+    assert "--port 4100" in wrapper and wrapper.startswith("#!/bin/sh\n")
+
+
+# ---------------------------------------------------------------- the admin key
+
+
+@pytest.mark.parametrize("kind, var", [("litellm", "LITELLM_MASTER_KEY"), ("smg", "SMG_ADMIN_KEY")])
+def test_env_file_round_trip(kind, var):
+    text = deploy.env_file_text(kind, KEY)
+    assert text == "%s=%s\n" % (var, KEY)
+    assert deploy.key_from_env_text(kind, text) == KEY
+    assert deploy.key_from_env_text(kind, "OTHER=x\n") is None
+
+
+@pytest.mark.parametrize("key", ["short", "has space in it here", "quote'inside-the-key", "new\nline-in-the-key", None])
+def test_an_unusable_key_is_refused_without_repeating_it(key):
+    with pytest.raises(RouterError) as caught:
+        deploy.check_admin_key(key)
+    assert "router_admin_key" in str(caught.value)
+    assert not key or key not in str(caught.value)
+
+
+# ---------------------------------------------------------------- targets and configs
+
+
+@pytest.mark.parametrize(
+    "targets, weights",
+    [
+        ({"a": {"api_base": SEAT_A + "/v1"}}, {"a": 1}),
+        (
+            {"a": {"api_base": SEAT_A + "/v1", "weight": 90}, "b": {"api_base": SEAT_B + "/v1", "weight": 10}},
+            {"a": 90, "b": 10},
+        ),
+        (
+            {"a": {"api_base": SEAT_A + "/v1", "weight": 0}, "b": {"api_base": SEAT_B + "/v1", "weight": 100}},
+            {"b": 100},
+        ),
+    ],
+)
+def test_weight_zero_is_no_traffic(targets, weights):
+    assert deploy.check_targets(targets)[0] == weights
+
+
+@pytest.mark.parametrize(
+    "targets, match",
+    [
+        ([], "dict"),
+        ({"a": {"weight": 1}}, "api_base"),
+        ({"a": {"api_base": SEAT_A, "weight": 101}}, "0 to 100"),
+        ({"a": {"api_base": SEAT_A, "weight": True}}, "0 to 100"),
+    ],
+)
+def test_bad_targets_are_named(targets, match):
+    with pytest.raises(RouterError, match=match):
+        deploy.check_targets(targets)
+
+
+def test_the_rendered_move_is_the_config_the_recorded_proxy_ran():
+    """config-after-move.yaml is what LiteLLM 1.110.2 ran when seat-b alone served production."""
+    ran = yaml.safe_load((FIXTURES / "router" / "litellm" / "config-after-move.yaml").read_text())
+    text = deploy.litellm_config_text(
+        {"production": "lab"}, None, "production", {"seat-b": {"api_base": SEAT_B + "/v1"}}
+    )
+    assert yaml.safe_load(text) == ran
+
+
+def test_a_move_keeps_the_other_groups_and_leaves_out_an_alias_with_no_seat():
+    aliases = {"production": "lab", "staging": "lab-next", "empty": "nothing"}
+    first = json.loads(deploy.litellm_config_text(aliases, None, "staging", {"n1": {"api_base": SEAT_A + "/v1"}}))
+    second = json.loads(
+        deploy.litellm_config_text(
+            aliases,
+            first,
+            "production",
+            {"s1": {"api_base": SEAT_B + "/v1", "weight": 90}, "s2": {"api_base": SEAT_A + "/v1", "weight": 10}},
+        )
+    )
+    groups, bases = deploy.litellm_state(second)
+    assert groups == {"lab": {"s1": 90, "s2": 10}, "lab-next": {"n1": 1}}
+    assert second["router_settings"]["model_group_alias"] == {"production": "lab", "staging": "lab-next"}
+    assert "api_key" not in json.dumps(second["general_settings"]) and KEY not in json.dumps(second)
+
+
+def test_an_alias_not_in_the_inventory_is_refused():
+    with pytest.raises(RouterError, match="router.aliases"):
+        deploy.litellm_config_text({"production": "lab"}, None, "canary", {})
+
+
+def test_litellm_listing_becomes_the_contract_shape():
+    listing = adapter.litellm_deployments(recorded("litellm", "01-model-info")["response"]["body"])
+    assert deploy.litellm_targets(listing, "lab") == {
+        "seat-a": {"api_base": SEAT_A + "/v1", "weight": 9},
+        "seat-b": {"api_base": SEAT_B + "/v1", "weight": 1},
+    }
+    assert deploy.same_targets(
+        deploy.litellm_targets(listing, "lab"),
+        deploy.wanted(
+            {"seat-a": {"api_base": SEAT_A + "/v1/", "weight": 9}, "seat-b": {"api_base": SEAT_B + "/v1", "weight": 1}}
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "targets, add, removed_urls",
+    [
+        ({"a": {"api_base": SEAT_A + "/v1"}, "b": {"api_base": SEAT_B + "/v1"}}, [], []),
+        ({"b": {"api_base": SEAT_B + "/v1"}}, [], [SEAT_A]),
+        ({"a": {"api_base": SEAT_A, "weight": 0}, "b": {"api_base": SEAT_B}}, [], [SEAT_A]),
+        ({"c": {"api_base": "http://127.0.0.1:18003/v1"}}, ["http://127.0.0.1:18003"], [SEAT_A, SEAT_B]),
+    ],
+)
+def test_smg_plan_on_the_recorded_workers(targets, add, removed_urls):
+    workers = adapter.smg_workers(recorded("smg", "17-workers-two-seats")["response"]["body"])
+    ids = {w["url"]: w["id"] for w in workers}
+    assert deploy.smg_plan(workers, "lab", targets) == (add, sorted(ids[url] for url in removed_urls))
+
+
+def test_smg_targets_name_seats_and_skip_draining_workers():
+    workers = adapter.smg_workers(recorded("smg", "11-workers-after-delete")["response"]["body"])
+    assert deploy.smg_targets(workers, "lab", {SEAT_B: "seat-b"}) == {"seat-b": {"api_base": SEAT_B, "weight": 1}}
+
+
+# ---------------------------------------------------------------- the module
+
+
+def run(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            router_control.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def base(tmp_path, **extra):
+    return dict(kind="litellm", port=4000, config_dir=str(tmp_path / "etc"), state_dir=str(tmp_path / "var"), **extra)
+
+
+def test_module_plan_gives_every_file_but_the_key(capsys, tmp_path):
+    result = run(capsys, base(tmp_path))
+    paths = [item["path"] for item in result["plan"]["files"]]
+    assert paths == [
+        "/etc/systemd/system/seatwright-router-litellm-blue.service",
+        "/etc/systemd/system/seatwright-router-litellm-green.service",
+        "/etc/nginx/conf.d/seatwright-router.conf",
+    ]
+    assert result["changed"] is False
+
+
+def test_module_writes_the_key_to_a_0600_file_once_and_never_returns_it(capsys, tmp_path):
+    env_file = tmp_path / "etc" / "router" / "router.env"
+    dry = run(capsys, base(tmp_path, state="key", admin_key=KEY, _ansible_check_mode=True))
+    assert dry["changed"] is True and not env_file.exists()
+    first = run(capsys, base(tmp_path, state="key", admin_key=KEY))
+    assert first["changed"] is True
+    assert stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
+    assert env_file.read_text() == "LITELLM_MASTER_KEY=%s\n" % KEY
+    again = run(capsys, base(tmp_path, state="key", admin_key=KEY))
+    assert again["changed"] is False
+    assert KEY not in json.dumps([dry, first, again])
+
+
+def test_module_refuses_a_compromised_version_clearly(capsys, tmp_path):
+    result = run(capsys, base(tmp_path, version="1.82.8"))
+    assert result["failed"] and "compromised" in result["msg"]
+
+
+# ---------------------------------------------------------------- the role and the lab
+
+
+def test_the_role_offers_the_contract_promote_calls():
+    specs = ROOT / "roles" / "router" / "meta" / "argument_specs.yml"
+    assert specs.exists(), "roles/router has no argument spec"
+    entry = yaml.safe_load(specs.read_text())["argument_specs"]
+    assert {"main", "apply_targets", "read_targets", "deregister"} <= set(entry)
+    assert {"router_alias", "router_targets"} <= set(entry["apply_targets"]["options"])
+    assert entry["main"]["options"]["router_admin_key"].get("no_log") is True
+    for name in ("apply_targets", "read_targets", "deregister"):
+        assert (ROOT / "roles" / "router" / "tasks" / ("%s.yml" % name)).exists()
+
+
+def test_the_lab_declares_its_router_with_production_on_lab_and_keeps_it_off():
+    path = ROOT / "inventory" / "lab" / "group_vars" / "all" / "router.yml"
+    assert path.exists(), "the lab inventory declares no router"
+    declared = yaml.safe_load(path.read_text())
+    assert declared["router"]["aliases"] == {"production": "lab"}
+    assert declared["router"]["node"] == "node-a" and declared["router"]["kind"] in adapter.KINDS
+    assert declared["seatwright_router_enabled"] is False
+
+
+def test_the_key_task_is_no_log():
+    tasks = yaml.safe_load((ROOT / "roles" / "router" / "tasks" / "main.yml").read_text())
+    with_key = [task for task in tasks if "router_admin_key" in json.dumps(task)]
+    assert with_key and all(task.get("no_log") is True for task in with_key)
