@@ -115,11 +115,29 @@ seconds:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router.switch import control
-from ansible_collections.seatwright.fleet.plugins.module_utils.router.deploy import MODULE_OPTIONS
+
+ARGUMENT_SPEC = {
+    "state": {"type": "str", "choices": ["plan", "key", "started", "apply", "read", "deregister"], "default": "plan"},
+    "kind": {"type": "str", "required": True},
+    "port": {"type": "int", "required": True},
+    "bind": {"type": "str", "default": "0.0.0.0"},
+    "version": {"type": "str"},
+    "config_dir": {"type": "str", "required": True},
+    "state_dir": {"type": "str", "required": True},
+    "user": {"type": "str", "default": "seatwright-router"},
+    "service_manager": {"type": "str", "choices": ["auto", "systemd", "process"], "default": "auto"},
+    "aliases": {"type": "dict", "default": {}},
+    "alias": {"type": "str"},
+    "targets": {"type": "dict", "default": {}},
+    "seat": {"type": "str"},
+    "metrics_url": {"type": "str"},
+    "timeout_s": {"type": "float", "default": 180},
+    "admin_key": {"type": "str", "no_log": True},
+}
 
 
 def main():
-    module = AnsibleModule(argument_spec=MODULE_OPTIONS, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = control(module.params, module.check_mode)
     except SeatwrightError as exc:

@@ -367,27 +367,6 @@ def same_targets(shown, want):
     return norm(shown) == norm(want)
 
 
-# router_control's argument spec (its DOCUMENTATION says the same).
-MODULE_OPTIONS = {
-    "state": {"type": "str", "choices": ["plan", "key", "started", "apply", "read", "deregister"], "default": "plan"},
-    "kind": {"type": "str", "required": True},
-    "port": {"type": "int", "required": True},
-    "bind": {"type": "str", "default": "0.0.0.0"},
-    "version": {"type": "str"},
-    "config_dir": {"type": "str", "required": True},
-    "state_dir": {"type": "str", "required": True},
-    "user": {"type": "str", "default": "seatwright-router"},
-    "service_manager": {"type": "str", "choices": ["auto", "systemd", "process"], "default": "auto"},
-    "aliases": {"type": "dict", "default": {}},
-    "alias": {"type": "str"},
-    "targets": {"type": "dict", "default": {}},
-    "seat": {"type": "str"},
-    "metrics_url": {"type": "str"},
-    "timeout_s": {"type": "float", "default": 180},
-    "admin_key": {"type": "str", "no_log": True},
-}
-
-
 def plan(params):
     """What the role writes and runs: the layout, the specs, and every file's text but the env file."""
     lay = layout(
