@@ -12,7 +12,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES
 
 KEY = "sk-router-role-key-8d2f0a61c3"
 SEAT_A, SEAT_B = "http://127.0.0.1:18001", "http://127.0.0.1:18002"
@@ -267,32 +267,3 @@ def test_module_writes_the_key_to_a_0600_file_once_and_never_returns_it(capsys, 
 def test_module_refuses_a_compromised_version_clearly(capsys, tmp_path):
     result = run(capsys, base(tmp_path, version="1.82.8"))
     assert result["failed"] and "compromised" in result["msg"]
-
-
-# ---------------------------------------------------------------- the role and the lab
-
-
-def test_the_role_offers_the_contract_promote_calls():
-    specs = ROOT / "roles" / "router" / "meta" / "argument_specs.yml"
-    assert specs.exists(), "roles/router has no argument spec"
-    entry = yaml.safe_load(specs.read_text())["argument_specs"]
-    assert {"main", "apply_targets", "read_targets", "deregister"} <= set(entry)
-    assert {"router_alias", "router_targets"} <= set(entry["apply_targets"]["options"])
-    assert entry["main"]["options"]["router_admin_key"].get("no_log") is True
-    for name in ("apply_targets", "read_targets", "deregister"):
-        assert (ROOT / "roles" / "router" / "tasks" / ("%s.yml" % name)).exists()
-
-
-def test_the_lab_declares_its_router_with_production_on_lab_and_keeps_it_off():
-    path = ROOT / "inventory" / "lab" / "group_vars" / "all" / "router.yml"
-    assert path.exists(), "the lab inventory declares no router"
-    declared = yaml.safe_load(path.read_text())
-    assert declared["router"]["aliases"] == {"production": "lab"}
-    assert declared["router"]["node"] == "node-a" and declared["router"]["kind"] in adapter.KINDS
-    assert declared["seatwright_router_enabled"] is False
-
-
-def test_the_key_task_is_no_log():
-    tasks = yaml.safe_load((ROOT / "roles" / "router" / "tasks" / "main.yml").read_text())
-    with_key = [task for task in tasks if "router_admin_key" in json.dumps(task)]
-    assert with_key and all(task.get("no_log") is True for task in with_key)
