@@ -48,9 +48,17 @@ options:
   evidence_dir:
     description: The candidate's evidence folder (I(action=record)).
     type: path
-  document:
-    description: The C(promotion-rollout.json) content (I(action=record)).
+  course:
+    description: What I(action=plan) returned (I(action=record)).
     type: dict
+  events:
+    description: Each step as it ran (targets, times, verdicts, the rollback's seconds) (I(action=record)).
+    type: list
+    elements: dict
+    default: []
+  started_epoch:
+    description: When the promotion started (I(action=record)).
+    type: float
   secrets:
     description: Secrets to remove from the evidence (the router's keys), whatever shape they appear in.
     type: list
@@ -109,17 +117,19 @@ def main():
     spec = dict(action=dict(type="str", choices=["plan", "record"], default="plan"), alias=dict(type="str"))
     spec.update(kind=dict(type="str"), seat=dict(type="str"), current_targets=dict(type="dict", default={}))
     spec.update(candidate_api_base=dict(type="str"), plan_file=dict(type="path"), evidence_root=dict(type="path"))
-    spec.update(options=dict(type="dict", default={}), evidence_dir=dict(type="path"), document=dict(type="dict"))
+    spec.update(options=dict(type="dict", default={}), evidence_dir=dict(type="path"), course=dict(type="dict"))
+    spec.update(events=dict(type="list", elements="dict", default=[]), started_epoch=dict(type="float"))
     spec.update(secrets=dict(type="list", elements="str", default=[], no_log=True))
     required = [
         ("action", "plan", ("alias", "kind", "seat", "evidence_root")),
-        ("action", "record", ("evidence_dir", "document")),
+        ("action", "record", ("evidence_dir", "course")),
     ]
     module = AnsibleModule(argument_spec=spec, required_if=required, supports_check_mode=True)
     p = module.params
     try:
         if p["action"] == "record":
-            result = hold.record(p["evidence_dir"], p["document"], p["secrets"], check_mode=module.check_mode)
+            args = (p["evidence_dir"], p["course"], p["events"], p["started_epoch"] or 0.0, p["secrets"])
+            result = hold.record(*args, check_mode=module.check_mode)
         else:
             args = (p["alias"], p["kind"], p["seat"], p["current_targets"], p["evidence_root"], p["options"])
             result = hold.course(*args, candidate_api_base=p["candidate_api_base"], plan_file=p["plan_file"])

@@ -165,7 +165,12 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
     addresses[candidate] = candidate_api_base
     steps = []
     for step in rollout.rollout_steps(
-        kind, alias, incumbent, candidate, options.get("shares") or rollout.DEFAULT_CANARY_SHARES, options["hold_s"]
+        kind,
+        alias,
+        incumbent,
+        candidate,
+        options.get("shares") or rollout.DEFAULT_CANARY_SHARES,
+        options.get("hold_s") or rollout.DEFAULT_HOLD_S,
     ):
         if "targets" in step:
             step = dict(step, router_targets=step_targets(step["targets"], addresses))
@@ -179,6 +184,7 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
         "incumbent": incumbent,
         "candidate": candidate,
         "previous_targets": dict(current),
+        "previous_weights": weights,
         "evidence_dir": evidence_dir,
         "gates": gates,
         "force_gate_failure": bool(options.get("force_gate_failure")),
@@ -239,8 +245,19 @@ def document(course, events, outcome, started_epoch, ended_epoch):
         "gates": course.get("gates"),
         "force_gate_failure": bool(course.get("force_gate_failure")),
         "rollback_s": (rollback or {}).get("rollback_s"),
-        "steps": list(events),
+        "steps": [_event(e) for e in events],
     }
+
+
+# What a hold's verdict keeps in the record (a registered module result also carries its invocation).
+VERDICT_KEYS = ("verdict", "reasons", "figures", "hold_s", "synthetic_streams", "failed_at_epoch")
+
+
+def _event(event):
+    verdict = event.get("verdict")
+    if isinstance(verdict, dict):
+        event = dict(event, verdict={k: verdict[k] for k in VERDICT_KEYS if k in verdict})
+    return {k: v for k, v in event.items() if v is not None and v != ""}
 
 
 def outcome_of(events):
