@@ -59,6 +59,9 @@ options:
   started_epoch:
     description: When the promotion started (I(action=record)).
     type: float
+  root:
+    description: The checkout whose C(schemas/record.schema.json) checks the record (I(action=record)).
+    type: path
   secrets:
     description: Secrets to remove from the evidence (the router's keys), whatever shape they appear in.
     type: list
@@ -119,7 +122,7 @@ def main():
     spec.update(candidate_api_base=dict(type="str"), plan_file=dict(type="path"), evidence_root=dict(type="path"))
     spec.update(options=dict(type="dict", default={}), evidence_dir=dict(type="path"), course=dict(type="dict"))
     spec.update(events=dict(type="list", elements="dict", default=[]), started_epoch=dict(type="float"))
-    spec.update(secrets=dict(type="list", elements="str", default=[], no_log=True))
+    spec.update(secrets=dict(type="list", elements="str", default=[], no_log=True), root=dict(type="path"))
     required = [
         ("action", "plan", ("alias", "kind", "seat", "evidence_root")),
         ("action", "record", ("evidence_dir", "course")),
@@ -129,7 +132,7 @@ def main():
     try:
         if p["action"] == "record":
             args = (p["evidence_dir"], p["course"], p["events"], p["started_epoch"] or 0.0, p["secrets"])
-            result = hold.record(*args, check_mode=module.check_mode)
+            result = hold.record(*args, root=p["root"], check_mode=module.check_mode)
         else:
             args = (p["alias"], p["kind"], p["seat"], p["current_targets"], p["evidence_root"], p["options"])
             result = hold.course(*args, candidate_api_base=p["candidate_api_base"], plan_file=p["plan_file"])

@@ -196,9 +196,7 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
 
 def plan_lines(course):
     """What a promotion would do, step by step (what --check prints)."""
-    gates = ", ".join(
-        "%s %s" % (k, figure_text(v) if isinstance(v, float) else v) for k, v in sorted(course["gates"].items())
-    )
+    gates = ", ".join("%s %s" % (k, "none" if v is None else v) for k, v in sorted(course["gates"].items()))
     lines = [
         "promote %s on alias %s (%s), from %s; evidence: %s"
         % (course["candidate"], course["alias"], course["kind"], course["incumbent"], course["evidence_dir"])

@@ -172,14 +172,15 @@ def write_evidence(
     return {"dir": folder, "written": written}
 
 
-def assemble(evidence_dir, redactor=None, plots=True):
-    """record.json and report.md (with plots) from whatever parts the folder holds; returns the record."""
+def assemble(evidence_dir, redactor=None, plots=True, root=PROJECT_ROOT):
+    """record.json and report.md (with plots) from whatever parts the folder holds; returns the record.
+    `root` is the checkout whose record schema checks it (a module run by Ansible is unpacked elsewhere)."""
     seat, run_id = evidence_dir_parts(evidence_dir)
     parts = {part: read_part(evidence_dir, part) for part in rec.PARTS + tuple(rec.OPTIONAL_PARTS)}
     created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     redactor = redactor or evidence_redactor()
     record = redactor.redact(rec.assemble(seat, run_id, parts, created))
-    problems = validate_record(record)
+    problems = validate_record(record, root)
     if problems:
         raise EvidenceError(
             "the assembled record of %s does not match schemas/record.schema.json:\n  %s"

@@ -176,7 +176,7 @@ def _plan_address(plan_file, seat):
     return serve if "://" in serve else "http://%s/v1" % serve
 
 
-def record(evidence_dir, course, events, started_epoch, secrets=(), check_mode=False):
+def record(evidence_dir, course, events, started_epoch, secrets=(), root=None, check_mode=False):
     """Write promotion-rollout.json into the candidate's folder and re-render its record and report."""
     redactor = writer.evidence_redactor(secrets=[s for s in secrets if s])
     use_redactor(redactor)
@@ -184,5 +184,5 @@ def record(evidence_dir, course, events, started_epoch, secrets=(), check_mode=F
     path = os.path.join(evidence_dir, hold.ROLLOUT_PART + ".json")
     if not check_mode:
         writer.write_part(evidence_dir, hold.ROLLOUT_PART, document, redactor)
-        writer.assemble(evidence_dir, redactor, plots=False)
+        writer.assemble(evidence_dir, redactor, plots=False, root=root or writer.PROJECT_ROOT)
     return {"path": path, "report": os.path.join(evidence_dir, "report.md"), "outcome": document["outcome"]}
