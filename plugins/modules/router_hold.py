@@ -113,19 +113,27 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold
 
+ARGUMENT_SPEC = dict(
+    mode=dict(type="str", choices=["hold", "confirm"], default="hold"),
+    router_url=dict(type="str", required=True),
+    api_key=dict(type="str", no_log=True),
+    alias=dict(type="str", required=True),
+    candidate=dict(type="str"),
+    step=dict(type="str", default="hold"),
+    hold_s=dict(type="int", default=60),
+    benchmark_record=dict(type="dict", default={}),
+    gates=dict(type="dict", default={}),
+    force_fail=dict(type="bool", default=False),
+    synthetic_streams=dict(type="int", default=4),
+    seats=dict(type="list", elements="str", default=[]),
+    since_epoch=dict(type="float", default=0),
+)
+
 
 def main():
-    spec = dict(
-        mode=dict(type="str", choices=["hold", "confirm"], default="hold"), router_url=dict(type="str", required=True)
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC, required_if=[("mode", "hold", ("candidate",))], supports_check_mode=True
     )
-    spec.update(
-        api_key=dict(type="str", no_log=True), alias=dict(type="str", required=True), candidate=dict(type="str")
-    )
-    spec.update(step=dict(type="str", default="hold"), hold_s=dict(type="int", default=60))
-    spec.update(benchmark_record=dict(type="dict", default={}), gates=dict(type="dict", default={}))
-    spec.update(force_fail=dict(type="bool", default=False), synthetic_streams=dict(type="int", default=4))
-    spec.update(seats=dict(type="list", elements="str", default=[]), since_epoch=dict(type="float", default=0))
-    module = AnsibleModule(argument_spec=spec, required_if=[("mode", "hold", ("candidate",))], supports_check_mode=True)
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, verdict="not run", reasons=["check mode"], figures={})

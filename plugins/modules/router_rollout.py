@@ -29,7 +29,7 @@ options:
     description: The candidate seat (I(action=plan)).
     type: str
   current_targets:
-    description: The alias's targets now, C({seat: {api_base, weight}}) (I(action=plan)).
+    description: "The alias's targets now, C({seat: {api_base, weight}}) (I(action=plan))."
     type: dict
     default: {}
   candidate_api_base:
@@ -42,7 +42,7 @@ options:
     description: The folder holding C(<seat>/<UTC>/) evidence folders (I(action=plan)).
     type: path
   options:
-    description: shares (canary percentages), hold_s, gates (overrides), force_gate_failure, stop_old.
+    description: "Keys: shares (canary percentages), hold_s, gates (overrides), force_gate_failure, stop_old."
     type: dict
     default: {}
   evidence_dir:
@@ -52,7 +52,7 @@ options:
     description: What I(action=plan) returned (I(action=record)).
     type: dict
   events:
-    description: Each step as it ran (targets, times, verdicts, the rollback's seconds) (I(action=record)).
+    description: "Each step as it ran (targets, times, verdicts, the rollback's seconds) (I(action=record))."
     type: list
     elements: dict
     default: []
@@ -115,19 +115,31 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold
 
+ARGUMENT_SPEC = dict(
+    action=dict(type="str", choices=["plan", "record"], default="plan"),
+    alias=dict(type="str"),
+    kind=dict(type="str"),
+    seat=dict(type="str"),
+    current_targets=dict(type="dict", default={}),
+    candidate_api_base=dict(type="str"),
+    plan_file=dict(type="path"),
+    evidence_root=dict(type="path"),
+    options=dict(type="dict", default={}),
+    evidence_dir=dict(type="path"),
+    course=dict(type="dict"),
+    events=dict(type="list", elements="dict", default=[]),
+    started_epoch=dict(type="float"),
+    root=dict(type="path"),
+    secrets=dict(type="list", elements="str", default=[], no_log=True),
+)
+
 
 def main():
-    spec = dict(action=dict(type="str", choices=["plan", "record"], default="plan"), alias=dict(type="str"))
-    spec.update(kind=dict(type="str"), seat=dict(type="str"), current_targets=dict(type="dict", default={}))
-    spec.update(candidate_api_base=dict(type="str"), plan_file=dict(type="path"), evidence_root=dict(type="path"))
-    spec.update(options=dict(type="dict", default={}), evidence_dir=dict(type="path"), course=dict(type="dict"))
-    spec.update(events=dict(type="list", elements="dict", default=[]), started_epoch=dict(type="float"))
-    spec.update(secrets=dict(type="list", elements="str", default=[], no_log=True), root=dict(type="path"))
     required = [
         ("action", "plan", ("alias", "kind", "seat", "evidence_root")),
         ("action", "record", ("evidence_dir", "course")),
     ]
-    module = AnsibleModule(argument_spec=spec, required_if=required, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=required, supports_check_mode=True)
     p = module.params
     try:
         if p["action"] == "record":

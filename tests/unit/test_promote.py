@@ -10,12 +10,13 @@ import tempfile
 import time
 
 import pytest
+import router_hold
+import router_rollout
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold as io_hold
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold
-from ansible_collections.seatwright.fleet.plugins.modules import router_hold, router_rollout
 from conftest import ROOT
 from promote_setup import GATES, KEY, Fleet, evidence_folder
 

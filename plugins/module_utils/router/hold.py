@@ -7,7 +7,6 @@ thin to judge, synthetic load is added through the alias (more streams), as the 
 that fails ends the hold at once, so the rollback starts as early as it can.
 """
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import rollout
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER, header
