@@ -13,6 +13,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload im
 
 RECORD_SCHEMA = "seatwright-record/1"
 PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotion")
+# Parts only some runs have: in the record (under their key) only when their file exists.
+OPTIONAL_PARTS = {"promotion-rollout": "rollout"}
 _PASSED = ("pass", "passed", "ok", "success", True)
 _FAILED = ("fail", "failed", "error", False)
 _QUALIFY_VERDICTS = {"qualified": "passed", "not-qualified": "failed", "incomplete": "incomplete"}
@@ -157,7 +159,7 @@ def assemble(seat, run_id, parts, created_at):
     flags = list(((benchmark or {}).get("verdict") or {}).get("flags", [])) if isinstance(benchmark, dict) else []
     if telemetry and telemetry["verdict"]["verdict"] == "software-bound":
         flags.append("software-bound")
-    return {
+    record = {
         "schema": RECORD_SCHEMA,
         "seat": seat,
         "run_id": run_id,
@@ -183,3 +185,7 @@ def assemble(seat, run_id, parts, created_at):
             "decision": (parts.get("promotion") or {}).get("decision"),
         },
     }
+    for part, key in OPTIONAL_PARTS.items():
+        if parts.get(part) is not None:
+            record[key] = parts[part]
+    return record

@@ -417,7 +417,66 @@ def render(record, plots=()):
         "",
     ]
     lines.extend(decision_lines(record.get("promotion")))
+    if record.get("rollout"):
+        lines += [""] + rollout_lines(record["rollout"])
     return "\n".join(lines) + "\n"
+
+
+def rollout_lines(rollout_doc):
+    """The report's rollout section, from promotion-rollout.json (playbooks/promote.yml): each step's
+    targets, seconds and verdict, and the rollback's measured time."""
+    if not rollout_doc:
+        return []
+    lines = [
+        "## Rollout",
+        "",
+        "Alias **%s** on %s: **%s** (from %s to %s)."
+        % (
+            rollout_doc.get("alias"),
+            rollout_doc.get("router"),
+            rollout_doc.get("outcome"),
+            rollout_doc.get("incumbent"),
+            rollout_doc.get("candidate"),
+        ),
+    ]
+    if rollout_doc.get("refusal"):
+        lines += ["", "Refused: %s" % rollout_doc["refusal"]]
+    if rollout_doc.get("rollback_s") is not None:
+        lines += [
+            "",
+            "Rolled back in %.2f s (gate failure to the previous targets confirmed serving)."
+            % rollout_doc["rollback_s"],
+        ]
+    steps = rollout_doc.get("steps") or []
+    if steps:
+        lines += [
+            "",
+            "| step | targets | seconds | verdict | answers (failed) | TTFT p95 ms | visible tok/s p50 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for step in steps:
+        figs = (step.get("verdict") or {}).get("figures") or {}
+        targets = (
+            ", ".join("%s %s" % kv for kv in sorted((step.get("targets") or {}).items())) or step.get("seat") or ""
+        )
+        span = step.get("ended_at_epoch", 0) - step.get("started_at_epoch", 0) if step.get("started_at_epoch") else None
+        lines.append(
+            "| %s | %s | %s | %s | %s | %s | %s |"
+            % (
+                step.get("step"),
+                targets,
+                _num(span),
+                (step.get("verdict") or {}).get("verdict", step.get("status", "done")),
+                "%s (%s)" % (figs["all_requests"], figs.get("all_failed")) if "all_requests" in figs else "",
+                _num(figs.get("ttft_ms_p95")),
+                _num(figs.get("visible_tok_s_p50")),
+            )
+        )
+        for reason in (step.get("verdict") or {}).get("reasons") or []:
+            if (step.get("verdict") or {}).get("verdict") == "fail":
+                lines.append("")
+                lines.append("- %s: %s" % (step.get("step"), reason))
+    return lines + [""]
 
 
 def _evicted_name(entry):

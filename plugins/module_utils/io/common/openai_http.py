@@ -258,7 +258,7 @@ def _transport(record, exchange, exc):
 
 
 def call(endpoint, request):
-    """Send one request {"method", "path", "body", "stream"}; return its response record."""
+    """Send one request {"method", "path", "body", "stream", "keep_headers"?}; return its response record."""
     t0 = time.monotonic()
     record = _record(t0)
     data = json.dumps(request["body"]).encode("utf-8") if request.get("body") is not None else None
@@ -266,6 +266,10 @@ def call(endpoint, request):
     try:
         response = exchange.open(request.get("method", "POST"), endpoint.headers(), data)
         record["status"] = response.status
+        if request.get("keep_headers"):
+            # Only the headers asked for (a router's "who answered"): a response's others stay out of records.
+            wanted = {name.lower() for name in request["keep_headers"]}
+            record["headers"] = {k.lower(): v for k, v in response.getheaders() if k.lower() in wanted}
         if response.status == 200 and request.get("stream"):
             _read_stream(exchange, response, record, t0)
         else:

@@ -172,21 +172,27 @@ def write_evidence(
     return {"dir": folder, "written": written}
 
 
-def assemble(evidence_dir, redactor=None, plots=True):
-    """record.json and report.md (with plots) from whatever parts the folder holds; returns the record."""
+def assemble(evidence_dir, redactor=None, plots=True, root=PROJECT_ROOT):
+    """record.json and report.md (with plots) from whatever parts the folder holds; returns the record.
+    `root` is the checkout whose record schema checks it (a module run by Ansible is unpacked elsewhere)."""
     seat, run_id = evidence_dir_parts(evidence_dir)
-    parts = {part: read_part(evidence_dir, part) for part in rec.PARTS}
+    parts = {part: read_part(evidence_dir, part) for part in rec.PARTS + tuple(rec.OPTIONAL_PARTS)}
     created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     redactor = redactor or evidence_redactor()
     record = redactor.redact(rec.assemble(seat, run_id, parts, created))
-    problems = validate_record(record)
+    problems = validate_record(record, root)
     if problems:
         raise EvidenceError(
             "the assembled record of %s does not match schemas/record.schema.json:\n  %s"
             % (evidence_dir, "\n  ".join(problems[:20]))
         )
     atomic_write_json(os.path.join(evidence_dir, "record.json"), record)
-    written = write_plots(evidence_dir, record, parts.get("telemetry")) if plots else []
+    # Without plotting again, the report still shows the plots already beside it.
+    written = (
+        write_plots(evidence_dir, record, parts.get("telemetry"))
+        if plots
+        else [name for name, _caption in PLOTS if os.path.isfile(os.path.join(evidence_dir, name))]
+    )
     report = redactor.redact(render(record, written))
     atomic_write_bytes(os.path.join(evidence_dir, "report.md"), report.encode("utf-8"))
     return record

@@ -1,0 +1,188 @@
+"""A promotion's I/O on the controller: the holds' traffic through the alias, the rollback's
+confirmation, the course read from the candidate's evidence, and promotion-rollout.json written.
+
+The decisions are in router/hold.py and router/rollout.py; this file sends requests, keeps time
+and reads and writes files. Progress goes through io/common/progress.py (stderr and, when set,
+SEATWRIGHT_PROGRESS_LOG), so a person watching a hold knows how far it has come.
+"""
+
+import json
+import os
+import threading
+import time
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import openai_http
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit as progress_emit
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import use_redactor
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold, rollout
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER
+
+# A failed request is retried after this pause, so a dead alias is not hammered in a tight loop.
+RETRY_PAUSE_S = 0.2
+
+
+def endpoint(router_url, api_key=None, timeout_s=60.0):
+    """The alias's OpenAI-compatible endpoint at the router (base URL ending in /v1)."""
+    base = router_url.rstrip("/")
+    return openai_http.Endpoint(base if base.endswith("/v1") else base + "/v1", api_key, timeout_s, timeout_s)
+
+
+def ask(point, alias):
+    """One streamed request through the alias, as a benchmark request record with who answered."""
+    started = time.time()
+    answer = openai_http.call(
+        point,
+        {
+            "method": "POST",
+            "path": "/chat/completions",
+            "body": dict(hold.PROBE_REQUEST, model=alias),
+            "stream": True,
+            "keep_headers": (LITELLM_SEAT_HEADER,),
+        },
+    )
+    return hold.request_record(answer, started)
+
+
+class _Lanes:
+    """Streams sending requests through the alias one after another until stopped."""
+
+    def __init__(self, point, alias):
+        self.point, self.alias = point, alias
+        self.records, self.lock, self.stop = [], threading.Lock(), threading.Event()
+        self.threads = []
+
+    def add(self, count):
+        for _ in range(count):
+            thread = threading.Thread(target=self._lane, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _lane(self):
+        while not self.stop.is_set():
+            record = ask(self.point, self.alias)
+            with self.lock:
+                self.records.append(record)
+            if not record["ok"]:
+                self.stop.wait(RETRY_PAUSE_S)
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.records)
+
+    def finish(self):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+        return self.snapshot()
+
+
+def run_hold(
+    point, alias, candidate, step, hold_s, benchmark_record, gates, force_fail=False, synthetic_streams=None, emit=None
+):
+    """Hold the alias for hold_s, judging as it goes; returns the verdict with its times.
+
+    A probe stream runs throughout; synthetic streams are added once the answers are too thin to
+    judge. A failed gate ends the hold at once (`failed_at_epoch` is when it was seen)."""
+    emit = emit or progress_emit
+    synthetic_streams = hold.DEFAULT_SYNTHETIC_STREAMS if synthetic_streams is None else synthetic_streams
+    gates = hold.gates_of(gates)
+    lanes = _Lanes(point, alias)
+    started_epoch, t0 = time.time(), time.monotonic()
+    lanes.add(1)
+    synthetic, every = 0, hold.check_every_s(hold_s)
+    emit("hold %s: %d s through alias %s, judging every %.1f s" % (step, hold_s, alias, every))
+    while True:
+        elapsed = time.monotonic() - t0
+        time.sleep(max(0.0, min(every, hold_s - elapsed)))
+        elapsed = time.monotonic() - t0
+        verdict = hold.judge(lanes.snapshot(), candidate, elapsed, benchmark_record, gates)
+        emit(hold.progress_line(step, elapsed, hold_s, verdict, synthetic))
+        if verdict["verdict"] == rollout.FAIL or elapsed >= hold_s:
+            break
+        if verdict["verdict"] == rollout.THIN and not synthetic and synthetic_streams:
+            synthetic = synthetic_streams
+            lanes.add(synthetic)
+            emit("hold %s: too thin to judge; synthetic load through %s at %d streams" % (step, alias, synthetic))
+    records = lanes.finish()
+    elapsed = time.monotonic() - t0
+    verdict = hold.judge(records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True)
+    ended = time.time()
+    verdict.update(
+        step=step,
+        started_at_epoch=round(started_epoch, 3),
+        ended_at_epoch=round(ended, 3),
+        hold_s=hold_s,
+        synthetic_streams=synthetic,
+        failed_at_epoch=round(ended, 3) if verdict["verdict"] == rollout.FAIL else None,
+    )
+    emit("hold %s: %s (%s)" % (step, verdict["verdict"], "; ".join(verdict["reasons"])))
+    return verdict
+
+
+def confirm_serving(point, alias, seats, since_epoch, needed=hold.CONFIRM_ANSWERS, timeout_s=120.0, emit=None):
+    """Ask through the alias until `needed` answers in a row come from `seats` (or, on a router that names
+    none, succeed); returns {rollback_s, confirmed_at_epoch, answers}: rollback_s runs from since_epoch
+    (the gate's failure) to the end of the first answer of that run."""
+    emit = emit or progress_emit
+    seats, run, answers = set(seats), [], 0
+    deadline = time.monotonic() + timeout_s
+    while len(run) < needed:
+        if time.monotonic() > deadline:
+            raise RouterError(
+                "alias %s did not answer from %s %d times in a row within %.0f s of the rollback: check the router "
+                "by hand (its targets now) and put the alias back"
+                % (alias, ", ".join(sorted(seats)), needed, timeout_s)
+            )
+        record = ask(point, alias)
+        answers += 1
+        back = record["ok"] and (record["seat"] in seats or record["seat"] is None)
+        run = run + [record] if back else []
+        if not back:
+            time.sleep(RETRY_PAUSE_S)
+    confirmed = run[0]["end_ns"] / 1e9
+    result = {
+        "rollback_s": round(confirmed - since_epoch, 3),
+        "confirmed_at_epoch": round(confirmed, 3),
+        "answers": answers,
+    }
+    emit(
+        "rollback: alias %s served by %s again %.2f s after the gate failed"
+        % (alias, ", ".join(sorted(seats)), result["rollback_s"])
+    )
+    return result
+
+
+def course(alias, kind, seat, current_targets, evidence_root, options, candidate_api_base=None, plan_file=None):
+    """The promotion's course (router/hold.plan) from the candidate's latest record and its address."""
+    record, folder = writer.latest_record(evidence_root, seat)
+    address = candidate_api_base or _plan_address(plan_file, seat)
+    return dict(hold.plan(alias, kind, current_targets, seat, address, record, folder, options), record=record)
+
+
+def _plan_address(plan_file, seat):
+    """The candidate's OpenAI base URL from its plan (rank 0's serve address), as bring-up used it."""
+    if not plan_file or not os.path.isfile(plan_file):
+        return None
+    try:
+        with open(plan_file, encoding="utf-8") as handle:
+            serve = json.load(handle)["ranks"][0]["serve"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise RouterError(
+            "seat %s's plan %s has no rank 0 serve address (%s): re-plan it or give candidate_api_base"
+            % (seat, plan_file, exc)
+        )
+    return serve if "://" in serve else "http://%s/v1" % serve
+
+
+def record(evidence_dir, course, events, started_epoch, secrets=(), root=None, check_mode=False):
+    """Write promotion-rollout.json into the candidate's folder and re-render its record and report."""
+    redactor = writer.evidence_redactor(secrets=[s for s in secrets if s])
+    use_redactor(redactor)
+    document = hold.document(course, events, hold.outcome_of(events), started_epoch, round(time.time(), 3))
+    path = os.path.join(evidence_dir, hold.ROLLOUT_PART + ".json")
+    if not check_mode:
+        writer.write_part(evidence_dir, hold.ROLLOUT_PART, document, redactor)
+        writer.assemble(evidence_dir, redactor, plots=False, root=root or writer.PROJECT_ROOT)
+    return {"path": path, "report": os.path.join(evidence_dir, "report.md"), "outcome": document["outcome"]}

@@ -1,0 +1,318 @@
+"""Promotion through the router (issue 26 item 2): the holds' decisions, a hold and a rollback's
+confirmation against fake seats behind a fake router on 127.0.0.1, the modules, the CLI, and
+promotion-rollout.json in the evidence (redacted, with its section of the report)."""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import tempfile
+import time
+
+import pytest
+import router_hold
+import router_rollout
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold as io_hold
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold
+from conftest import ROOT
+from promote_setup import GATES, KEY, Fleet, evidence_folder
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    fleet = Fleet()
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def lab_targets(fleet):
+    fleet.router.targets["production"] = {"lab": {"api_base": fleet.bases["lab"], "weight": 100}}
+    return fleet.router.targets["production"]
+
+
+def run_module(capsys, module, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"p99": 1}, "unknown gate p99"),
+        ({"ttft_ms_p95": "fast"}, "give a number"),
+        ({"max_error_rate": -1}, "give a number"),
+        ({"min_requests": 0}, "at least 1 answer"),
+    ],
+)
+def test_gates_refused(overrides, fragment):
+    with pytest.raises(RouterError, match=fragment):
+        hold.gates_of(overrides)
+
+
+@pytest.mark.parametrize(
+    "answer, ok, tokens, seat",
+    [
+        (
+            {
+                "status": 200,
+                "elapsed_s": 0.5,
+                "ttft_s": 0.1,
+                "headers": {"x-litellm-model-id": "lab-fast"},
+                "chunks": [
+                    {"choices": [{"delta": {"content": "a"}}]},
+                    {"choices": [{"delta": {"content": "b"}}]},
+                    {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 9}},
+                ],
+            },
+            True,
+            2,
+            "lab-fast",
+        ),
+        ({"status": 200, "elapsed_s": 0.5, "ttft_s": None, "chunks": [{"choices": [{"delta": {}}]}]}, False, 0, None),
+        ({"status": 502, "elapsed_s": 0.01, "error": None, "chunks": None}, False, 0, None),
+    ],
+)
+def test_request_record(answer, ok, tokens, seat):
+    record = hold.request_record(answer, 1000.0)
+    assert (record["ok"], record["output_tokens"], record["seat"]) == (ok, tokens, seat)
+    assert record["end_ns"] - record["start_ns"] == int(answer["elapsed_s"] * 1e9)
+
+
+@pytest.mark.parametrize(
+    "records, named, expected",
+    [
+        ([{"seat": "lab"}, {"seat": "lab-fast"}], True, [{"seat": "lab-fast"}]),
+        # smg names no seat: every answer is judged.
+        ([{"seat": None}, {"seat": None}], False, [{"seat": None}, {"seat": None}]),
+    ],
+)
+def test_candidate_records(records, named, expected):
+    assert hold.candidate_records(records, "lab-fast", named) == expected
+
+
+@pytest.mark.parametrize("hold_s, every", [(1, 0.5), (10, 2.0), (60, 5.0)])
+def test_check_every(hold_s, every):
+    assert hold.check_every_s(hold_s) == every
+
+
+def current(fleet_bases=None):
+    return {"lab": {"api_base": "http://127.0.0.1:1/v1", "weight": 100}}
+
+
+@pytest.mark.parametrize(
+    "targets, decision, against, fragment",
+    [
+        ({}, "promote", "lab", "has no seat behind it"),
+        ({"lab": {"api_base": "x", "weight": 50}, "old": {"api_base": "y", "weight": 50}}, "promote", "lab", "split"),
+        (current(), "do not promote", "lab", "says 'do not promote'"),
+        (current(), "promote", "lab-tp2", "judged against lab-tp2, but alias production is served by lab"),
+    ],
+)
+def test_plan_refused(tmp_path, targets, decision, against, fragment):
+    folder = evidence_folder(tmp_path, decision=decision, against=against)
+    record, _ = writer.latest_record(str(tmp_path / "evidence"), "lab-fast")
+    course = hold.plan("production", "litellm", targets, "lab-fast", "http://c/v1", record, folder, {})
+    assert fragment in course["refusal"] and course["steps"] == []
+
+
+def test_plan_steps_and_lines(tmp_path):
+    folder = evidence_folder(tmp_path)
+    record, _ = writer.latest_record(str(tmp_path / "evidence"), "lab-fast")
+    options = {"shares": [10, 50], "hold_s": 30, "gates": {"ttft_ms_p95": 2000}, "force_gate_failure": True}
+    course = hold.plan("production", "litellm", current(), "lab-fast", "http://c/v1", record, folder, options)
+    assert course["refusal"] is None and course["incumbent"] == "lab"
+    assert [s["step"] for s in course["steps"]] == [
+        "register",
+        "canary 10%",
+        "canary 50%",
+        "all",
+        "drain",
+        "deregister",
+    ]
+    assert course["steps"][1]["router_targets"] == {
+        "lab": {"api_base": "http://127.0.0.1:1/v1", "weight": 90},
+        "lab-fast": {"api_base": "http://c/v1", "weight": 10},
+    }
+    text = "\n".join(course["lines"])
+    assert "canary 10%: set_alias; production -> lab weight 90, lab-fast weight 10; hold 30 s" in text
+    assert "ttft_ms_p95 2000" in text and "failed on purpose" in text
+    assert "a gate that fails puts production back on lab weight 100" in text
+
+
+def test_plan_without_the_candidates_address_is_refused_by_name(tmp_path):
+    folder = evidence_folder(tmp_path)
+    record, _ = writer.latest_record(str(tmp_path / "evidence"), "lab-fast")
+    with pytest.raises(RouterError, match="no address for seat lab-fast"):
+        hold.plan("production", "litellm", current(), "lab-fast", None, record, folder, {})
+
+
+def test_a_hold_through_the_alias_passes_and_sees_both_seats(fleet, lab_targets):
+    fleet.router.targets["production"] = {
+        "lab": {"api_base": fleet.bases["lab"], "weight": 50},
+        "lab-fast": {"api_base": fleet.bases["lab-fast"], "weight": 50},
+    }
+    lines = []
+    point = io_hold.endpoint(fleet.router.url)
+    verdict = io_hold.run_hold(
+        point, "production", "lab-fast", "canary 50%", 3, bench_record(), GATES, emit=lines.append
+    )
+    assert verdict["verdict"] == "pass", verdict
+    assert verdict["figures"]["all_failed"] == 0
+    assert set(verdict["figures"]["answered_by"]) == {"lab", "lab-fast"}
+    # Too thin at first: synthetic load was added, and the person watching was told how far it came.
+    assert verdict["synthetic_streams"] == 4
+    assert any("of 3 s" in line and "%" in line for line in lines)
+
+
+def test_a_forced_failure_fails_the_gate(fleet, lab_targets):
+    point = io_hold.endpoint(fleet.router.url)
+    verdict = io_hold.run_hold(point, "production", "lab", "all", 1, bench_record(), GATES, force_fail=True, emit=print)
+    assert verdict["verdict"] == "fail" and hold.FORCED in verdict["reasons"]
+    assert verdict["failed_at_epoch"]
+
+
+def test_a_dead_candidate_fails_the_gate_early(fleet, lab_targets):
+    fleet.router.targets["production"] = {"lab-fast": {"api_base": "http://127.0.0.1:9/v1", "weight": 100}}
+    point = io_hold.endpoint(fleet.router.url)
+    verdict = io_hold.run_hold(point, "production", "lab-fast", "all", 30, bench_record(), GATES, emit=print)
+    assert verdict["verdict"] == "fail" and "error rate" in verdict["reasons"][0]
+    # A failed gate ends the hold at once, long before its 30 s.
+    assert verdict["ended_at_epoch"] - verdict["started_at_epoch"] < 20
+
+
+def test_confirm_serving_measures_the_rollback(fleet, lab_targets):
+    point = io_hold.endpoint(fleet.router.url)
+    since = time.time()
+    result = io_hold.confirm_serving(point, "production", ["lab"], since, emit=print)
+    assert 0 < result["rollback_s"] < 10 and result["answers"] >= hold.CONFIRM_ANSWERS
+
+
+_BENCH = {}
+
+
+def bench_record():
+    """The candidate's record with a real benchmark part, made once."""
+    if not _BENCH:
+        root = tempfile.mkdtemp()
+        evidence_folder(root)
+        _BENCH["record"] = writer.latest_record(os.path.join(root, "evidence"), "lab-fast")[0]
+    return _BENCH["record"]
+
+
+def test_router_hold_module_in_check_mode_sends_nothing(capsys, fleet):
+    before = len(fleet.router.admin_calls)
+    args = {
+        "router_url": "http://127.0.0.1:9",
+        "alias": "production",
+        "candidate": "lab-fast",
+        "_ansible_check_mode": True,
+    }
+    out = run_module(capsys, router_hold, args)
+    assert out["verdict"] == "not run" and len(fleet.router.admin_calls) == before
+
+
+def test_router_hold_module_confirms(capsys, fleet, lab_targets):
+    args = {
+        "mode": "confirm",
+        "router_url": fleet.router.url,
+        "alias": "production",
+        "seats": ["lab"],
+        "since_epoch": 1.0,
+    }
+    out = run_module(capsys, router_hold, args)
+    assert out["rollback_s"] > 0
+
+
+def test_router_rollout_module_plans_and_records_redacted(capsys, tmp_path, fleet, lab_targets):
+    folder = evidence_folder(tmp_path)
+    args = {
+        "alias": "production",
+        "kind": "litellm",
+        "seat": "lab-fast",
+        "current_targets": {"lab": {"api_base": fleet.bases["lab"], "weight": 100}},
+        "candidate_api_base": fleet.bases["lab-fast"],
+        "evidence_root": str(tmp_path / "evidence"),
+        "options": {"hold_s": 5},
+    }
+    course = run_module(capsys, router_rollout, args)
+    assert course["refusal"] is None and course["evidence_dir"] == folder
+    # A key that leaked into a step (an error message, say) is not in the evidence.
+    events = [{"step": "register", "action": "register", "targets": {"lab": 100}, "note": "Bearer " + KEY}]
+    events.append({"step": "rollback", "action": "set_alias", "rollback_s": 1.25, "reasons": ["key %s" % KEY]})
+    args = {"action": "record", "evidence_dir": folder, "course": course, "events": events, "started_epoch": 1.0}
+    out = run_module(capsys, router_rollout, dict(args, secrets=[KEY]))
+    text = open(out["path"]).read()
+    assert KEY not in text and KEY not in open(os.path.join(folder, "report.md")).read()
+    document = json.loads(text)
+    assert document["outcome"] == "rolled back" and document["rollback_s"] == 1.25
+
+
+def test_the_report_has_a_rollout_section(tmp_path):
+    """Through today's entry point (writer.assemble): a promotion-rollout.json becomes the record's
+    `rollout` and the report's Rollout section."""
+    folder = evidence_folder(tmp_path)
+    document = {
+        "schema": "seatwright-rollout/1",
+        "alias": "production",
+        "router": "litellm",
+        "candidate": "lab-fast",
+        "incumbent": "lab",
+        "outcome": "rolled back",
+        "rollback_s": 0.84,
+        "steps": [
+            {
+                "step": "canary 10%",
+                "targets": {"lab": 90, "lab-fast": 10},
+                "started_at_epoch": 10.0,
+                "ended_at_epoch": 40.0,
+                "verdict": {
+                    "verdict": "fail",
+                    "reasons": ["TTFT p95 900 ms over the gate's 500 ms"],
+                    "figures": {"all_requests": 40, "all_failed": 0, "ttft_ms_p95": 900.0},
+                },
+            }
+        ],
+    }
+    with open(os.path.join(folder, "promotion-rollout.json"), "w") as handle:
+        json.dump(document, handle)
+    record = writer.assemble(folder, plots=False)
+    assert record.get("rollout", {}).get("outcome") == "rolled back"
+    report = open(os.path.join(folder, "report.md")).read()
+    assert "## Rollout" in report
+    assert "Rolled back in 0.84 s" in report
+    assert "| canary 10% | lab 90, lab-fast 10 | 30.0 | fail | 40 (0) | 900 |" in report
+    assert "TTFT p95 900 ms over the gate's 500 ms" in report
+
+
+def load_tool():
+    path = str(ROOT / "tools" / "seatwright-hold")
+    loader = importlib.machinery.SourceFileLoader("seatwright_hold", path)
+    spec = importlib.util.spec_from_loader("seatwright_hold", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("extra, code", [([], 0), (["--force-fail"], 3), (["--gate", "nope=1"], 2)])
+def test_the_hold_cli(tmp_path, capsys, fleet, lab_targets, extra, code):
+    evidence_folder(tmp_path, seat="lab")
+    argv = ["--router-url", fleet.router.url, "--alias", "production", "--candidate", "lab", "--hold-s", "2"]
+    argv += [
+        "--evidence-root",
+        str(tmp_path / "evidence"),
+        "--gate",
+        "min_requests=2",
+        "--gate",
+        "min_visible_ratio=0.1",
+    ]
+    assert load_tool().main(argv + extra) == code
+    out = capsys.readouterr()
+    if code != 2:
+        assert "verdict: %s" % ("pass" if code == 0 else "fail") in out.out
+        assert "hold hold:" in out.err
