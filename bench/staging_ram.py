@@ -50,7 +50,7 @@ from shim import link_shim  # noqa: E402  (bench/staging/shim.py)
 
 FIELD_GB_S = (9.97, 11.33)
 HASH_BLOCK = 64 * 1024 * 1024
-KINDS = ("plain", "verified", "verified_sha256", "whole")
+KINDS = ("plain", "plain_pieces", "verified", "verified_sha256", "whole")
 
 
 def log(text):
@@ -92,7 +92,7 @@ def serve_source(staging_source, made, work, kind, secret, piece_bytes):
     return server, listing
 
 
-def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0):
+def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0, switch_us=0):
     """The argv of one pull in a fresh process (this script's --pull mode), reading the token in `work`."""
     return [
         sys.executable,
@@ -115,6 +115,8 @@ def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_ki
         str(state),
         "--chunk-kib",
         str(chunk_kib),
+        "--switch-us",
+        str(switch_us),
     ]
 
 
@@ -173,17 +175,31 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
+    if args.switch_us:
+        sys.setswitchinterval(args.switch_us / 1e6)
+
+    class Nothing:
+        def update(self, _chunk):
+            pass
+
+        def hexdigest(self):
+            return "0" * 64
+
     if args.pull == "plain":
-
-        class Nothing:
-            def update(self, _chunk):
-                pass
-
-            def hexdigest(self):
-                return "0" * 64
-
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
+    if args.pull == "plain_pieces":
+        # The verified path's own transport (pieces, streams, workers, writes) with its hashing taken out.
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.piece_hasher = lambda _algo: Nothing()
+        made = swarm.Swarm.__init__
+
+        def unhashed(self, *given):
+            made(self, *given)
+            self.expected = {target: ["0" * 64] * count for target, count in self.counts.items()}
+
+        swarm.Swarm.__init__ = unhashed
     forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
@@ -209,14 +225,15 @@ def pull_once(args):
             piece_hash=forced,
         )
     )
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # The pull's own CPU and that of the fetch workers it ran (joined children).
+    usage, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print(
         json.dumps(
             {
                 "seconds": result["transfer_s"],
                 "bytes": result["bytes_transferred"],
                 "streams": result["streams"],
-                "pull_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                "pull_cpu_s": round(usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime, 3),
                 "piece_hash": result.get("piece_hash"),
             }
         )
@@ -250,6 +267,12 @@ def main(argv=None):
     parser.add_argument("--piece-mb", type=int, default=64, help="largest piece the source lists (verified)")
     parser.add_argument(
         "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
+    )
+    parser.add_argument(
+        "--switch-us",
+        type=int,
+        default=0,
+        help="the pull's interpreter switch interval in microseconds (default: Python's 5000)",
     )
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
     parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
@@ -314,6 +337,7 @@ def main(argv=None):
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
+        urls["plain_pieces"] = urls["verified"]
         methods = [(kind, count) for count in counts for kind in KINDS]
         records = []
         for index in range(1, args.passes + 1):
@@ -322,7 +346,16 @@ def main(argv=None):
                 dest = work / "dst"
                 shutil.rmtree(str(dest), ignore_errors=True)
                 command = pull_command(
-                    kind, count, shim, urls[kind], work, dest, made["revision"], work / "state", args.chunk_kib
+                    kind,
+                    count,
+                    shim,
+                    urls[kind],
+                    work,
+                    dest,
+                    made["revision"],
+                    work / "state",
+                    args.chunk_kib,
+                    args.switch_us,
                 )
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
@@ -356,6 +389,8 @@ def main(argv=None):
         row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
         row["ratio_sha256"] = round(row["plain_s"] / row["verified_sha256_s"], 3)
         row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
+        # The price of hashing alone: verified against its own transport with the hashing taken out.
+        row["ratio_pieces"] = round(row["plain_pieces_s"] / row["verified_s"], 3)
         checked = [r["piece_hash"] for r in records if r["method"] == "verified" and r["streams"] == count]
         row["piece_hash"] = checked[0]
         # The most verified / plain this machine allows: verified needs plain's CPU plus one hash of
@@ -409,21 +444,24 @@ def markdown(doc):
         "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
         "",
-        "| streams | plain GB/s | verified by %d MiB piece GB/s (digest) | verified / plain "
+        "| streams | plain GB/s | plain by piece GB/s | verified by %d MiB piece GB/s (digest) | verified / plain "
+        "| verified / plain by piece "
         "| sha256 pieces GB/s | sha256 pieces / plain | whole-file verified GB/s "
         "| whole / plain | cores busy: plain, verified | CPU bound on verified / plain |" % c["piece_mib"],
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["table"]:
         lines.append(
-            "| %d%s | %.2f | %.2f (%s) | %.3f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
+            "| %d%s | %.2f | %.2f | %.2f (%s) | %.3f | %.3f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
             % (
                 r["streams"],
                 " (derived)" if r["chosen"] else "",
                 r["plain_gb_s"],
+                r["plain_pieces_gb_s"],
                 r["verified_gb_s"],
                 r["piece_hash"],
                 r["ratio"],
+                r["ratio_pieces"],
                 r["verified_sha256_gb_s"],
                 r["ratio_sha256"],
                 r["whole_gb_s"],

@@ -78,6 +78,10 @@ class Interrupted(SeatwrightError):
     """A transfer's connection broke mid-file; what arrived is kept and the transfer resumes."""
 
 
+class WorkerLost(Interrupted):
+    """A stream's fetch worker process is gone: its piece goes back to the other streams and the stream ends."""
+
+
 class BadPiece(SeatwrightError):
     """A sender broke the staging protocol or sent a piece that does not hash to the listing's digest."""
 

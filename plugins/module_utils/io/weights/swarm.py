@@ -13,13 +13,19 @@ import errno
 import http.client
 import json
 import mmap
+import multiprocessing
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote, unquote
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BadPiece, Interrupted, StagingError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import (
+    BadPiece,
+    Interrupted,
+    StagingError,
+    WorkerLost,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import (
     piece_hasher,
     piece_hashes_here,
@@ -38,6 +44,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
     SourceServer6,
     _Handler,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
     PIECE_FIELDS,
@@ -259,49 +266,138 @@ class PieceFile:
         self.handle.close(sync, mode)
 
 
-class _Lane:
-    """A stream's two buffers and its write lane: a chunk is written while the next one arrives.
+class _Pipeline:
+    """A stream's buffers and its two lanes: a chunk is hashed and written while the next one arrives.
 
-    A write into the page cache takes about as long as the receive, so in line it would halve what
-    a stream moves (the whole-file path has the same lane, staging_pull.Writer). The chunk's hash
-    stays on the stream's thread: on this lane, or on a thread or process of its own, it was slower
-    on the device machine (bench/results/staging-ram/README.md).
+    Receiving, hashing and writing each take about as long as the others, so in line they would cut
+    a stream's rate to a third; on one thread and its write lane, the hash alone held the device
+    machine's streams to 0.77-0.86 of the plain pull (bench/results/staging-ram/README.md). The
+    hash lane takes a piece's chunks in order, so one digest object serves the whole piece.
     """
 
+    DEPTH = 3
+
     def __init__(self):
-        self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(2)]
+        self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(self.DEPTH)]
+        self.busy = [None] * self.DEPTH
         self.turn = 0
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.pending = None
+        self.hash_lane = ThreadPoolExecutor(max_workers=1)
+        self.write_lane = ThreadPoolExecutor(max_workers=1)
 
     def buffer(self):
-        """The buffer to fill next: submit() waited for its last write, so it is free."""
-        view = self.buffers[self.turn]
-        self.turn = 1 - self.turn
-        return view
+        """The buffer to fill next, once its last chunk is hashed and written."""
+        self.current = self.turn
+        self.turn = (self.turn + 1) % self.DEPTH
+        self._wait(self.current)
+        return self.buffers[self.current]
 
-    def submit(self, handle, view, offset):
-        self.wait()
-        self.pending = self.pool.submit(handle.write_at, view, offset)
+    def submit(self, digest, handle, view, offset):
+        self.busy[self.current] = (
+            self.hash_lane.submit(digest.update, view),
+            self.write_lane.submit(handle.write_at, view, offset),
+        )
 
-    def wait(self):
-        pending, self.pending = self.pending, None
-        if pending is not None:
+    def _wait(self, index):
+        futures, self.busy[index] = self.busy[index], None
+        for future in futures or ():
             try:
-                pending.result()
+                future.result()
             except OSError as exc:
                 raise StagingError("write failed here: %s" % exc)
 
+    def wait(self):
+        """Every chunk handed over so far hashed and written."""
+        for index in range(self.DEPTH):
+            self._wait(index)
+
     def settle(self):
-        """Wait out the last chunk after a failed piece, so no late write lands over a later fetch of it."""
-        try:
-            self.wait()
-        except StagingError:
-            pass
+        """Wait out the last chunks after a failed piece, so no late write lands over a later fetch of it."""
+        for index in range(self.DEPTH):
+            try:
+                self._wait(index)
+            except StagingError:
+                pass
 
     def close(self):
         self.settle()
-        self.pool.shutdown(wait=True)
+        self.hash_lane.shutdown(wait=True)
+        self.write_lane.shutdown(wait=True)
+
+
+# What a fetch worker answers, and the exception each answer is raised as in the stream.
+_ANSWERS = {"bad": BadPiece, "interrupted": Interrupted, "error": StagingError}
+
+
+class _FetchWorker:
+    """A stream's data plane in a process of its own: it receives, hashes and writes one piece per job.
+
+    The stream's thread keeps the choosing and the bookkeeping and waits on a pipe while the piece
+    moves. Threads of one process take turns at the interpreter lock at every receive, hash and
+    write; at 8 streams on 16 cores those turns, not the cores, set the pace, so each stream's three
+    lanes live in a process that holds no other stream. Forked after the files are open: a worker
+    writes through the same open files, at the piece's offsets.
+    """
+
+    def __init__(self, swarm, streams):
+        context = multiprocessing.get_context("fork")
+        self.conn, theirs = context.Pipe()
+        rate = swarm.throttle.rate / streams if swarm.throttle.rate else 0
+        self.process = context.Process(target=_worker_main, args=(theirs, swarm, rate), daemon=True)
+        self.process.start()
+        theirs.close()
+
+    def fetch(self, sender, piece):
+        """The piece's byte count; BadPiece, Interrupted or StagingError as the worker found them."""
+        try:
+            self.conn.send((sender, piece))
+            answer, detail = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerLost("the fetch worker of this stream stopped (%s)" % (exc or "exited"))
+        if answer != "ok":
+            raise _ANSWERS[answer](detail)
+        return detail
+
+    def close(self):
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        self.conn.close()
+
+
+def _worker_main(conn, swarm, rate):
+    """A fetch worker's loop: one (sender, piece) at a time until told to stop or the stream is gone."""
+    origin = swarm.origin
+    sources = {ORIGIN: Source(origin.url, origin.secret, origin.client, origin.io_timeout_s)}
+    for name, peer in swarm.peers.items():
+        sources[name] = PeerSource(peer.url, peer.secret, peer.client, peer.io_timeout_s)
+    pipeline, throttle = _Pipeline(), Throttle(rate)
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                return
+            if job is None:
+                return
+            sender, piece = job
+            try:
+                answer = ("ok", swarm.fetch_piece(sources[sender], sender, piece, pipeline, throttle))
+            except BadPiece as exc:
+                answer = ("bad", str(exc))
+            except Interrupted as exc:
+                answer = ("interrupted", str(exc))
+            except StagingError as exc:
+                answer = ("error", str(exc))
+            except Exception as exc:  # noqa: BLE001 (the stream reports it; a worker never dies silently)
+                answer = ("error", "fetch worker: %s: %s" % (type(exc).__name__, exc))
+            conn.send(answer)
+    finally:
+        pipeline.close()
 
 
 class Swarm:
@@ -337,7 +433,7 @@ class Swarm:
         self.needed, self.local, self.left, self.files = set(), {}, {}, {}
         self.views = {name: None for name in self.peers}
         self.rested, self.banned, self.waiting_since = {}, {}, {}
-        self.failures, self.records = {}, []
+        self.failures, self.records, self.lost = {}, [], []
         self.started, self.received, self.reused = {}, {}, {}
         self.from_peers = {}
         self.interruptions = {}
@@ -397,13 +493,18 @@ class Swarm:
         self._open_units()
         poller = threading.Thread(target=self._poll_peers)
         poller.daemon = True
-        if self.peers:
-            poller.start()
         try:
             streams = max(1, self.options["streams"])
-            with ThreadPoolExecutor(max_workers=streams) as pool:
-                for future in [pool.submit(self._stream) for _ in range(streams)]:
-                    future.result()
+            workers = [_FetchWorker(self, streams) for _ in range(streams)]
+            if self.peers:
+                poller.start()
+            try:
+                with ThreadPoolExecutor(max_workers=streams) as pool:
+                    for future in [pool.submit(self._stream_on, worker) for worker in workers]:
+                        future.result()
+            finally:
+                for worker in workers:
+                    worker.close()
         finally:
             self.polling.set()
             for target, handle in list(self.files.items()):
@@ -411,7 +512,7 @@ class Swarm:
                 self.files.pop(target, None)
         for target in self.pending:
             if target not in self.failures and not any(r["target"] == target for r in self.records):
-                self.failures[target] = "not every piece arrived"
+                self.failures[target] = "not every piece arrived" + (": %s" % self.lost[0] if self.lost else "")
         return self.records, self.failures
 
     def _open_units(self):
@@ -473,14 +574,7 @@ class Swarm:
                             self.views[name] = view
             self.polling.wait(POLL_S)
 
-    def _stream(self):
-        lane = _Lane()
-        try:
-            self._stream_on(lane)
-        finally:
-            lane.close()
-
-    def _stream_on(self, lane):
+    def _stream_on(self, worker):
         while True:
             with self.lock:
                 decision = choose(
@@ -500,22 +594,31 @@ class Swarm:
                 continue
             if self.server is not None:
                 self.server.fetching_piece(piece, True)
-            self._fetch_one(piece, sender, lane)
+            if not self._fetch_one(piece, sender, worker):
+                return
 
-    def _fetch_one(self, piece, sender, lane):
-        target, index = piece
-        source = self.origin if sender == ORIGIN else self.peers[sender]
+    def _fetch_one(self, piece, sender, worker):
+        """Fetch one piece through the stream's worker; False once the worker is gone."""
+        target, _index = piece
         try:
-            count = self._fetch(source, sender, piece, lane)
+            count = worker.fetch(sender, piece)
+        except WorkerLost as exc:
+            with self.lock:
+                self.local.pop(piece, None)
+                self.needed.add(piece)
+                self.lost.append(str(exc))
+            return False
         except (BadPiece, Interrupted) as exc:
             self._failed(piece, sender, exc)
-            return
+            return True
         except StagingError as exc:
             with self.lock:
                 self.local.pop(piece, None)
                 self.failures[target] = str(exc)
                 self.needed -= {(target, i) for i in range(self.counts[target])}
-            return
+            return True
+        self._received(target, count)
+        self.progress.add(target, count)
         with self.lock:
             self.local.pop(piece, None)
             self.left[target] -= 1
@@ -525,6 +628,7 @@ class Swarm:
         self._verified(piece)
         if last:
             self._complete(target)
+        return True
 
     def _complete(self, target):
         try:
@@ -561,8 +665,8 @@ class Swarm:
             self.needed.add(piece)
         time.sleep(min(2**tries, 10) / 10.0)
 
-    def _fetch(self, source, sender, piece, lane):
-        """Fetch one piece into its place and check its digest; the byte count, or BadPiece / Interrupted."""
+    def fetch_piece(self, source, sender, piece, pipeline, throttle):
+        """In a fetch worker: one piece in place, its digest checked; its byte count, or BadPiece / Interrupted."""
         target, index = piece
         unit = self.units[target]
         start, end = piece_span(unit["size"], self.piece_bytes, index)
@@ -583,7 +687,7 @@ class Swarm:
                     self._check_answer(response, unit, start, end)
                     offset = start
                     while offset < end:
-                        buffer = lane.buffer()
+                        buffer = pipeline.buffer()
                         want = min(len(buffer), end - offset)
                         got = 0
                         while got < want:
@@ -594,16 +698,13 @@ class Swarm:
                                     % (sender, end - offset - got, target, index)
                                 )
                             got += count
-                        digest.update(buffer[:got])
-                        lane.submit(handle, buffer[:got], offset)
-                        self.progress.add(target, got)
-                        self.throttle.consume(got)
+                        pipeline.submit(digest, handle, buffer[:got], offset)
+                        throttle.consume(got)
                         offset += got
-                # The piece is on its way to the file in full before anyone may read it from here.
-                lane.wait()
-                self._received(target, end - start)
+                # The piece is in the file in full, and hashed, before anyone may read it from here.
+                pipeline.wait()
             except (OSError, http.client.HTTPException) as exc:
-                lane.settle()
+                pipeline.settle()
                 source.connection(fresh=True)
                 fired = watchdog is not None and watchdog.fired
                 raise Interrupted(
@@ -611,7 +712,7 @@ class Swarm:
                     % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
                 )
             except (BadPiece, Interrupted, StagingError):
-                lane.settle()
+                pipeline.settle()
                 source.connection(fresh=True)
                 raise
         if digest.hexdigest() != self.expected[target][index]:
