@@ -10,6 +10,8 @@ so no disk sets the pace and the price of hashing shows:
   verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
             digests (--piece-mb), and every piece is hashed and checked on whichever stream got it,
             with the digest the node picks (BLAKE3 where Python has the blake3 package)
+  plain_pieces  the verified path's own transport (pieces, streams, fetch workers, writes) with the
+            hashing taken out: verified against it is the price of hashing alone
   verified_sha256  the same with sha256 pieces forced: what a node without blake3 does
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them

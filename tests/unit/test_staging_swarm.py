@@ -313,3 +313,48 @@ def test_the_source_reads_a_file_again_after_a_same_size_rewrite_with_its_mtime_
     assert len(problems) == 1 and shard in problems[0] and "hashes to sha256" in problems[0]
     flip()
     assert staging_source.source_listing(path, REVISION, "m", state, piece_bytes=PIECE)[0]["problems"] == []
+
+
+def _dying_fetch(marker, every):
+    """A fetch_piece whose worker exits at its first piece: the first worker only, or every one."""
+    real = swarm.Swarm.fetch_piece
+
+    def fetch_piece(self, *given):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            first = True
+        except FileExistsError:
+            first = False
+        if first or every:
+            os._exit(3)
+        return real(self, *given)
+
+    return fetch_piece
+
+
+def test_a_stream_whose_worker_dies_hands_its_piece_to_the_other_streams(tmp_path, origin_files, monkeypatch):
+    monkeypatch.setattr(swarm.Swarm, "fetch_piece", _dying_fetch(str(tmp_path / "died"), every=False))
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None))
+    finally:
+        origin.stop()
+    assert (tmp_path / "died").exists()
+    assert_verified(result)
+    assert result["bytes_transferred"] == result["bytes_total"]
+
+
+def test_when_every_worker_dies_the_run_fails_saying_so_and_keeps_nothing_half_written(
+    tmp_path, origin_files, monkeypatch
+):
+    monkeypatch.setattr(swarm.Swarm, "fetch_piece", _dying_fetch(str(tmp_path / "died"), every=True))
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        with pytest.raises(Exception) as raised:
+            stage(options(tmp_path, origin, "d0", peers=[], serve_address=None))
+    finally:
+        origin.stop()
+    assert "fetch worker of this stream stopped" in str(raised.value)
+    dest = tmp_path / "d0" / "models--org--model"
+    finals = [p for p in dest.rglob("*.safetensors") if p.is_file()]
+    assert finals == []

@@ -31,7 +31,7 @@ _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 STREAM_BYTES_S = 1.0e9
 # The fewest streams a node pulls with (the fixed count before streams were derived), and the most.
 MIN_STREAMS = 4
-# Cores one stream keeps busy: its receive and hash, and its write lane.
+# Cores one stream keeps busy: its worker's receive, hash and write lanes (12 of 16 at 8 streams).
 CORES_PER_STREAM = 2
 MAX_STREAMS = 32
 
@@ -242,9 +242,9 @@ def fetch_units(listing):
 def stream_count(cores, nic_bytes_s=None, override=None):
     """Pieces or files a destination pulls at once: `override` when given (1 or more), else derived from the node.
 
-    Each stream receives and hashes on one core while its write lane writes on another, so a node
-    needs one stream per CORES_PER_STREAM cores to use them all (on the 16-core device machine 8
-    streams moved 5.9 GB/s verified and 16 streams 5.1: bench/results/staging-ram), and no more
+    Each stream's worker receives, hashes and writes at once on about one and a half cores, so a
+    node needs one stream per CORES_PER_STREAM cores to use them all (on the 16-core device machine
+    8 streams beat 6 and 12: bench/results/staging-ram), and no more
     streams than its NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer
     than MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
     """
