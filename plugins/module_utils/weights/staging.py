@@ -244,7 +244,7 @@ def stream_count(cores, nic_bytes_s=None, override=None):
 
     Each stream's worker receives, hashes and writes at once on about one and a half cores, so a
     node needs one stream per CORES_PER_STREAM cores to use them all (on the 16-core device machine
-    8 streams beat 6 and 12: bench/results/staging-ram), and no more
+    6, 8 and 12 streams moved 9.3, 9.2 and 8.6 GB/s verified in one call: bench/results/staging-ram), and no more
     streams than its NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer
     than MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
     """
