@@ -94,7 +94,7 @@ def serve_source(staging_source, made, work, kind, secret, piece_bytes):
     return server, listing
 
 
-def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0, switch_us=0):
+def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0, switch_us=0, depth=0):
     """The argv of one pull in a fresh process (this script's --pull mode), reading the token in `work`."""
     return [
         sys.executable,
@@ -119,6 +119,8 @@ def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_ki
         str(chunk_kib),
         "--switch-us",
         str(switch_us),
+        "--depth",
+        str(depth),
     ]
 
 
@@ -177,6 +179,10 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
+    if args.depth:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm._Pipeline.DEPTH = args.depth
     if args.switch_us:
         sys.setswitchinterval(args.switch_us / 1e6)
 
@@ -271,6 +277,9 @@ def main(argv=None):
         "--chunk-kib", type=int, default=0, help="bytes a verified stream reads at a time (default: swarm.py's)"
     )
     parser.add_argument(
+        "--depth", type=int, default=0, help="chunks a verified stream's worker keeps in flight (default: swarm.py's)"
+    )
+    parser.add_argument(
         "--switch-us",
         type=int,
         default=0,
@@ -358,6 +367,7 @@ def main(argv=None):
                     work / "state",
                     args.chunk_kib,
                     args.switch_us,
+                    args.depth,
                 )
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
