@@ -13,7 +13,10 @@ description:
     C(/sys/module/nvidia/version).
   - With O(verify_keyrings), also checks that each keyring file holds the expected primary key
     fingerprint (C(gpg --show-keys)) and fails naming the file and both fingerprints when not.
-  - Changes nothing on the node.
+  - A verified keyring that has a C(keyring) is then installed there (mode 0644, one rename) when
+    it differs, so apt reads a key only once it is verified; nothing else on the node changes.
+  - Runs on the controller (its action plugin) when O(current_version) is given and there is no
+    keyring to verify: then nothing on the node is needed.
 options:
   distribution:
     description: C(ansible_facts.distribution) (Debian, Ubuntu).
@@ -68,6 +71,7 @@ options:
     description:
       - Keyring files to check, each with C(path) and the expected C(fingerprint). A keyring must
         hold exactly that primary key and no other (apt's signed-by trusts every key in the file).
+      - With C(keyring), the verified file is copied there, where apt reads it.
     type: list
     elements: dict
     default: []
@@ -80,7 +84,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Decides and reads keyrings only; runs the same in check mode.
+    description: Decides and reads keyrings; in check mode reports the keyring it would install.
   diff_mode:
     support: none
 author: seatwright
@@ -126,27 +130,28 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Sea
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.driver import plan_driver
 
 
+# The action plugin of the same name validates with this spec too (one home).
+ARGUMENT_SPEC = {
+    "distribution": {"type": "str", "required": True},
+    "distribution_version": {"type": "str", "required": True},
+    "architecture": {"type": "str", "required": True},
+    "branch": {"type": "str", "required": True},
+    "open_kernel_modules": {"type": "bool", "default": True},
+    "compute_capabilities": {"type": "list", "elements": "str", "default": []},
+    "gpu_profile": {"type": "str"},
+    "current_version": {"type": "str"},
+    "container_toolkit": {"type": "bool", "default": True},
+    "toolkit_version": {"type": "str"},
+    "cuda_key_url": {"type": "str"},
+    "cuda_key_fingerprint": {"type": "str"},
+    "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
+    "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
+    "allow_http": {"type": "bool", "default": False},
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "distribution": {"type": "str", "required": True},
-            "distribution_version": {"type": "str", "required": True},
-            "architecture": {"type": "str", "required": True},
-            "branch": {"type": "str", "required": True},
-            "open_kernel_modules": {"type": "bool", "default": True},
-            "compute_capabilities": {"type": "list", "elements": "str", "default": []},
-            "gpu_profile": {"type": "str"},
-            "current_version": {"type": "str"},
-            "container_toolkit": {"type": "bool", "default": True},
-            "toolkit_version": {"type": "str"},
-            "cuda_key_url": {"type": "str"},
-            "cuda_key_fingerprint": {"type": "str"},
-            "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
-            "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
-            "allow_http": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = plan_driver(module)
     except SeatwrightError as exc:
