@@ -129,7 +129,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.driver import plan_driver
 
-
 # The action plugin of the same name validates with this spec too (one home).
 ARGUMENT_SPEC = {
     "distribution": {"type": "str", "required": True},
