@@ -144,17 +144,36 @@ def apply_settings(module, want_diff=False):
         params["settings_file"],
         params["boot_bundle"],
         module.check_mode,
+        boot_unit_write(params["boot_unit"]),
     )
     if want_diff:
         result["diff"] = settings_diff(result)
     return result
 
 
+def boot_unit_write(unit):
+    """(path, bytes) of the boot_unit parameter ({path, content}), or None; GpuInputError when malformed."""
+    if not unit:
+        return None
+    path, content = unit.get("path"), unit.get("content")
+    if not isinstance(path, str) or not path.startswith("/") or not isinstance(content, str):
+        raise GpuInputError("boot_unit: expected an absolute path and the unit's text as content, got %r" % (unit,))
+    return path, content.encode("utf-8")
+
+
 def converge(
-    module, host, request, backend="auto", record_path=None, settings_path=None, bundle_path=None, check_mode=False
+    module,
+    host,
+    request,
+    backend="auto",
+    record_path=None,
+    settings_path=None,
+    bundle_path=None,
+    check_mode=False,
+    unit=None,
 ):
     """Plan, apply, read back and record GPU settings; returns the result, raises GpuInputError or
-    ProbeUnavailable with a message for people."""
+    ProbeUnavailable with a message for people. `unit`: (path, bytes) of the boot unit to keep."""
     request = dict(request)
     request["clock_lock"] = check_clock_lock(host, request.get("clock_lock"))
     try:
@@ -169,6 +188,8 @@ def converge(
         writes.append((bundle_path, bundle_bytes(), 0o644))
     if record_path:
         writes.append((record_path, _json_bytes({"clock_lock": request["clock_lock"]}), 0o644))
+    if unit:
+        writes.append((unit[0], unit[1], 0o644))
     pending = [(path, content, mode) for path, content, mode in writes if _differs(path, content)]
     result = dict(plan, backend=reading["source"], files=[path for path, _, _ in pending])
     result["changed"] = plan["changed"] or bool(pending)
