@@ -4,7 +4,7 @@ The plan is a pure function of the task's arguments once the running driver's ve
 (module_utils/node/driver.py). With O(current_version) given (the GPU facts) and no keyring to
 verify, running the module on each node would only cost a Python start and Ansible's imports
 there (issue 25: a no-op converge's time per node). Otherwise the module runs on the node: it
-reads the loaded driver from sysfs, or verifies and installs keyrings with gpg.
+reads the loaded driver from sysfs, or verifies and installs keyrings with gpg and writes sources.
 """
 
 from ansible.errors import AnsibleActionFail
@@ -20,7 +20,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        if not params["current_version"] or params["verify_keyrings"]:
+        if not params["current_version"] or params["verify_keyrings"] or params["repositories"]:
             result.update(self._execute_module(task_vars=task_vars))
             return result
         try:

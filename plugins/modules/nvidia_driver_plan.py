@@ -16,7 +16,7 @@ description:
   - A verified keyring that has a C(keyring) is then installed there (mode 0644, one rename) when
     it differs, so apt reads a key only once it is verified; nothing else on the node changes.
   - Runs on the controller (its action plugin) when O(current_version) is given and there is no
-    keyring to verify: then nothing on the node is needed.
+    keyring to verify and no repository to write: then nothing on the node is needed.
 options:
   distribution:
     description: C(ansible_facts.distribution) (Debian, Ubuntu).
@@ -75,6 +75,18 @@ options:
     type: list
     elements: dict
     default: []
+  repositories:
+    description:
+      - Repositories to add once every keyring is verified and installed, each with C(name), C(url)
+        and C(keyring); each is written to C(/etc/apt/sources.list.d/<name>.sources) in deb822
+        form (as M(ansible.builtin.deb822_repository) writes it) where it differs.
+    type: list
+    elements: dict
+    default: []
+  repositories_enabled:
+    description: Whether apt uses the O(repositories) (C(Enabled)).
+    type: bool
+    default: true
   allow_http:
     description:
       - Accept plain C(http://) repository and key URLs (a mirror on a network you trust).
@@ -118,6 +130,11 @@ plan:
     (install, change or none), reason, current_version.
   returned: success
   type: dict
+sources:
+  description: Per repository, its source file's path and whether it changed (or would).
+  returned: when repositories is given
+  type: list
+  elements: dict
 keyrings:
   description: Per verified file, its path and the primary key fingerprints found.
   returned: when verify_keyrings is given
@@ -146,6 +163,8 @@ ARGUMENT_SPEC = {
     "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
     "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
     "allow_http": {"type": "bool", "default": False},
+    "repositories": {"type": "list", "elements": "dict", "default": []},
+    "repositories_enabled": {"type": "bool", "default": True},
 }
 
 

@@ -24,6 +24,16 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver impor
 
 # `gpg --show-keys --with-colons` of the lab's test repository key (a key with one subkey would
 # list a sub/fpr pair after it, which must not count).
+# /etc/apt/sources.list.d/nvidia-cuda.sources on a fleet lab node, written by deb822_repository.
+DEB822_REPOSITORY_WROTE = (
+    "Enabled: no\n"
+    "X-Repolib-Name: nvidia-cuda\n"
+    "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc\n"
+    "Suites: /\n"
+    "Types: deb\n"
+    "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\n"
+)
+
 GPG_COLONS = (
     "pub:u:255:22:8FB637B1BCDA7F30:1796011173:::u:::scSC:::::ed25519:::0:\n"
     "fpr:::::::::08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30:\n"
@@ -271,6 +281,32 @@ def test_verified_key_is_installed_where_apt_reads_it_and_drift_repaired(capsys,
     assert os.stat(keyring).st_mode & 0o7777 == 0o644
     again = run(capsys, verify_keyrings=[entry])
     assert again["changed"] is False and again["keyrings"][0]["installed"] is False
+
+
+def test_sources_written_after_the_keys_as_deb822_repository_wrote_them(capsys, test_key, tmp_path, monkeypatch):
+    """The deb822 source comes from the verifying run (issue 25: no deb822_repository task per node),
+    byte for byte what ansible.builtin.deb822_repository wrote, so converged nodes see no change."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.node import driver
+
+    monkeypatch.setattr(driver, "SOURCES_DIR", str(tmp_path / "sources"))
+    path, fingerprint = test_key
+    repo = {"name": "nvidia-cuda", "url": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"}
+    repo["keyring"] = "/etc/apt/keyrings/nvidia-cuda.asc"
+    args = dict(verify_keyrings=[{"path": path, "fingerprint": fingerprint}], repositories=[repo])
+    first = run(capsys, repositories_enabled=False, **args)
+    source = tmp_path / "sources" / "nvidia-cuda.sources"
+    assert first["changed"] is True and first["sources"] == [{"path": str(source), "changed": True}]
+    assert source.read_text() == DEB822_REPOSITORY_WROTE
+    assert run(capsys, repositories_enabled=False, **args)["changed"] is False
+    source.write_text(DEB822_REPOSITORY_WROTE.replace("Suites: /", "Suites: bookworm"))
+    repaired = run(capsys, repositories_enabled=False, **args)
+    assert repaired["changed"] is True and source.read_text() == DEB822_REPOSITORY_WROTE
+    enabled = run(capsys, repositories_enabled=True, **args)
+    assert enabled["changed"] is True and "Enabled: yes\n" in source.read_text()
+    # A key that fails verification stops the run before any source is touched.
+    source.write_text("left as found\n")
+    refused = run(capsys, verify_keyrings=[{"path": path, "fingerprint": CUDA_KEY_FINGERPRINT}], repositories=[repo])
+    assert refused["failed"] is True and source.read_text() == "left as found\n"
 
 
 def test_a_refused_key_is_never_installed(capsys, test_key, tmp_path):

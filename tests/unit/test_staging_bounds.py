@@ -423,5 +423,6 @@ def test_apt_key_verified_before_apt_can_read_it():
     assert "'keyring': __nvidia_driver_cuda_keyring" in keys
     assert tasks[verify]["seatwright.fleet.nvidia_driver_plan"]["verify_keyrings"] == "{{ __nvidia_driver_keys }}"
     assert not [t["name"] for t in tasks if "ansible.builtin.copy" in t]
-    repositories = next(t for t in tasks if "ansible.builtin.deb822_repository" in t)
-    assert tasks.index(repositories) > verify
+    # The sources come last, from that same run, once every key is in place.
+    assert tasks[verify]["seatwright.fleet.nvidia_driver_plan"]["repositories"] == "{{ __nvidia_driver_repositories }}"
+    assert not [t["name"] for t in tasks if "ansible.builtin.deb822_repository" in t]

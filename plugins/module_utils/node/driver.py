@@ -255,6 +255,25 @@ def plan_from_params(params, current_version):
     )
 
 
+SOURCES_DIR = "/etc/apt/sources.list.d"
+
+
+def deb822_source(name, url, keyring, enabled):
+    """(path, text) of one repository's deb822 source, as ansible.builtin.deb822_repository writes
+    it (its fields sorted by option name), so that nodes it wrote see no change."""
+    fields = [
+        ("Enabled", "yes" if enabled else "no"),
+        ("X-Repolib-Name", name),
+        ("Signed-By", keyring),
+        ("Suites", "/"),
+        ("Types", "deb"),
+        ("URIs", url),
+    ]
+    if not re.match(r"^[a-z0-9-]+$", name) or any("\n" in str(value) for _, value in fields):
+        raise DriverError("repository %r: a name of a-z, 0-9 and '-' and one-line fields are needed" % name)
+    return "%s/%s.sources" % (SOURCES_DIR, name), "".join("%s: %s\n" % field for field in fields)
+
+
 def key_fingerprints(gpg_colons):
     """Fingerprints of primary keys in `gpg --show-keys --with-colons` output."""
     fingerprints, after_primary = [], False

@@ -9,8 +9,12 @@ people.
 import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
+    atomic_write_bytes,
+    converge_files,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import (
+    deb822_source,
     key_fingerprints,
     keyring_problem,
     plan_from_params,
@@ -29,7 +33,25 @@ def plan_driver(module):
     if params["verify_keyrings"]:
         result["keyrings"] = verify_keyrings(module, params["verify_keyrings"])
         result["changed"] = any(entry.get("installed") for entry in result["keyrings"])
+    if params["repositories"]:
+        # Only once every key is verified and in place: a source names the keyring apt checks it with.
+        sources = write_sources(params["repositories"], params["repositories_enabled"], module.check_mode)
+        result["sources"] = sources
+        result["changed"] = result["changed"] or any(entry["changed"] for entry in sources)
     return result
+
+
+def write_sources(repositories, enabled, check_mode=False):
+    """Each repository's deb822 source written where it differs: [{path, changed}]."""
+    files = []
+    for repo in repositories:
+        path, text = deb822_source(repo.get("name"), repo.get("url"), repo.get("keyring"), enabled)
+        files.append({"path": path, "content": text, "mode": "0644"})
+    try:
+        written = converge_files([], files, check_mode)
+    except (OSError, ValueError) as exc:
+        raise DriverError("could not write %s: %s" % (getattr(exc, "filename", None) or "a source", exc))
+    return [{"path": entry["path"], "changed": entry["changed"]} for entry in written]
 
 
 def read_loaded_version(path=LOADED_VERSION):
