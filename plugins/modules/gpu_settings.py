@@ -57,6 +57,8 @@ options:
     description:
       - The boot unit itself, C(path) and C(content) (text), written with the settings file and the
         bundle when it differs; omitted, none is written. One module run for all three (issue 25).
+      - With C(enabled_link) (the C(.wants/) link C(systemctl enable) makes), the result's
+        C(boot_unit_enabled) says whether that link points at the unit.
     type: dict
   backend:
     description: Which interface reads and sets the GPUs; C(auto) tries NVML, then nvidia-smi.

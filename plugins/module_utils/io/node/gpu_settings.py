@@ -152,13 +152,16 @@ def apply_settings(module, want_diff=False):
 
 
 def boot_unit_write(unit):
-    """(path, bytes) of the boot_unit parameter ({path, content}), or None; GpuInputError when malformed."""
+    """(path, bytes, enabled_link) of the boot_unit parameter ({path, content, enabled_link}), or
+    None; GpuInputError when malformed."""
     if not unit:
         return None
-    path, content = unit.get("path"), unit.get("content")
+    path, content, link = unit.get("path"), unit.get("content"), unit.get("enabled_link")
     if not isinstance(path, str) or not path.startswith("/") or not isinstance(content, str):
         raise GpuInputError("boot_unit: expected an absolute path and the unit's text as content, got %r" % (unit,))
-    return path, content.encode("utf-8")
+    if link is not None and not (isinstance(link, str) and link.startswith("/")):
+        raise GpuInputError("boot_unit: enabled_link must be an absolute path, got %r" % (link,))
+    return path, content.encode("utf-8"), link
 
 
 def converge(
@@ -173,7 +176,7 @@ def converge(
     unit=None,
 ):
     """Plan, apply, read back and record GPU settings; returns the result, raises GpuInputError or
-    ProbeUnavailable with a message for people. `unit`: (path, bytes) of the boot unit to keep."""
+    ProbeUnavailable with a message for people. `unit`: boot_unit_write()'s (path, bytes, enabled_link)."""
     request = dict(request)
     request["clock_lock"] = check_clock_lock(host, request.get("clock_lock"))
     try:
@@ -189,9 +192,12 @@ def converge(
     if record_path:
         writes.append((record_path, _json_bytes({"clock_lock": request["clock_lock"]}), 0o644))
     if unit:
-        writes.append((unit[0], unit[1], 0o644))
+        writes.append(unit[:2] + (0o644,))
     pending = [(path, content, mode) for path, content, mode in writes if _differs(path, content)]
     result = dict(plan, backend=reading["source"], files=[path for path, _, _ in pending])
+    if unit and unit[2]:
+        # Read here, so the role runs `systemctl enable` only when the link is missing (issue 25).
+        result["boot_unit_enabled"] = os.path.islink(unit[2]) and os.path.realpath(unit[2]) == os.path.realpath(unit[0])
     result["changed"] = plan["changed"] or bool(pending)
     if check_mode or not result["changed"]:
         return result
