@@ -16,7 +16,7 @@ description:
   - A verified keyring that has a C(keyring) is then installed there (mode 0644, one rename) when
     it differs, so apt reads a key only once it is verified; nothing else on the node changes.
   - Runs on the controller (its action plugin) when O(current_version) is given and there is no
-    keyring to verify and no repository to write: then nothing on the node is needed.
+    keyring to verify and no repository to write, since then nothing on the node is needed.
 options:
   distribution:
     description: C(ansible_facts.distribution) (Debian, Ubuntu).
