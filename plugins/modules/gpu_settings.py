@@ -53,6 +53,13 @@ options:
   boot_bundle:
     description: Zip of the code the boot unit runs (this module's own module_utils); omitted, none is written.
     type: path
+  boot_unit:
+    description:
+      - The boot unit itself, C(path) and C(content) (text), written with the settings file and the
+        bundle when it differs; omitted, none is written. One module run for all three (issue 25).
+      - With C(enabled_link) (the C(.wants/) link C(systemctl enable) makes), the result's
+        C(boot_unit_enabled) says whether that link points at the unit.
+    type: dict
   backend:
     description: Which interface reads and sets the GPUs; C(auto) tries NVML, then nvidia-smi.
     type: str
@@ -146,6 +153,7 @@ def main():
             "record_path": {"type": "path"},
             "settings_file": {"type": "path"},
             "boot_bundle": {"type": "path"},
+            "boot_unit": {"type": "dict"},
             "backend": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},
             "host": {"type": "str"},
         },

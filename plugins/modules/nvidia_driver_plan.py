@@ -13,7 +13,10 @@ description:
     C(/sys/module/nvidia/version).
   - With O(verify_keyrings), also checks that each keyring file holds the expected primary key
     fingerprint (C(gpg --show-keys)) and fails naming the file and both fingerprints when not.
-  - Changes nothing on the node.
+  - A verified keyring that has a C(keyring) is then installed there (mode 0644, one rename) when
+    it differs, so apt reads a key only once it is verified; nothing else on the node changes.
+  - Runs on the controller (its action plugin) when O(current_version) is given and there is no
+    keyring to verify and no repository to write, since then nothing on the node is needed.
 options:
   distribution:
     description: C(ansible_facts.distribution) (Debian, Ubuntu).
@@ -68,9 +71,22 @@ options:
     description:
       - Keyring files to check, each with C(path) and the expected C(fingerprint). A keyring must
         hold exactly that primary key and no other (apt's signed-by trusts every key in the file).
+      - With C(keyring), the verified file is copied there, where apt reads it.
     type: list
     elements: dict
     default: []
+  repositories:
+    description:
+      - Repositories to add once every keyring is verified and installed, each with C(name), C(url)
+        and C(keyring); each is written to C(/etc/apt/sources.list.d/<name>.sources) in deb822
+        form (as M(ansible.builtin.deb822_repository) writes it) where it differs.
+    type: list
+    elements: dict
+    default: []
+  repositories_enabled:
+    description: Whether apt uses the O(repositories) (C(Enabled)).
+    type: bool
+    default: true
   allow_http:
     description:
       - Accept plain C(http://) repository and key URLs (a mirror on a network you trust).
@@ -80,7 +96,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Decides and reads keyrings only; runs the same in check mode.
+    description: Decides and reads keyrings; in check mode reports the keyring it would install.
   diff_mode:
     support: none
 author: seatwright
@@ -114,6 +130,11 @@ plan:
     (install, change or none), reason, current_version.
   returned: success
   type: dict
+sources:
+  description: Per repository, its source file's path and whether it changed (or would).
+  returned: when repositories is given
+  type: list
+  elements: dict
 keyrings:
   description: Per verified file, its path and the primary key fingerprints found.
   returned: when verify_keyrings is given
@@ -125,28 +146,30 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.driver import plan_driver
 
+# The action plugin of the same name validates with this spec too (one home).
+ARGUMENT_SPEC = {
+    "distribution": {"type": "str", "required": True},
+    "distribution_version": {"type": "str", "required": True},
+    "architecture": {"type": "str", "required": True},
+    "branch": {"type": "str", "required": True},
+    "open_kernel_modules": {"type": "bool", "default": True},
+    "compute_capabilities": {"type": "list", "elements": "str", "default": []},
+    "gpu_profile": {"type": "str"},
+    "current_version": {"type": "str"},
+    "container_toolkit": {"type": "bool", "default": True},
+    "toolkit_version": {"type": "str"},
+    "cuda_key_url": {"type": "str"},
+    "cuda_key_fingerprint": {"type": "str"},
+    "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
+    "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
+    "allow_http": {"type": "bool", "default": False},
+    "repositories": {"type": "list", "elements": "dict", "default": []},
+    "repositories_enabled": {"type": "bool", "default": True},
+}
+
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "distribution": {"type": "str", "required": True},
-            "distribution_version": {"type": "str", "required": True},
-            "architecture": {"type": "str", "required": True},
-            "branch": {"type": "str", "required": True},
-            "open_kernel_modules": {"type": "bool", "default": True},
-            "compute_capabilities": {"type": "list", "elements": "str", "default": []},
-            "gpu_profile": {"type": "str"},
-            "current_version": {"type": "str"},
-            "container_toolkit": {"type": "bool", "default": True},
-            "toolkit_version": {"type": "str"},
-            "cuda_key_url": {"type": "str"},
-            "cuda_key_fingerprint": {"type": "str"},
-            "repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
-            "verify_keyrings": {"type": "list", "elements": "dict", "default": []},
-            "allow_http": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = plan_driver(module)
     except SeatwrightError as exc:

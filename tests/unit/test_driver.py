@@ -4,9 +4,11 @@ import json
 import os
 import shutil
 import subprocess
+from unittest.mock import MagicMock
 
 import nvidia_driver_plan
 import pytest
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import (
@@ -22,6 +24,16 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver impor
 
 # `gpg --show-keys --with-colons` of the lab's test repository key (a key with one subkey would
 # list a sub/fpr pair after it, which must not count).
+# /etc/apt/sources.list.d/nvidia-cuda.sources on a fleet lab node, written by deb822_repository.
+DEB822_REPOSITORY_WROTE = (
+    "Enabled: no\n"
+    "X-Repolib-Name: nvidia-cuda\n"
+    "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc\n"
+    "Suites: /\n"
+    "Types: deb\n"
+    "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\n"
+)
+
 GPG_COLONS = (
     "pub:u:255:22:8FB637B1BCDA7F30:1796011173:::u:::scSC:::::ed25519:::0:\n"
     "fpr:::::::::08AC9C81E9B58D9CC15AAB668FB637B1BCDA7F30:\n"
@@ -238,6 +250,115 @@ def test_module_verifies_keyrings(capsys, test_key):
     assert bad["msg"].startswith(
         "keyring %s does not hold the expected key %s (found: %s" % (path, CUDA_KEY_FINGERPRINT, fingerprint)
     )
+
+
+@pytest.mark.parametrize(
+    "drift",
+    [
+        None,  # a fresh node: no key where apt reads it
+        b"not the key NVIDIA publishes\n",  # changed behind the converge's back
+        "mode",  # the right key, writable by others
+    ],
+)
+def test_verified_key_is_installed_where_apt_reads_it_and_drift_repaired(capsys, test_key, tmp_path, drift):
+    """Issue 25: the verifying run installs the key (no copy task per key), and repairs a changed one."""
+    path, fingerprint = test_key
+    keyring = tmp_path / "keyrings" / "nvidia-cuda.asc"
+    keyring.parent.mkdir()
+    if drift == "mode":
+        shutil.copyfile(path, keyring)
+        os.chmod(keyring, 0o666)
+    elif drift is not None:
+        keyring.write_bytes(drift)
+    entry = {"path": path, "fingerprint": fingerprint, "keyring": str(keyring)}
+    first = run(capsys, verify_keyrings=[entry])
+    assert first["changed"] is True
+    assert first["keyrings"] == [
+        {"path": path, "fingerprints": [fingerprint], "keyring": str(keyring), "installed": True}
+    ]
+    with open(path, "rb") as handle:
+        assert keyring.read_bytes() == handle.read()
+    assert os.stat(keyring).st_mode & 0o7777 == 0o644
+    again = run(capsys, verify_keyrings=[entry])
+    assert again["changed"] is False and again["keyrings"][0]["installed"] is False
+
+
+def test_sources_written_after_the_keys_as_deb822_repository_wrote_them(capsys, test_key, tmp_path, monkeypatch):
+    """The deb822 source comes from the verifying run (issue 25: no deb822_repository task per node),
+    byte for byte what ansible.builtin.deb822_repository wrote, so converged nodes see no change."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.node import driver
+
+    monkeypatch.setattr(driver, "SOURCES_DIR", str(tmp_path / "sources"))
+    path, fingerprint = test_key
+    repo = {"name": "nvidia-cuda", "url": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"}
+    repo["keyring"] = "/etc/apt/keyrings/nvidia-cuda.asc"
+    args = dict(verify_keyrings=[{"path": path, "fingerprint": fingerprint}], repositories=[repo])
+    first = run(capsys, repositories_enabled=False, **args)
+    source = tmp_path / "sources" / "nvidia-cuda.sources"
+    assert first["changed"] is True and first["sources"] == [{"path": str(source), "changed": True}]
+    assert source.read_text() == DEB822_REPOSITORY_WROTE
+    assert run(capsys, repositories_enabled=False, **args)["changed"] is False
+    source.write_text(DEB822_REPOSITORY_WROTE.replace("Suites: /", "Suites: bookworm"))
+    repaired = run(capsys, repositories_enabled=False, **args)
+    assert repaired["changed"] is True and source.read_text() == DEB822_REPOSITORY_WROTE
+    enabled = run(capsys, repositories_enabled=True, **args)
+    assert enabled["changed"] is True and "Enabled: yes\n" in source.read_text()
+    # A key that fails verification stops the run before any source is touched.
+    source.write_text("left as found\n")
+    refused = run(capsys, verify_keyrings=[{"path": path, "fingerprint": CUDA_KEY_FINGERPRINT}], repositories=[repo])
+    assert refused["failed"] is True and source.read_text() == "left as found\n"
+
+
+def test_a_refused_key_is_never_installed(capsys, test_key, tmp_path):
+    path, _ = test_key
+    keyring = tmp_path / "nvidia-cuda.asc"
+    result = run(capsys, verify_keyrings=[{"path": path, "fingerprint": CUDA_KEY_FINGERPRINT, "keyring": str(keyring)}])
+    assert result["failed"] is True
+    assert not keyring.exists()
+
+
+def _action(args):
+    """The nvidia_driver_plan action plugin on a task with `args`, its module run recorded."""
+    from ansible_collections.seatwright.fleet.plugins.action.nvidia_driver_plan import ActionModule
+
+    task = MagicMock(args=args, async_val=0, check_mode=False, diff=False, action="seatwright.fleet.nvidia_driver_plan")
+    plugin = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    plugin._execute_module = MagicMock(return_value={"changed": False, "plan": "from the node"})
+    return plugin
+
+
+LAB_NODE = {"distribution": "Debian", "distribution_version": "12", "architecture": "x86_64", "branch": "580"}
+
+
+@pytest.mark.parametrize(
+    "args, on_node",
+    [
+        # The GPU facts give the running driver: nothing on the node is needed.
+        (dict(LAB_NODE, current_version="580.159.04", gpu_profile="rtx-pro-6000-maxq"), False),
+        # No driver version yet: the module reads /sys/module/nvidia/version on the node.
+        (dict(LAB_NODE, gpu_profile="rtx-pro-6000-maxq"), True),
+        # Keyrings are files on the node.
+        (dict(LAB_NODE, current_version="580.159.04", verify_keyrings=[{"path": "/k", "fingerprint": "F"}]), True),
+    ],
+)
+def test_plan_is_decided_on_the_controller_when_the_node_has_nothing_to_add(args, on_node):
+    plugin = _action(args)
+    result = plugin.run(task_vars={})
+    assert plugin._execute_module.called is on_node
+    if not on_node:
+        with patch_module_args(args):
+            module_run = nvidia_driver_plan.plan_driver(
+                nvidia_driver_plan.AnsibleModule(nvidia_driver_plan.ARGUMENT_SPEC)
+            )
+        assert result["plan"] == module_run["plan"] and result["changed"] is False
+
+
+def test_controller_plan_refusal_is_a_message():
+    plugin = _action(
+        dict(LAB_NODE, current_version="580.159.04", compute_capabilities=["12.0"], open_kernel_modules=False)
+    )
+    with pytest.raises(AnsibleActionFail, match="set nvidia_driver_open_kernel_modules: true"):
+        plugin.run(task_vars={})
 
 
 def test_keyring_with_the_expected_key_plus_another_is_refused(capsys, test_key, tmp_path, gpg_homes):

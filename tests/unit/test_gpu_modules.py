@@ -200,6 +200,52 @@ def test_persistence_and_clock_lock_predicted_applied_then_still(capsys, node, t
     assert released["changed"] is True and [g["clock_lock"] for g in emulator(node)] == [None, None]
 
 
+UNIT = "[Unit]\nDescription=seatwright GPU power\n"
+
+
+@pytest.mark.parametrize("drift", [None, "[Unit]\nDescription=changed by hand\n"])
+def test_boot_unit_written_with_the_settings_and_drift_repaired(capsys, node, tmp_path, drift):
+    """Issue 25: the boot unit comes with gpu_settings' run (no node_files task of its own per node)."""
+    unit = tmp_path / "systemd" / "seatwright-gpu-power.service"
+    args = dict(files(tmp_path), power_limit_w=250, host="node-a", boot_unit={"path": str(unit), "content": UNIT})
+    run(capsys, gpu_settings, args)
+    assert unit.read_text() == UNIT and os.stat(unit).st_mode & 0o7777 == 0o644
+    if drift:
+        unit.write_text(drift)
+    repaired = run(capsys, gpu_settings, args)
+    assert repaired["changed"] is bool(drift) and repaired["files"] == ([str(unit)] if drift else [])
+    assert unit.read_text() == UNIT
+
+
+@pytest.mark.parametrize("link_to, enabled", [(None, False), ("unit", True), ("/dev/null", False)])
+def test_boot_unit_enabled_read_in_the_same_run(capsys, node, tmp_path, link_to, enabled):
+    """The role asks `systemctl enable` only when this says the unit's .wants link is missing or masked."""
+    unit = tmp_path / "seatwright-gpu-power.service"
+    wants = tmp_path / "multi-user.target.wants" / unit.name
+    wants.parent.mkdir()
+    if link_to:
+        os.symlink(str(unit) if link_to == "unit" else link_to, wants)
+    boot_unit = {"path": str(unit), "content": UNIT, "enabled_link": str(wants)}
+    result = run(capsys, gpu_settings, {"power_limit_w": 250, "host": "node-a", "boot_unit": boot_unit})
+    assert result["boot_unit_enabled"] is enabled
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        {"path": "relative.service", "content": UNIT},
+        {"path": "/etc/x.service"},
+        {"path": "/etc/x.service", "content": UNIT, "enabled_link": "x.service"},
+    ],
+)
+def test_malformed_boot_unit_is_refused_with_a_message(capsys, node, unit):
+    result = run(capsys, gpu_settings, {"power_limit_w": 250, "host": "node-a", "boot_unit": unit})
+    assert result["failed"] is True
+    assert result["msg"].startswith("boot_unit: expected an absolute path") or result["msg"].startswith(
+        "boot_unit: enabled_link must be an absolute path"
+    )
+
+
 @pytest.mark.parametrize(
     "lock",
     [

@@ -418,14 +418,11 @@ def test_apt_key_verified_before_apt_can_read_it():
     assert downloads["dest"] == "{{ item.path }}" and downloads["mode"] == "0600"
     writes = next(t for t in tasks if "seatwright.fleet.node_files" in t)["seatwright.fleet.node_files"]
     assert {"path": "{{ __nvidia_driver_key_incoming_dir }}", "mode": "0700"} in writes["folders"]
-    installs = [
-        (i, t["ansible.builtin.copy"])
-        for i, t in enumerate(tasks)
-        if (t.get("ansible.builtin.copy") or {}).get("dest") == "{{ item.keyring }}"
-    ]
-    assert len(installs) == 1, "no task moves the verified key where apt reads it"
-    index, install = installs[0]
-    assert index > verify and install["remote_src"] is True and install["src"] == "{{ item.path }}"
-    assert tasks[index]["when"] == tasks[verify]["when"]
-    repositories = next(t for t in tasks if "ansible.builtin.deb822_repository" in t)
-    assert tasks.index(repositories) > index
+    # The verifying run itself installs each key where apt reads it, once verified (issue 25: no
+    # copy task per key); no other task writes there.
+    assert "'keyring': __nvidia_driver_cuda_keyring" in keys
+    assert tasks[verify]["seatwright.fleet.nvidia_driver_plan"]["verify_keyrings"] == "{{ __nvidia_driver_keys }}"
+    assert not [t["name"] for t in tasks if "ansible.builtin.copy" in t]
+    # The sources come last, from that same run, once every key is in place.
+    assert tasks[verify]["seatwright.fleet.nvidia_driver_plan"]["repositories"] == "{{ __nvidia_driver_repositories }}"
+    assert not [t["name"] for t in tasks if "ansible.builtin.deb822_repository" in t]

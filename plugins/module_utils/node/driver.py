@@ -7,7 +7,7 @@ driver, roles/nvidia_driver writes what is decided here.
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, is_sm120
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # NVIDIA's CUDA repository signing key for deb-based distributions (driver installation guide,
@@ -225,6 +225,53 @@ def driver_plan(
         "reason": reason,
         "current_version": current_version or None,
     }
+
+
+def plan_from_params(params, current_version):
+    """driver_plan for nvidia_driver_plan's parameters, with the running driver's version given.
+
+    A node without GPU facts yet is planned from its declared profile's compute capability.
+    """
+    capabilities = params["compute_capabilities"]
+    profile = params["gpu_profile"]
+    if not capabilities and profile:
+        if profile not in GPU_PROFILES:
+            raise DriverError("gpu_profile %r is not one of %s" % (profile, ", ".join(sorted(GPU_PROFILES))))
+        capabilities = [GPU_PROFILES[profile]["compute_capability"]]
+    return driver_plan(
+        params["distribution"],
+        params["distribution_version"],
+        params["architecture"],
+        params["branch"],
+        params["open_kernel_modules"],
+        capabilities,
+        current_version,
+        params["container_toolkit"],
+        params["toolkit_version"],
+        params["cuda_key_url"],
+        params["cuda_key_fingerprint"],
+        params["repo_base_url"],
+        params["allow_http"],
+    )
+
+
+SOURCES_DIR = "/etc/apt/sources.list.d"
+
+
+def deb822_source(name, url, keyring, enabled):
+    """(path, text) of one repository's deb822 source, as ansible.builtin.deb822_repository writes
+    it (its fields sorted by option name), so that nodes it wrote see no change."""
+    fields = [
+        ("Enabled", "yes" if enabled else "no"),
+        ("X-Repolib-Name", name),
+        ("Signed-By", keyring),
+        ("Suites", "/"),
+        ("Types", "deb"),
+        ("URIs", url),
+    ]
+    if not re.match(r"^[a-z0-9-]+$", name) or any("\n" in str(value) for _, value in fields):
+        raise DriverError("repository %r: a name of a-z, 0-9 and '-' and one-line fields are needed" % name)
+    return "%s/%s.sources" % (SOURCES_DIR, name), "".join("%s: %s\n" % field for field in fields)
 
 
 def key_fingerprints(gpg_colons):

@@ -84,3 +84,32 @@ def test_preflight_refuses_one_address_shared_by_the_fleet(fleet, tmp_path):
     # One line per node that repeats fleet-1's address: five problems, all listed in one run.
     for name in HOSTS[1:]:
         assert "host %s: seatwright_node_fabric_ip 172.30.96.21 is also declared by fleet-1" % name in raw
+
+
+# What a no-op converge checks on each node, changed behind its back (issue 25: folding the checks
+# into fewer module runs must still find and repair drift). Paths and their tampered content.
+DRIFT = {
+    "/etc/apt/keyrings/nvidia-cuda.asc": "not the key NVIDIA publishes\n",
+    "/etc/nccl.conf": "NCCL_SOCKET_IFNAME==wrong0\n",
+    "/etc/apt/preferences.d/seatwright-nvidia-driver.pref": "Package: *\n",
+    "/etc/apt/sources.list.d/nvidia-cuda.sources": "Types: deb\n",
+    "/etc/systemd/system/seatwright-gpu-power.service": "[Unit]\n",
+}
+WANTS = "/etc/systemd/system/multi-user.target.wants/seatwright-gpu-power.service"
+
+
+def test_a_converge_repairs_drift_and_the_next_changes_nothing(fleet):
+    name = HOSTS[-1]
+    before = {path: node_exec(name, "cat", path) for path in DRIFT}
+    for path, content in DRIFT.items():
+        node_exec(name, "sh", "-c", 'printf %s "$1" > "$2" && chmod 0600 "$2"', "-", content, path)
+    # Disabled behind the converge's back: `systemctl enable` must run again.
+    node_exec(name, "rm", WANTS)
+    rc, parsed, raw = run_playbook("playbooks/nodes.yml", "--limit", name)
+    assert rc == 0, raw[-3000:]
+    assert parsed["stats"][name]["changed"] > 0
+    assert node_exec(name, "readlink", WANTS).strip() == "/etc/systemd/system/seatwright-gpu-power.service"
+    assert {path: node_exec(name, "cat", path) for path in DRIFT} == before
+    assert node_exec(name, "stat", "-c", "%a", *DRIFT).split() == ["644"] * len(DRIFT)
+    rc, parsed, raw = run_playbook("playbooks/nodes.yml", "--limit", name)
+    assert rc == 0 and parsed["stats"][name]["changed"] == 0, raw[-3000:]

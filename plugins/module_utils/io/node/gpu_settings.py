@@ -144,17 +144,39 @@ def apply_settings(module, want_diff=False):
         params["settings_file"],
         params["boot_bundle"],
         module.check_mode,
+        boot_unit_write(params["boot_unit"]),
     )
     if want_diff:
         result["diff"] = settings_diff(result)
     return result
 
 
+def boot_unit_write(unit):
+    """(path, bytes, enabled_link) of the boot_unit parameter ({path, content, enabled_link}), or
+    None; GpuInputError when malformed."""
+    if not unit:
+        return None
+    path, content, link = unit.get("path"), unit.get("content"), unit.get("enabled_link")
+    if not isinstance(path, str) or not path.startswith("/") or not isinstance(content, str):
+        raise GpuInputError("boot_unit: expected an absolute path and the unit's text as content, got %r" % (unit,))
+    if link is not None and not (isinstance(link, str) and link.startswith("/")):
+        raise GpuInputError("boot_unit: enabled_link must be an absolute path, got %r" % (link,))
+    return path, content.encode("utf-8"), link
+
+
 def converge(
-    module, host, request, backend="auto", record_path=None, settings_path=None, bundle_path=None, check_mode=False
+    module,
+    host,
+    request,
+    backend="auto",
+    record_path=None,
+    settings_path=None,
+    bundle_path=None,
+    check_mode=False,
+    unit=None,
 ):
     """Plan, apply, read back and record GPU settings; returns the result, raises GpuInputError or
-    ProbeUnavailable with a message for people."""
+    ProbeUnavailable with a message for people. `unit`: boot_unit_write()'s (path, bytes, enabled_link)."""
     request = dict(request)
     request["clock_lock"] = check_clock_lock(host, request.get("clock_lock"))
     try:
@@ -169,8 +191,13 @@ def converge(
         writes.append((bundle_path, bundle_bytes(), 0o644))
     if record_path:
         writes.append((record_path, _json_bytes({"clock_lock": request["clock_lock"]}), 0o644))
+    if unit:
+        writes.append(unit[:2] + (0o644,))
     pending = [(path, content, mode) for path, content, mode in writes if _differs(path, content)]
     result = dict(plan, backend=reading["source"], files=[path for path, _, _ in pending])
+    if unit and unit[2]:
+        # Read here, so the role runs `systemctl enable` only when the link is missing (issue 25).
+        result["boot_unit_enabled"] = os.path.islink(unit[2]) and os.path.realpath(unit[2]) == os.path.realpath(unit[0])
     result["changed"] = plan["changed"] or bool(pending)
     if check_mode or not result["changed"]:
         return result
