@@ -56,7 +56,7 @@ options:
     type: dict
     default: {}
   removed:
-    description: Targets taken out, or to take out, C({alias: {seat: {api_base, weight}}}), from the co-tenant record.
+    description: "Targets taken out, or to take out, C({alias: {seat: {api_base, weight}}}), from the co-tenant record."
     type: dict
     default: {}
   prior:
@@ -95,7 +95,7 @@ state:
   returned: always
   type: str
 aliases:
-  description: Each alias's targets, seat to C({api_base, weight}), when the router answered.
+  description: "Each alias's targets, seat to C({api_base, weight}), when the router answered."
   returned: state=observed
   type: dict
 action:

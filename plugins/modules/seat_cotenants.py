@@ -48,8 +48,8 @@ options:
     default: true
   router:
     description:
-      - The router's view from its node, C({state, aliases}) (roles/router C(tasks_from=cotenants));
-        state is running, stopped, down or unreachable, aliases maps alias to C({seat: {api_base, weight}}).
+      - "The router's view from its node, C({state, aliases}) (roles/router C(tasks_from=cotenants));
+        state is running, stopped, down or unreachable, aliases maps alias to C({seat: {api_base, weight}})."
       - Omitted when no router is in front of this node's co-tenants.
     type: dict
   record_path:
@@ -117,11 +117,11 @@ record:
   returned: always
   type: dict
 router_remove:
-  description: Targets to take out of the router, C({alias: {seat: {api_base, weight}}}), as recorded.
+  description: "Targets to take out of the router, C({alias: {seat: {api_base, weight}}}), as recorded."
   returned: state=recorded or evicted
   type: dict
 router:
-  description: The record's router part C({state, removed, note}) (null without one).
+  description: "The record's router part C({state, removed, note}) (null without one)."
   returned: state=restored, once the record is done
   type: dict
 """
