@@ -112,7 +112,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router.lifecycle import converge
 
-STATES = ["running", "stopped", "down", "unreachable"]
 ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["observed", "removed", "restored"], "default": "observed"},
     "kind": {"type": "str", "required": True},
@@ -125,7 +124,7 @@ ARGUMENT_SPEC = {
     "service_manager": {"type": "str", "choices": ["auto", "systemd", "process"], "default": "auto"},
     "aliases": {"type": "dict", "default": {}},
     "removed": {"type": "dict", "default": {}},
-    "prior": {"type": "str", "choices": STATES},
+    "prior": {"type": "str", "choices": ["running", "stopped", "down", "unreachable"]},
     "timeout_s": {"type": "float", "default": 180},
 }
 

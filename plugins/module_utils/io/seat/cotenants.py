@@ -80,7 +80,11 @@ def evict(params, check_mode, stop=True):
         atomic_write_bytes(params["record_path"], json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
     if not stop:
         return dict(
-            changed=record != existing, stopped=[], kept=plan["keep"], record=record, evicted=evicted,
+            changed=record != existing,
+            stopped=[],
+            kept=plan["keep"],
+            record=record,
+            evicted=evicted,
             router_remove=router_remove,
         )
     stopped = []
