@@ -11,13 +11,18 @@ description:
     I(record_path) on the node (atomically, before anything is stopped), then stops the running
     ones. A stop that overruns I(stop_timeout_s) is escalated to a kill, never a removal, so the
     restore can start it again. A record left by an earlier run is kept, so its prior state wins.
+  - C(state=recorded) writes the same record and stops nothing. Given I(router) (what the router's
+    node observed), the record also keeps the router's state and the targets of the co-tenants'
+    C(router_seat) to take out (C(router_remove)), so roles/router C(tasks_from=cotenants) drains
+    and removes them before C(state=evicted) stops the co-tenants, and a restore puts them back exactly.
   - C(state=restored) starts every co-tenant the record says was running and is not, then removes
-    the record. Co-tenants that were stopped before the seat stay stopped.
+    the record. Co-tenants that were stopped before the seat stay stopped. The record's router part
+    comes back as I(router), for roles/router C(tasks_from=cotenants) to re-register.
 options:
   state:
-    description: C(evicted) or C(restored).
+    description: C(recorded), C(evicted) or C(restored).
     type: str
-    choices: [evicted, restored]
+    choices: [recorded, evicted, restored]
     required: true
   seat:
     description: Name of the seat, kept in the record.
@@ -41,6 +46,12 @@ options:
     description: The seat's C(topology.exclusive); false evicts nothing.
     type: bool
     default: true
+  router:
+    description:
+      - "The router's view from its node, C({state, aliases}) (roles/router C(tasks_from=cotenants));
+        state is running, stopped, down or unreachable, aliases maps alias to C({seat: {api_base, weight}})."
+      - Omitted when no router is in front of this node's co-tenants.
+    type: dict
   record_path:
     description: Where the prior state is recorded on the node.
     type: path
@@ -105,6 +116,14 @@ record:
   description: The prior-state record (written, or read back for the restore).
   returned: always
   type: dict
+router_remove:
+  description: "Targets to take out of the router, C({alias: {seat: {api_base, weight}}}), as recorded."
+  returned: state=recorded or evicted
+  type: dict
+router:
+  description: "The record's router part C({state, removed, note}) (null without one)."
+  returned: state=restored, once the record is done
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -116,12 +135,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults imp
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["evicted", "restored"], required=True),
+            state=dict(type="str", choices=["recorded", "evicted", "restored"], required=True),
             seat=dict(type="str", required=True),
             host_name=dict(type="str", required=True),
             cotenants=dict(type="list", elements="raw", default=[]),
             seat_gpus=dict(type="list", elements="int", default=[]),
             exclusive=dict(type="bool", default=True),
+            router=dict(type="dict"),
             record_path=dict(type="path", default=COTENANTS_RECORD),
             stop_timeout_s=dict(type="int", default=30),
         ),

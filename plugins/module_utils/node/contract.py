@@ -104,7 +104,8 @@ VARIABLES = (
         [],
         "cotenants",
         "a list of {name, kind: container|systemd, gpus: [indices] or all, memory: its GPU memory on each "
-        "of those GPUs such as '21.6 GiB' (optional), memory_source (optional)}",
+        "of those GPUs such as '21.6 GiB' (optional), memory_source (optional), router_seat: its seat's "
+        "name in the router's listing (optional)}",
         "services on the node a seat may stop while it runs and must restore after, "
         "e.g. `[{name: embedder, kind: container, gpus: [1], memory: 6 GiB}]`; a seat that leaves them "
         "resident takes at most what their memory leaves",

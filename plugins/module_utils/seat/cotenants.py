@@ -1,21 +1,26 @@
 """Exclusive mode: which co-tenant services a seat evicts, what was running, and what to restore.
 
 Co-tenants are declared per host in the inventory (`seatwright_node_cotenants`): a list of
-{name, kind: container|systemd, gpus: [indices] | all, memory, memory_source}; `memory` is what the
+{name, kind: container|systemd, gpus: [indices] | all, memory, memory_source, router_seat}; `memory` is what the
 service holds on each of its GPUs, measured or declared (memory_source says which), and a seat that
 leaves it resident takes at most what it leaves (rule gpu-memory-cotenants). A seat that is exclusive stops every
 co-tenant that shares a GPU with it (`all` claims every GPU of the node, so an exclusive seat
 always evicts it, even a CPU seat). Before anything is stopped the prior state of each is recorded
 on the node; teardown, and any failure of bring-up, restarts exactly those that were running.
+A co-tenant the router sends traffic to names its seat there (`router_seat`, the name in the
+router's listing); the same record keeps the router's state and the targets taken out of it, so
+the restore puts them back exactly (router/lifecycle.py decides).
 """
 
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import memory_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import lifecycle
 
 RECORD_FORMAT = "seatwright-cotenants/1"
 KINDS = ("container", "systemd")
+FIELDS = ("name", "kind", "gpus", "memory", "memory_source", "router_seat")
 # Docker container names and systemd unit names; no shell metacharacters reach a command line.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,254}$")
 
@@ -40,11 +45,11 @@ def check_cotenants(host, declared):
         if not isinstance(item, dict):
             problems.append("%s is %r; expected a mapping with name, kind and gpus" % (at, item))
             continue
-        unknown = sorted(set(item) - {"name", "kind", "gpus", "memory", "memory_source"})
+        unknown = sorted(set(item) - set(FIELDS))
         if unknown:
             problems.append(
-                "%s: unknown field%s %s; allowed: name, kind, gpus, memory, memory_source"
-                % (at, "" if len(unknown) == 1 else "s", ", ".join(unknown))
+                "%s: unknown field%s %s; allowed: %s"
+                % (at, "" if len(unknown) == 1 else "s", ", ".join(unknown), ", ".join(FIELDS))
             )
         name, kind, gpus = item.get("name"), item.get("kind"), item.get("gpus")
         if not isinstance(name, str) or not _NAME.match(name):
@@ -63,6 +68,13 @@ def check_cotenants(host, declared):
             problems.append(
                 "%s.memory is %r; expected its GPU memory on each GPU it uses, e.g. '21.6 GiB'" % (at, memory)
             )
+        router_seat = item.get("router_seat")
+        if router_seat is not None and (not isinstance(router_seat, str) or not _NAME.match(router_seat)):
+            problems.append(
+                "%s.router_seat is %r; expected the seat's name in the router's listing (a key of the "
+                "alias's targets, e.g. lab-side), or leave it out if the router does not send it traffic"
+                % (at, router_seat)
+            )
         if kind == "systemd" and isinstance(name, str) and "." not in name:
             name = name + ".service"
         entries.append(
@@ -73,6 +85,7 @@ def check_cotenants(host, declared):
                 "memory_bytes": memory_bytes(memory) if memory is not None else None,
                 "memory_source": item.get("memory_source")
                 or ("declared in the inventory" if memory is not None else None),
+                "router_seat": router_seat,
             }
         )
     if problems:
@@ -131,12 +144,36 @@ def resident_footprint(host, declared, gpu_index, exclusive):
     return {"bytes": total, "sources": sources, "unknown": unknown}
 
 
-def merge_record(host, seat, existing, observed):
+def router_section(host, view, observed):
+    """The record's `router` part: the router's state at eviction and the targets to take out.
+
+    `view` is {state, aliases: {alias: {seat: {api_base, weight}}}} as observed on the router's
+    node (None: no router in front of this node's co-tenants); `observed` the co-tenants to stop,
+    each with running. Only running ones are taken out: a stopped one gets nothing back later.
+    """
+    if view is None:
+        return None
+    if not isinstance(view, dict) or view.get("state") not in lifecycle.STATES:
+        raise SeatError(
+            "host %s: the router's view %r has no state among %s; pass what roles/router "
+            "tasks_from=cotenants observed" % (host, view, ", ".join(lifecycle.STATES))
+        )
+    taken = lifecycle.removals([item for item in observed if item["running"]], view.get("aliases"))
+    decided = lifecycle.eviction_action(view["state"], taken)
+    return {
+        "state": view["state"],
+        "removed": taken if decided["action"] == "remove" else {},
+        "note": decided["note"],
+    }
+
+
+def merge_record(host, seat, existing, observed, router=None):
     """The prior-state record to write before stopping anything.
 
     `observed` is [{name, kind, running}] as found now. An existing record (a seat already up, or a
     bring-up that failed before it could restore) keeps the state it saw first: a co-tenant we
-    stopped ourselves must not be recorded as "was stopped" by the next run.
+    stopped ourselves must not be recorded as "was stopped" by the next run, nor a target we took
+    out of the router as never there. `router` is router_section's answer for this run.
     """
     entries = {}
     if existing:
@@ -146,12 +183,16 @@ def merge_record(host, seat, existing, observed):
     for item in observed:
         if item["name"] not in entries:
             entries[item["name"]] = {"name": item["name"], "kind": item["kind"], "was_running": bool(item["running"])}
-    return {
+    record = {
         "format": RECORD_FORMAT,
         "host": host,
         "seat": (existing or {}).get("seat") or seat,
         "entries": [entries[name] for name in sorted(entries)],
     }
+    kept = (existing or {}).get("router") or router
+    if kept is not None:
+        record["router"] = kept
+    return record
 
 
 def check_record(host, record):
@@ -177,6 +218,27 @@ def check_record(host, record):
                 "host %s: co-tenant record entry %r is malformed; restore the services by hand, "
                 "then delete the record" % (host, entry)
             )
+    router = record.get("router")
+    if router is not None and not _router_ok(router):
+        raise SeatError(
+            "host %s: the co-tenant record's router part %r is malformed; put the router's targets "
+            "back by hand (roles/router tasks_from=apply_targets), then delete the record" % (host, router)
+        )
+
+
+def _router_ok(router):
+    if not isinstance(router, dict) or router.get("state") not in lifecycle.STATES:
+        return False
+    removed = router.get("removed")
+    if not isinstance(removed, dict):
+        return False
+    for targets in removed.values():
+        if not isinstance(targets, dict):
+            return False
+        for target in targets.values():
+            if not isinstance(target, dict) or not isinstance(target.get("api_base"), str):
+                return False
+    return True
 
 
 def restore_actions(host, record, observed):

@@ -4,6 +4,10 @@ seat/cotenants.py decides which co-tenants an exclusive seat stops and what a re
 restore; this file observes them (docker, systemctl through io/common/services.py), keeps the
 record on the node and applies the decision. Failures raise SeatError or ServiceError with the
 message for people; a failed restore carries what was done as details.
+
+With a router in front of co-tenants, eviction runs in two calls around the router's: `recorded`
+writes the record (with the router's state and the targets to take out) and stops nothing; roles/
+router tasks_from=cotenants drains and removes those targets; `evicted` then stops the co-tenants.
 """
 
 import json
@@ -20,6 +24,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants im
     eviction_plan,
     merge_record,
     restore_actions,
+    router_section,
 )
 
 
@@ -27,8 +32,8 @@ def converge_cotenants(params, check_mode):
     """The seat_cotenants result for `params` (state evicted or restored)."""
     host = params["host_name"]
     try:
-        if params["state"] == "evicted":
-            return evict(params, check_mode)
+        if params["state"] in ("recorded", "evicted"):
+            return evict(params, check_mode, stop=params["state"] == "evicted")
         result, problem = restore(params, check_mode)
     except (SeatError, ServiceError, ValueError, OSError) as exc:
         raise SeatError("host %s: %s" % (host, exc))
@@ -48,11 +53,13 @@ def read_record(path):
         return json.load(handle)
 
 
-def evict(params, check_mode):
+def evict(params, check_mode, stop=True):
     plan = eviction_plan(params["host_name"], params["cotenants"], params["seat_gpus"], params["exclusive"])
     observed = [dict(item, running=is_running(item["kind"], item["name"])) for item in plan["stop"]]
     existing = read_record(params["record_path"])
-    record = merge_record(params["host_name"], params["seat"], existing, observed)
+    router = router_section(params["host_name"], params.get("router"), observed)
+    record = merge_record(params["host_name"], params["seat"], existing, observed, router)
+    router_remove = (record.get("router") or {}).get("removed") or {}
     running = [item for item in observed if item["running"]]
     evicted = [
         {"host": params["host_name"], "name": entry["name"], "kind": entry["kind"]}
@@ -61,19 +68,36 @@ def evict(params, check_mode):
     ]
     if check_mode:
         return dict(
-            changed=bool(running),
-            stopped=[dict(i, how="would stop") for i in running],
+            changed=bool(running) if stop else record != existing,
+            stopped=[dict(i, how="would stop") for i in running] if stop else [],
             kept=plan["keep"],
             record=record,
             evicted=evicted,
+            router_remove=router_remove,
         )
     # The record is written before anything stops, so a failure halfway still knows what to restore.
     if plan["stop"] or existing:
         atomic_write_bytes(params["record_path"], json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+    if not stop:
+        return dict(
+            changed=record != existing,
+            stopped=[],
+            kept=plan["keep"],
+            record=record,
+            evicted=evicted,
+            router_remove=router_remove,
+        )
     stopped = []
     for item in running:
         stopped.append(dict(item, how=stop_cotenant(item["kind"], item["name"], params["stop_timeout_s"])))
-    return dict(changed=bool(stopped), stopped=stopped, kept=plan["keep"], record=record, evicted=evicted)
+    return dict(
+        changed=bool(stopped),
+        stopped=stopped,
+        kept=plan["keep"],
+        record=record,
+        evicted=evicted,
+        router_remove=router_remove,
+    )
 
 
 def restore(params, check_mode):
@@ -101,4 +125,4 @@ def restore(params, check_mode):
         return dict(started=started, actions=actions, record=record), "; ".join(failures) or ", ".join(not_running)
     os.unlink(params["record_path"])
     # The record is gone either way: that alone is a change on the node.
-    return dict(changed=True, started=started, actions=actions, record=record), None
+    return dict(changed=True, started=started, actions=actions, record=record, router=record.get("router")), None
