@@ -184,7 +184,8 @@ class Front:
         return rc == 0
 
     def ensure(self):
-        if isinstance(self.manager, Systemd):
+        # The system's nginx under systemd; a front of the router's own (nginx -p) is started by hand.
+        if isinstance(self.manager, Systemd) and "-p" not in self.argv:
             self.manager.start({"unit": "nginx.service"})
             self._run("-s", "reload")
         elif self.running():
@@ -213,8 +214,13 @@ class Front:
         )
 
 
+def manager_name(service_manager):
+    """systemd or process: `auto` is systemd where it is PID 1."""
+    return service_manager if service_manager != "auto" else ("systemd" if systemd_running() else "process")
+
+
 def manager_for(lay, service_manager):
-    use = service_manager if service_manager != "auto" else ("systemd" if systemd_running() else "process")
+    use = manager_name(service_manager)
     return Systemd() if use == "systemd" else Processes(os.path.join(lay["state_dir"], "run"))
 
 
@@ -244,10 +250,10 @@ def colour_listing(lay, colour, key):
 class Router:
     """One router on this node: `lay` from deploy.layout, `specs` from deploy.service_specs."""
 
-    def __init__(self, lay, specs, service_manager="auto", front_argv=("nginx",), log=None):
+    def __init__(self, lay, specs, service_manager="auto", front_argv=None, log=None):
         self.lay, self.specs = lay, specs
         self.manager = manager_for(lay, service_manager)
-        self.front = Front(front_argv, self.manager)
+        self.front = Front(front_argv or lay.get("front_argv") or ["nginx"], self.manager)
         self.log = log or (lambda text: None)
 
     def state(self):
@@ -381,7 +387,12 @@ class Router:
         drains), wait for its engine's running gauge at 0, then forget it."""
         current = self.read(alias, aliases)
         if seat not in current:
-            return {"changed": False, "seat": seat, "registered": False}
+            # Already out of the alias (the move to the candidate took it out): still wait for its
+            # in-flight requests to finish before saying it is drained.
+            drained = None
+            if metrics_url and not check_mode:
+                drained = self.client(read_key(self.lay)).wait_idle(seat, metrics_url, timeout_s=timeout_s)
+            return {"changed": False, "seat": seat, "registered": False, "drained": drained}
         if check_mode:
             return {"changed": True, "seat": seat, "registered": False}
         key = read_key(self.lay)
@@ -411,7 +422,7 @@ def write_key(lay, key, check_mode):
 
 def control(params, check_mode=False):
     """router_control's one call: the state asked for, on this node."""
-    found = deploy.plan(params)
+    found = deploy.plan(params, systemd=manager_name(params["service_manager"]) == "systemd")
     if params["state"] == "plan":
         return {"changed": False, "plan": found}
     if params["state"] == "key":
