@@ -16,10 +16,12 @@ The figures go to $SEATWRIGHT_ROUTER_RESULTS (bench/results/router/promote-<kind
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -31,9 +33,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
-
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy  # noqa: E402
+from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
 
 ALIAS = "production"
 # LiteLLM routes the alias to a model group; smg routes by the served model name, so there both
@@ -304,8 +305,12 @@ class RealRouter:
 
 
 @pytest.fixture(scope="module", params=adapter.KINDS)
-def router(request, tmp_path_factory):
-    found = RealRouter(request.param, tmp_path_factory.mktemp("router-" + request.param))
+def router(request):
+    # The router runs as its own system user when the test is root (as CI is): its files must be
+    # reachable by it, which pytest's 0700 tmp folder is not.
+    work = tempfile.mkdtemp(prefix="seatwright-router-%s-" % request.param)
+    os.chmod(work, 0o755)
+    found = RealRouter(request.param, work)
     try:
         started = time.monotonic()
         found.setup()
@@ -313,6 +318,7 @@ def router(request, tmp_path_factory):
         yield found
     finally:
         found.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 RESULTS = {}

@@ -23,6 +23,8 @@ COLOUR_PORT_OFFSET = {"blue": 1, "green": 2}
 SMG_KEY_ENV = "SMG_ADMIN_KEY"
 KEY_ENV = {"litellm": adapter.LITELLM_KEY_ENV, "smg": SMG_KEY_ENV}
 UNIT_PREFIX = "seatwright-router"
+# The title smg 1.13.0 gives its process, in place of its command line.
+SMG_TITLE = "smg::router"
 # The nginx upstream every colour switch rewrites; its name is what the site's proxy_pass names.
 UPSTREAM_NAME = "seatwright_router"
 # Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
@@ -186,7 +188,7 @@ def service_specs(lay, user):
                 "log": "%s/litellm-%s.log" % (lay["log_dir"], colour),
                 "health": "http://127.0.0.1:%d/health/liveliness" % item["port"],
                 # What a live process's command line holds (the pid file's check against a reused pid).
-                "match": str(item["port"]),
+                "match": [str(item["port"])],
             }
     else:
         specs["smg"] = {
@@ -197,7 +199,8 @@ def service_specs(lay, user):
             "user": user,
             "log": lay["log_dir"] + "/smg.log",
             "health": "http://127.0.0.1:%d/health" % lay["port"],
-            "match": str(lay["port"]),
+            # smg renames its process (setproctitle) to this once started; its port is in argv before.
+            "match": [str(lay["port"]), SMG_TITLE],
         }
     return specs
 
@@ -320,7 +323,7 @@ def nginx_main_text(lay):
     prefix = lay["nginx_prefix"]
     return "\n".join(
         [
-            "# Written by seatwright's router role: the router's own nginx (nginx -p %s -c %s)." % (prefix, lay["nginx_conf"]),
+            "# Written by seatwright's router role: the router's own nginx (nginx -p %s)." % prefix,
             "worker_processes 1;",
             "pid %s/nginx.pid;" % prefix,
             "error_log %s/error.log;" % prefix,

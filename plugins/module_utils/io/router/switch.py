@@ -24,7 +24,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
 
 POLL_S = 0.5
 
@@ -103,10 +103,10 @@ class Processes:
             return None
         pid = int(text.strip())
         stat = read_text("/proc/%d/stat" % pid) or ""
-        cmdline = (read_text("/proc/%d/cmdline" % pid) or "").split("\0")
+        cmdline = (read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " ").split()
         # A reused pid or a zombie is not the router.
         alive = stat and stat.rsplit(")", 1)[-1].split()[0] != "Z"
-        return pid if alive and spec["match"] in cmdline else None
+        return pid if alive and any(word in cmdline for word in spec["match"]) else None
 
     def running(self, spec):
         return self._pid(spec) is not None
@@ -224,12 +224,18 @@ def manager_for(lay, service_manager):
     return Systemd() if use == "systemd" else Processes(os.path.join(lay["state_dir"], "run"))
 
 
+class DeadRouter(RouterError):
+    """A router process that exited while it was waited for: no point waiting longer."""
+
+
 def wait_until(what, check, timeout_s):
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
         try:
             last = check()
+        except DeadRouter:
+            raise
         except RouterError as exc:
             last = str(exc)
         if last is True:
@@ -256,6 +262,21 @@ class Router:
         self.front = Front(front_argv or lay.get("front_argv") or ["nginx"], self.manager)
         self.log = log or (lambda text: None)
 
+    def wait_healthy(self, spec, what, timeout_s):
+        """Wait for a started process's health check; one that has exited fails at once, with its log's end."""
+
+        def check():
+            if isinstance(self.manager, Processes) and not self.manager.running(spec):
+                tail = (read_text(spec["log"]) or "").strip().splitlines()[-5:]
+                key = read_key(self.lay) if os.path.exists(self.lay["env_file"]) else None
+                raise DeadRouter(
+                    "%s exited before answering its health check; the end of %s: %s"
+                    % (what, spec["log"], adapter.scrub(" | ".join(tail), key)[-600:])
+                )
+            return healthy(spec)
+
+        wait_until("%s did not answer its health check" % what, check, timeout_s)
+
     def state(self):
         return read_json(self.lay["state_file"]) or {}
 
@@ -272,7 +293,7 @@ class Router:
                 return {"changed": False}
             if not check_mode:
                 self.manager.start(spec)
-                wait_until("smg did not answer its health check", lambda: healthy(spec), timeout_s)
+                self.wait_healthy(spec, "smg", timeout_s)
             return {"changed": True, "started": [spec["unit"]]}
         active = self.state().get("active")
         colour = active or deploy.COLOURS[0]
@@ -284,11 +305,11 @@ class Router:
         if check_mode:
             return {"changed": True, "active": colour}
         if active is None and read_text(spec["config"]) is None:
-            atomic_write_bytes(spec["config"], deploy.litellm_initial_text().encode(), 0o640)
+            atomic_write_bytes(spec["config"], deploy.litellm_initial_text().encode(), 0o644)
         if not self.manager.running(spec):
             self.manager.start(spec)
             started.append(spec["unit"])
-        wait_until("LiteLLM %s did not answer its health check" % colour, lambda: healthy(spec), timeout_s)
+        self.wait_healthy(spec, "LiteLLM %s" % colour, timeout_s)
         atomic_write_bytes(self.lay["upstream_file"], deploy.upstream_text(port).encode())
         self.front.ensure()
         atomic_write_json(self.lay["state_file"], {"active": colour})
@@ -332,9 +353,10 @@ class Router:
         # instant rollback: no restart, only the switch.
         reuse = read_text(spec["config"]) == text and self.manager.running(spec) and healthy(spec)
         if not reuse:
-            atomic_write_bytes(spec["config"], text.encode(), 0o640)
+            # 0644: the router's own user reads it, and it holds no key (the key is in its environment).
+            atomic_write_bytes(spec["config"], text.encode(), 0o644)
             self.manager.restart(spec)
-        wait_until("LiteLLM %s did not answer its health check" % idle, lambda: healthy(spec), timeout_s)
+        self.wait_healthy(spec, "LiteLLM %s" % idle, timeout_s)
 
         def listed():
             shown = deploy.litellm_targets(colour_listing(self.lay, idle, key), group)
