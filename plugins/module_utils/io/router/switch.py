@@ -394,8 +394,11 @@ class Router:
             client.expect("removing worker %s" % worker_id, "DELETE", "/workers/%s" % worker_id, ok=(200, 202, 204))
 
         def listed():
-            shown = deploy.smg_targets(client.seats(), alias, names)
-            return True if deploy.same_targets(shown, want) else shown
+            workers = client.seats()
+            shown = deploy.smg_targets(workers, alias, names)
+            # A removed worker listed as draining still took new requests (measured): done when it is gone.
+            lingering = sorted(w["id"] for w in workers if w["id"] in remove)
+            return True if deploy.same_targets(shown, want) and not lingering else dict(shown, draining=lingering)
 
         wait_until(
             "smg did not list %s's workers %s (a seat must serve the model name %s)" % (alias, sorted(want), alias),
