@@ -65,6 +65,14 @@ def free_base_port():
     raise RuntimeError("no three free ports in a row")
 
 
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip(
+            "SKIPPED LOUDLY: the router role installs Debian packages and a system user on the router node "
+            "(here localhost): run as root, as CI does (.ci/run)"
+        )
+
+
 def venv_for(kind):
     venv = deploy.router_venv_dir(str(ROOT), kind)
     if not os.path.exists(os.path.join(venv, ".seatwright-complete")):
@@ -308,6 +316,7 @@ class RealRouter:
 def router(request):
     # The router runs as its own system user when the test is root (as CI is): its files must be
     # reachable by it, which pytest's 0700 tmp folder is not.
+    needs_root()
     work = tempfile.mkdtemp(prefix="seatwright-router-%s-" % request.param)
     os.chmod(work, 0o755)
     found = RealRouter(request.param, work)

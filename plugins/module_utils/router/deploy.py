@@ -34,7 +34,8 @@ PIP_SPEC = {"litellm": "litellm[proxy]=={version}", "smg": "smg=={version}"}
 # What pip installs for the pinned release (adapter.PINNED), each pinned: the role's default
 # (router_pip_packages) and `make router-venvs` (scripts/router-venvs) both read it. LiteLLM's
 # [proxy] extra names litellm-proxy, missing from the package index this was recorded on, so the
-# extra's packages the proxy asked for are listed by hand (tests/fixtures/router/README.md).
+# extra's packages the proxy asked for are listed by hand (tests/fixtures/router/README.md; the
+# last three were in the recording's venv unlisted, and the proxy stops at start without them).
 PIP_PINNED = {
     "litellm": (
         "litellm==1.110.2",
@@ -50,6 +51,9 @@ PIP_PINNED = {
         "fastapi-sso==0.23.0",
         "mcp==2.3.0",
         "soundfile==0.14.0",
+        "websockets==17.4",
+        "orjson==3.13.0",
+        "APScheduler==3.11.3",
     ),
     "smg": ("smg==1.13.0",),
 }
