@@ -287,6 +287,11 @@ class RealRouter:
         )
         return {seat: t["weight"] for seat, t in switch.control(params)["targets"].items()}
 
+    def front_errors(self):
+        """The end of nginx's error log (LiteLLM's front), to say why a request failed."""
+        log = Path(self.lay.get("nginx_prefix") or "/nonexistent") / "error.log"
+        return log.read_text(errors="replace").splitlines()[-10:] if log.exists() else []
+
     def snapshot(self):
         """What a --check must leave as it is: the router's files and its processes' pids."""
         files = {}
@@ -416,7 +421,9 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
             "answered_by": load.by_seat(),
             "after_the_move": len(after),
             "after_the_move_not_from_the_candidate": len([r for r in after if r["seat"] != "lab-fast"]),
-            "steps": [{k: s.get(k) for k in ("step", "apply_s")} for s in document["steps"]],
+            "steps": [{k: s.get(k) for k in ("step", "apply_s", "started_at_epoch")} for s in document["steps"]],
+            "failures": [{k: r[k] for k in ("t0", "status", "error")} for r in load.failed()[:10]],
+            "front_errors": router.front_errors(),
         },
     )
     assert load.records and load.failed() == [], load.failed()[:5]

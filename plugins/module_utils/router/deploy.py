@@ -27,6 +27,9 @@ UNIT_PREFIX = "seatwright-router"
 SMG_TITLE = "smg::router"
 # The nginx upstream every colour switch rewrites; its name is what the site's proxy_pass names.
 UPSTREAM_NAME = "seatwright_router"
+# nginx drops an idle connection to a colour before LiteLLM's uvicorn does (its keep-alive is 5 s):
+# a request nginx sends on a connection uvicorn has just closed is a 502 (one in ~600, measured).
+UPSTREAM_IDLE_S = 4
 # Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
 FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
 # What pip installs in the router's venv for a release other than the pinned one.
@@ -287,7 +290,8 @@ def upstream_text(port):
     check_port(port, "colour port")
     return (
         "# Written by seatwright's router role at each alias move: the serving colour.\n"
-        "upstream %s {\n    server 127.0.0.1:%d;\n    keepalive 16;\n}\n" % (UPSTREAM_NAME, port)
+        "upstream %s {\n    server 127.0.0.1:%d;\n    keepalive 16;\n    keepalive_timeout %ds;\n}\n"
+        % (UPSTREAM_NAME, port, UPSTREAM_IDLE_S)
     )
 
 
