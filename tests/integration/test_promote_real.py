@@ -409,8 +409,8 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     assert document["outcome"] == "moved" and document["rollback_s"] is None
     assert [s["step"] for s in document["steps"]] == ["register", "canary 50%", "all", "drain", "deregister"]
     moved = next(s for s in document["steps"] if s["step"] == "all")
-    # The move returned when its targets were applied; the hold comes after.
-    moved_at = float(moved["started_at_epoch"]) + float(moved["apply_s"])
+    # When the role's move returned: the router lists only the candidate from then on.
+    moved_at = float(moved["applied_at_epoch"])
     after = load.after(moved_at)
     note(
         router,
@@ -421,7 +421,7 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
             "answered_by": load.by_seat(),
             "after_the_move": len(after),
             "after_the_move_not_from_the_candidate": len([r for r in after if r["seat"] != "lab-fast"]),
-            "steps": [{k: s.get(k) for k in ("step", "apply_s", "started_at_epoch")} for s in document["steps"]],
+            "steps": [{k: s.get(k) for k in ("step", "apply_s", "applied_at_epoch")} for s in document["steps"]],
             "failures": [{k: r[k] for k in ("t0", "status", "error")} for r in load.failed()[:10]],
             "front_errors": router.front_errors(),
         },

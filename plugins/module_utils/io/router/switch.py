@@ -331,7 +331,8 @@ class Router:
             result = self._apply_smg(alias, targets, check_mode, timeout_s)
         else:
             result = self._apply_litellm(alias, aliases, targets, check_mode, timeout_s)
-        result.update(alias=alias, seconds=round(time.monotonic() - started, 2))
+        # When the router began serving the targets (the move returned), on the node's clock.
+        result.update(alias=alias, seconds=round(time.monotonic() - started, 2), applied_at_epoch=round(time.time(), 3))
         return result
 
     def _apply_litellm(self, alias, aliases, targets, check_mode, timeout_s):
