@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf lab lab-up lab-seats lab-seat-test lab-keywatch lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -97,9 +97,15 @@ unit:
 aiperf:
 	$(VENV)/python scripts/aiperf-venv
 
+# The two pinned routers (LiteLLM proxy, smg) in cached venvs (.cache/router-venvs/), exactly what
+# the router role installs (router/deploy.py PIP_PINNED), for tests/integration/test_promote_real.py.
+router-venvs:
+	$(VENV)/python scripts/router-venvs
+
 # Weight staging's lab checks on their own two containers (ckpt-a, ckpt-b), removed afterwards;
-# the benchmark driven by AIPerf against the test seat (tests/bench_server.py).
-integration: aiperf
+# the benchmark driven by AIPerf against the test seat (tests/bench_server.py); promote.yml with the
+# real router role and both real routers on this machine (needs nginx: scripts/bootstrap).
+integration: aiperf router-venvs
 	$(VENV)/python -m pytest tests/integration -q
 
 lint:

@@ -46,6 +46,12 @@ options:
     description: The system user the router runs as.
     type: str
     default: seatwright-router
+  venv:
+    description: An existing venv holding the router (default one under the state folder).
+    type: str
+  nginx_prefix:
+    description: A folder for LiteLLM's front nginx of its own (default the system's nginx).
+    type: str
   service_manager:
     description: C(auto) uses systemd where it is PID 1, else a pid file per process.
     type: str
@@ -125,6 +131,8 @@ ARGUMENT_SPEC = {
     "config_dir": {"type": "str", "required": True},
     "state_dir": {"type": "str", "required": True},
     "user": {"type": "str", "default": "seatwright-router"},
+    "venv": {"type": "str"},
+    "nginx_prefix": {"type": "str"},
     "service_manager": {"type": "str", "choices": ["auto", "systemd", "process"], "default": "auto"},
     "aliases": {"type": "dict", "default": {}},
     "alias": {"type": "str"},

@@ -12,6 +12,7 @@ import time
 import pytest
 import router_hold
 import router_rollout
+import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
@@ -143,6 +144,44 @@ def test_plan_steps_and_lines(tmp_path):
     assert "canary 10%: set_alias; production -> lab weight 90, lab-fast weight 10; hold 30 s" in text
     assert "ttft_ms_p95 2000" in text and "failed on purpose" in text
     assert "a gate that fails puts production back on lab weight 100" in text
+
+
+@pytest.mark.parametrize(
+    "kind, base, metrics",
+    [
+        ("litellm", "http://127.0.0.1:1/v1", "http://127.0.0.1:1/metrics"),
+        # smg lists a worker's URL without /v1: the drain reads the same engine page.
+        ("smg", "http://127.0.0.1:1", "http://127.0.0.1:1/metrics"),
+    ],
+)
+def test_the_drain_step_names_the_old_seats_gauge(tmp_path, kind, base, metrics):
+    # The move to the candidate already took the old seat out, so the role can no longer find its
+    # address: the course carries it (the real role's deregister, tests/integration/test_promote_real.py).
+    folder = evidence_folder(tmp_path)
+    record, _ = writer.latest_record(str(tmp_path / "evidence"), "lab-fast")
+    targets = {"lab": {"api_base": base, "weight": 100}}
+    course = hold.plan("production", kind, targets, "lab-fast", "http://c/v1", record, folder, {})
+    drain = next(step for step in course["steps"] if step["action"] == "drain")
+    assert drain.get("metrics_url") == metrics
+
+
+def test_promote_gives_the_roles_deregister_its_alias_and_the_gauge():
+    steps = yaml.safe_load((ROOT / "playbooks" / "tasks" / "promote_step.yml").read_text())
+    tasks = [task for step in steps for task in step.get("block", [])]
+    deregister = next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "deregister")
+    assert {"router_alias", "router_seat", "router_metrics_url"} <= set(deregister["vars"])
+    holds = [
+        t
+        for step in steps
+        for t in step.get("block", []) + step.get("rescue", [])
+        if "seatwright.fleet.router_hold" in t
+    ]
+    assert holds and all("__promote_client_key" in t["seatwright.fleet.router_hold"]["api_key"] for t in holds)
+    play = yaml.safe_load((ROOT / "playbooks" / "promote.yml").read_text())[0]
+    # LiteLLM without a database answers only its master key: the holds carry it there, smg nothing.
+    assert (
+        "router_admin_key" in play["vars"]["__promote_client_key"] and "litellm" in play["vars"]["__promote_client_key"]
+    )
 
 
 def test_plan_without_the_candidates_address_is_refused_by_name(tmp_path):

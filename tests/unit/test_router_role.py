@@ -12,7 +12,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 KEY = "sk-router-role-key-8d2f0a61c3"
 SEAT_A, SEAT_B = "http://127.0.0.1:18001", "http://127.0.0.1:18002"
@@ -65,7 +65,7 @@ def test_layout_and_units(kind, venv, units):
     found = lay(kind)
     assert found["venv"] == venv
     assert found["env_file"] == "/etc/seatwright/router/router.env"
-    assert found["pip"] == deploy.PIP_SPEC[kind].format(version=adapter.PINNED[kind])
+    assert found["pip"] == list(deploy.PIP_PINNED[kind])
     specs = deploy.service_specs(found, "seatwright-router")
     assert sorted(spec["unit"] for spec in specs.values()) == units
     for spec in specs.values():
@@ -241,7 +241,7 @@ def base(tmp_path, **extra):
 
 
 def test_module_plan_gives_every_file_but_the_key(capsys, tmp_path):
-    result = run(capsys, base(tmp_path))
+    result = run(capsys, base(tmp_path, service_manager="systemd"))
     paths = [item["path"] for item in result["plan"]["files"]]
     assert paths == [
         "/etc/systemd/system/seatwright-router-litellm-blue.service",
@@ -267,3 +267,66 @@ def test_module_writes_the_key_to_a_0600_file_once_and_never_returns_it(capsys, 
 def test_module_refuses_a_compromised_version_clearly(capsys, tmp_path):
     result = run(capsys, base(tmp_path, version="1.82.8"))
     assert result["failed"] and "compromised" in result["msg"]
+
+
+# ---------------------------------------------------------------- the real role on one machine (issue 26)
+
+
+@pytest.mark.parametrize("kind", adapter.KINDS)
+def test_the_pinned_package_list_pins_the_pinned_release_and_the_role_installs_it(kind):
+    packages = deploy.pip_packages(kind)
+    assert packages[0] == "%s==%s" % (kind, adapter.PINNED[kind])
+    assert all("==" in package for package in packages), packages
+    assert lay(kind)["pip"] == packages
+    # Another release falls back to the package's own extra.
+    assert deploy.pip_packages(kind, "9.9.9") == [deploy.PIP_SPEC[kind].format(version="9.9.9")]
+    main = (ROOT / "roles" / "router" / "tasks" / "main.yml").read_text()
+    assert "router_pip_packages or __router_plan.plan.layout.pip" in main
+    assert (
+        yaml.safe_load((ROOT / "roles" / "router" / "defaults" / "main.yml").read_text())["router_pip_packages"] == []
+    )
+
+
+def test_litellm_proxy_needs_what_it_stopped_without():
+    # LiteLLM 1.110.2's proxy exited at start without websockets (measured with the recorded list).
+    names = {package.split("==")[0].lower() for package in deploy.PIP_PINNED["litellm"]}
+    assert {"websockets", "orjson", "apscheduler", "uvicorn", "fastapi"} <= names
+
+
+def test_the_router_test_venvs_are_keyed_by_their_package_list(tmp_path):
+    env = {deploy.ROUTER_VENVS_ENV: str(tmp_path)}
+    found = deploy.router_venv_dir("/repo", "smg", env)
+    assert found.startswith(str(tmp_path) + "/smg-%s-" % adapter.PINNED["smg"])
+    assert deploy.router_venv_dir("/repo", "litellm", {}).startswith("/repo/.cache/router-venvs/litellm-")
+
+
+def test_a_front_of_its_own_needs_no_root_owned_path():
+    found = deploy.layout("litellm", 4000, "/w/etc", "/w/var", venv="/v/litellm", nginx_prefix="/w/nginx")
+    assert found["venv"] == "/v/litellm"
+    assert found["front_argv"] == ["nginx", "-p", "/w/nginx", "-c", "/w/nginx/nginx.conf"]
+    plan = deploy.plan(
+        dict(
+            kind="litellm",
+            port=4000,
+            config_dir="/w/etc",
+            state_dir="/w/var",
+            version=None,
+            bind="127.0.0.1",
+            user="root",
+            venv="/v/litellm",
+            nginx_prefix="/w/nginx",
+        ),
+        systemd=False,
+    )
+    paths = [item["path"] for item in plan["files"]]
+    assert paths == ["/w/nginx/seatwright-router.conf", "/w/nginx/nginx.conf"]
+    assert all(path.startswith("/w/") for path in paths + [f["path"] for f in plan["folders"]])
+    main = next(item["content"] for item in plan["files"] if item["path"].endswith("nginx.conf"))
+    assert "pid /w/nginx/nginx.pid;" in main and "include /w/nginx/seatwright-router.conf;" in main
+    assert deploy.layout("litellm", 4000, "/e", "/v")["front_argv"] == ["nginx"]
+
+
+def test_smg_is_found_by_its_process_title_too():
+    # smg 1.13.0 renames its process to smg::router (setproctitle), dropping its argv.
+    spec = deploy.service_specs(lay("smg", 4100), "seatwright-router")["smg"]
+    assert spec["match"] == ["4100", deploy.SMG_TITLE]

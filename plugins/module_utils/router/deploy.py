@@ -8,7 +8,9 @@ the front at it and reloads nginx gracefully; the old colour stays up as the ins
 smg adds and removes workers at runtime and runs as one process. No I/O here.
 """
 
+import hashlib
 import json
+import os
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
@@ -21,12 +23,43 @@ COLOUR_PORT_OFFSET = {"blue": 1, "green": 2}
 SMG_KEY_ENV = "SMG_ADMIN_KEY"
 KEY_ENV = {"litellm": adapter.LITELLM_KEY_ENV, "smg": SMG_KEY_ENV}
 UNIT_PREFIX = "seatwright-router"
+# The title smg 1.13.0 gives its process, in place of its command line.
+SMG_TITLE = "smg::router"
 # The nginx upstream every colour switch rewrites; its name is what the site's proxy_pass names.
 UPSTREAM_NAME = "seatwright_router"
+# nginx drops an idle connection to a colour before LiteLLM's uvicorn does (its keep-alive is 5 s):
+# a request nginx sends on a connection uvicorn has just closed is a 502 (one in ~600, measured).
+UPSTREAM_IDLE_S = 4
 # Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
 FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
-# What pip installs in the router's venv, pinned; LiteLLM's proxy needs its [proxy] extra.
+# What pip installs in the router's venv for a release other than the pinned one.
 PIP_SPEC = {"litellm": "litellm[proxy]=={version}", "smg": "smg=={version}"}
+# What pip installs for the pinned release (adapter.PINNED), each pinned: the role's default
+# (router_pip_packages) and `make router-venvs` (scripts/router-venvs) both read it. LiteLLM's
+# [proxy] extra names litellm-proxy, missing from the package index this was recorded on, so the
+# extra's packages the proxy asked for are listed by hand (tests/fixtures/router/README.md; the
+# last three were in the recording's venv unlisted, and the proxy stops at start without them).
+PIP_PINNED = {
+    "litellm": (
+        "litellm==1.110.2",
+        "gunicorn==23.0.0",
+        "uvicorn==0.54.0",
+        "uvloop==0.23.0",
+        "fastapi==0.165.0",
+        "starlette==1.10.0",
+        "backoff==2.2.1",
+        "rq==2.12.0",
+        "semver==3.1.2",
+        "Expression==5.8.0",
+        "fastapi-sso==0.23.0",
+        "mcp==2.3.0",
+        "soundfile==0.14.0",
+        "websockets==17.4",
+        "orjson==3.13.0",
+        "APScheduler==3.11.3",
+    ),
+    "smg": ("smg==1.13.0",),
+}
 # LiteLLM fetches a model cost map from the internet at start unless told to use its local copy.
 LITELLM_ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 # An admin key is written as KEY=VALUE into an environment file: nothing that file syntax would bend.
@@ -67,12 +100,38 @@ def idle_colour(active):
     return COLOURS[1 - COLOURS.index(active)]
 
 
-def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0"):
-    """Every path, port and unit name of one router on its node."""
+# The command each router's venv must hold.
+ROUTER_BINARY = {"litellm": "litellm", "smg": "smg"}
+# Where `make router-venvs` keeps the routers the tests run (SEATWRIGHT_ROUTER_VENVS_DIR overrides).
+ROUTER_VENVS_ENV = "SEATWRIGHT_ROUTER_VENVS_DIR"
+ROUTER_VENVS_DIR = ".cache/router-venvs"
+
+
+def router_venv_dir(root, kind, environ=None):
+    """The test venv of one pinned router: <dir>/<kind>-<version>-<hash of its package list>."""
+    environ = os.environ if environ is None else environ
+    top = environ.get(ROUTER_VENVS_ENV) or os.path.join(root, ROUTER_VENVS_DIR)
+    packages = pip_packages(kind)
+    digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:12]
+    return os.path.join(top, "%s-%s-%s" % (kind, adapter.PINNED[kind], digest))
+
+
+def pip_packages(kind, version=None):
+    """What pip installs in the router's venv: the pinned list for the pinned release, else the extra."""
+    version = version or adapter.PINNED[adapter.check_kind(kind)]
+    if version == adapter.PINNED[kind]:
+        return list(PIP_PINNED[kind])
+    return [PIP_SPEC[kind].format(version=version)]
+
+
+def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0", venv=None, nginx_prefix=None):
+    """Every path, port and unit name of one router on its node. `venv`: an existing venv to use
+    instead of one under the state folder; `nginx_prefix`: a folder for a front nginx of the router's
+    own (its whole nginx.conf, pid and logs there) instead of the system's nginx and conf.d."""
     adapter.check_kind(kind)
     version = adapter.check_version(kind, version or adapter.PINNED[kind])
     conf, state = config_dir.rstrip("/") + "/router", state_dir.rstrip("/") + "/router"
-    venv = "%s/venv-%s-%s" % (state, kind, version)
+    venv = venv.rstrip("/") if venv else "%s/venv-%s-%s" % (state, kind, version)
     found = {
         "kind": kind,
         "version": version,
@@ -81,7 +140,7 @@ def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0"):
         "config_dir": conf,
         "state_dir": state,
         "venv": venv,
-        "pip": PIP_SPEC[kind].format(version=version),
+        "pip": pip_packages(kind, version),
         "packages": list(FRONT_PACKAGES[kind]),
         "env_file": conf + "/router.env",
         "key_env": KEY_ENV[kind],
@@ -99,8 +158,18 @@ def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0"):
                 for colour, private in colour_ports(port).items()
             },
             upstream_file=conf + "/upstream.conf",
-            site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX,
         )
+        if nginx_prefix:
+            prefix = nginx_prefix.rstrip("/")
+            main = prefix + "/nginx.conf"
+            found.update(
+                nginx_prefix=prefix,
+                nginx_conf=main,
+                site_file=prefix + "/%s.conf" % UNIT_PREFIX,
+                front_argv=["nginx", "-p", prefix, "-c", main],
+            )
+        else:
+            found.update(site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX, front_argv=["nginx"])
     else:
         found.update(
             unit="%s-smg.service" % UNIT_PREFIX,
@@ -126,7 +195,7 @@ def service_specs(lay, user):
                 "log": "%s/litellm-%s.log" % (lay["log_dir"], colour),
                 "health": "http://127.0.0.1:%d/health/liveliness" % item["port"],
                 # What a live process's command line holds (the pid file's check against a reused pid).
-                "match": str(item["port"]),
+                "match": [str(item["port"])],
             }
     else:
         specs["smg"] = {
@@ -137,7 +206,8 @@ def service_specs(lay, user):
             "user": user,
             "log": lay["log_dir"] + "/smg.log",
             "health": "http://127.0.0.1:%d/health" % lay["port"],
-            "match": str(lay["port"]),
+            # smg renames its process (setproctitle) to this once started; its port is in argv before.
+            "match": [str(lay["port"]), SMG_TITLE],
         }
     return specs
 
@@ -220,7 +290,8 @@ def upstream_text(port):
     check_port(port, "colour port")
     return (
         "# Written by seatwright's router role at each alias move: the serving colour.\n"
-        "upstream %s {\n    server 127.0.0.1:%d;\n    keepalive 16;\n}\n" % (UPSTREAM_NAME, port)
+        "upstream %s {\n    server 127.0.0.1:%d;\n    keepalive 16;\n    keepalive_timeout %ds;\n}\n"
+        % (UPSTREAM_NAME, port, UPSTREAM_IDLE_S)
     )
 
 
@@ -248,6 +319,28 @@ def site_text(lay):
             "        proxy_read_timeout 600s;",
             "        client_max_body_size 64m;",
             "    }",
+            "}",
+            "",
+        ]
+    )
+
+
+def nginx_main_text(lay):
+    """A whole nginx.conf for a front of the router's own (layout's nginx_prefix): pid, logs and
+    temporary files under the prefix, the site included; no root-owned path is needed."""
+    prefix = lay["nginx_prefix"]
+    return "\n".join(
+        [
+            "# Written by seatwright's router role: the router's own nginx (nginx -p %s)." % prefix,
+            "worker_processes 1;",
+            "pid %s/nginx.pid;" % prefix,
+            "error_log %s/error.log;" % prefix,
+            "events { worker_connections 512; }",
+            "http {",
+            "    access_log %s/access.log;" % prefix,
+            "    client_body_temp_path %s/body;" % prefix,
+            "    proxy_temp_path %s/proxy;" % prefix,
+            "    include %s;" % lay["site_file"],
             "}",
             "",
         ]
@@ -367,23 +460,38 @@ def same_targets(shown, want):
     return norm(shown) == norm(want)
 
 
-def plan(params):
-    """What the role writes and runs: the layout, the specs, and every file's text but the env file."""
+def plan(params, systemd=True):
+    """What the role writes and runs: the layout, the specs, the folders and every file's text but the
+    env file. Unit files only where systemd runs them (`systemd`); the pid-file runner needs none."""
     lay = layout(
-        params["kind"], params["port"], params["config_dir"], params["state_dir"], params["version"], params["bind"]
+        params["kind"],
+        params["port"],
+        params["config_dir"],
+        params["state_dir"],
+        params["version"],
+        params["bind"],
+        params.get("venv"),
+        params.get("nginx_prefix"),
     )
     specs = service_specs(lay, params["user"])
-    files = [
-        {"path": "/etc/systemd/system/" + spec["unit"], "content": unit_text(spec, "seatwright router (%s)" % name)}
-        for name, spec in sorted(specs.items())
-    ]
+    files = []
+    if systemd:
+        files += [
+            {"path": "/etc/systemd/system/" + spec["unit"], "content": unit_text(spec, "seatwright router (%s)" % name)}
+            for name, spec in sorted(specs.items())
+        ]
+    folders = [{"path": lay[name], "mode": "0755"} for name in ("config_dir", "state_dir", "log_dir")]
     if lay["kind"] == "litellm":
         files.append({"path": lay["site_file"], "content": site_text(lay)})
+        if lay.get("nginx_prefix"):
+            folders += [{"path": lay["nginx_prefix"] + sub, "mode": "0755"} for sub in ("", "/body", "/proxy")]
+            files.append({"path": lay["nginx_conf"], "content": nginx_main_text(lay)})
     else:
         files.append({"path": lay["wrapper"], "content": smg_wrapper_text(lay), "mode": "0755"})
     return {
         "layout": lay,
         "specs": specs,
+        "folders": folders,
         "files": files,
         "units": [spec["unit"] for _n, spec in sorted(specs.items())],
     }

@@ -8,7 +8,7 @@ that fails ends the hold at once, so the rollback starts as early as it can.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import rollout
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, rollout
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER, header
 
 ROLLOUT_PART = "promotion-rollout"
@@ -173,6 +173,9 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
     ):
         if "targets" in step:
             step = dict(step, router_targets=step_targets(step["targets"], addresses))
+        if step["action"] == "drain" and addresses.get(step["seat"]):
+            # The old seat's engine gauge, read until 0 even after the move has taken it out of the alias.
+            step = dict(step, metrics_url=deploy.metrics_url(addresses[step["seat"]]))
         steps.append(step)
     if options.get("stop_old"):
         steps.append({"step": "stop", "action": "stop", "seat": incumbent})

@@ -24,7 +24,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
 
 POLL_S = 0.5
 
@@ -103,10 +103,10 @@ class Processes:
             return None
         pid = int(text.strip())
         stat = read_text("/proc/%d/stat" % pid) or ""
-        cmdline = (read_text("/proc/%d/cmdline" % pid) or "").split("\0")
+        cmdline = (read_text("/proc/%d/cmdline" % pid) or "").replace("\0", " ").split()
         # A reused pid or a zombie is not the router.
         alive = stat and stat.rsplit(")", 1)[-1].split()[0] != "Z"
-        return pid if alive and spec["match"] in cmdline else None
+        return pid if alive and any(word in cmdline for word in spec["match"]) else None
 
     def running(self, spec):
         return self._pid(spec) is not None
@@ -184,7 +184,8 @@ class Front:
         return rc == 0
 
     def ensure(self):
-        if isinstance(self.manager, Systemd):
+        # The system's nginx under systemd; a front of the router's own (nginx -p) is started by hand.
+        if isinstance(self.manager, Systemd) and "-p" not in self.argv:
             self.manager.start({"unit": "nginx.service"})
             self._run("-s", "reload")
         elif self.running():
@@ -213,9 +214,18 @@ class Front:
         )
 
 
+def manager_name(service_manager):
+    """systemd or process: `auto` is systemd where it is PID 1."""
+    return service_manager if service_manager != "auto" else ("systemd" if systemd_running() else "process")
+
+
 def manager_for(lay, service_manager):
-    use = service_manager if service_manager != "auto" else ("systemd" if systemd_running() else "process")
+    use = manager_name(service_manager)
     return Systemd() if use == "systemd" else Processes(os.path.join(lay["state_dir"], "run"))
+
+
+class DeadRouter(RouterError):
+    """A router process that exited while it was waited for: no point waiting longer."""
 
 
 def wait_until(what, check, timeout_s):
@@ -224,6 +234,8 @@ def wait_until(what, check, timeout_s):
     while time.monotonic() < deadline:
         try:
             last = check()
+        except DeadRouter:
+            raise
         except RouterError as exc:
             last = str(exc)
         if last is True:
@@ -244,11 +256,26 @@ def colour_listing(lay, colour, key):
 class Router:
     """One router on this node: `lay` from deploy.layout, `specs` from deploy.service_specs."""
 
-    def __init__(self, lay, specs, service_manager="auto", front_argv=("nginx",), log=None):
+    def __init__(self, lay, specs, service_manager="auto", front_argv=None, log=None):
         self.lay, self.specs = lay, specs
         self.manager = manager_for(lay, service_manager)
-        self.front = Front(front_argv, self.manager)
+        self.front = Front(front_argv or lay.get("front_argv") or ["nginx"], self.manager)
         self.log = log or (lambda text: None)
+
+    def wait_healthy(self, spec, what, timeout_s):
+        """Wait for a started process's health check; one that has exited fails at once, with its log's end."""
+
+        def check():
+            if isinstance(self.manager, Processes) and not self.manager.running(spec):
+                tail = (read_text(spec["log"]) or "").strip().splitlines()[-5:]
+                key = read_key(self.lay) if os.path.exists(self.lay["env_file"]) else None
+                raise DeadRouter(
+                    "%s exited before answering its health check; the end of %s: %s"
+                    % (what, spec["log"], adapter.scrub(" | ".join(tail), key)[-600:])
+                )
+            return healthy(spec)
+
+        wait_until("%s did not answer its health check" % what, check, timeout_s)
 
     def state(self):
         return read_json(self.lay["state_file"]) or {}
@@ -266,7 +293,7 @@ class Router:
                 return {"changed": False}
             if not check_mode:
                 self.manager.start(spec)
-                wait_until("smg did not answer its health check", lambda: healthy(spec), timeout_s)
+                self.wait_healthy(spec, "smg", timeout_s)
             return {"changed": True, "started": [spec["unit"]]}
         active = self.state().get("active")
         colour = active or deploy.COLOURS[0]
@@ -278,11 +305,11 @@ class Router:
         if check_mode:
             return {"changed": True, "active": colour}
         if active is None and read_text(spec["config"]) is None:
-            atomic_write_bytes(spec["config"], deploy.litellm_initial_text().encode(), 0o640)
+            atomic_write_bytes(spec["config"], deploy.litellm_initial_text().encode(), 0o644)
         if not self.manager.running(spec):
             self.manager.start(spec)
             started.append(spec["unit"])
-        wait_until("LiteLLM %s did not answer its health check" % colour, lambda: healthy(spec), timeout_s)
+        self.wait_healthy(spec, "LiteLLM %s" % colour, timeout_s)
         atomic_write_bytes(self.lay["upstream_file"], deploy.upstream_text(port).encode())
         self.front.ensure()
         atomic_write_json(self.lay["state_file"], {"active": colour})
@@ -304,7 +331,8 @@ class Router:
             result = self._apply_smg(alias, targets, check_mode, timeout_s)
         else:
             result = self._apply_litellm(alias, aliases, targets, check_mode, timeout_s)
-        result.update(alias=alias, seconds=round(time.monotonic() - started, 2))
+        # When the router began serving the targets (the move returned), on the node's clock.
+        result.update(alias=alias, seconds=round(time.monotonic() - started, 2), applied_at_epoch=round(time.time(), 3))
         return result
 
     def _apply_litellm(self, alias, aliases, targets, check_mode, timeout_s):
@@ -326,9 +354,10 @@ class Router:
         # instant rollback: no restart, only the switch.
         reuse = read_text(spec["config"]) == text and self.manager.running(spec) and healthy(spec)
         if not reuse:
-            atomic_write_bytes(spec["config"], text.encode(), 0o640)
+            # 0644: the router's own user reads it, and it holds no key (the key is in its environment).
+            atomic_write_bytes(spec["config"], text.encode(), 0o644)
             self.manager.restart(spec)
-        wait_until("LiteLLM %s did not answer its health check" % idle, lambda: healthy(spec), timeout_s)
+        self.wait_healthy(spec, "LiteLLM %s" % idle, timeout_s)
 
         def listed():
             shown = deploy.litellm_targets(colour_listing(self.lay, idle, key), group)
@@ -366,8 +395,11 @@ class Router:
             client.expect("removing worker %s" % worker_id, "DELETE", "/workers/%s" % worker_id, ok=(200, 202, 204))
 
         def listed():
-            shown = deploy.smg_targets(client.seats(), alias, names)
-            return True if deploy.same_targets(shown, want) else shown
+            workers = client.seats()
+            shown = deploy.smg_targets(workers, alias, names)
+            # A removed worker listed as draining still took new requests (measured): done when it is gone.
+            lingering = sorted(w["id"] for w in workers if w["id"] in remove)
+            return True if deploy.same_targets(shown, want) and not lingering else dict(shown, draining=lingering)
 
         wait_until(
             "smg did not list %s's workers %s (a seat must serve the model name %s)" % (alias, sorted(want), alias),
@@ -381,7 +413,12 @@ class Router:
         drains), wait for its engine's running gauge at 0, then forget it."""
         current = self.read(alias, aliases)
         if seat not in current:
-            return {"changed": False, "seat": seat, "registered": False}
+            # Already out of the alias (the move to the candidate took it out): still wait for its
+            # in-flight requests to finish before saying it is drained.
+            drained = None
+            if metrics_url and not check_mode:
+                drained = self.client(read_key(self.lay)).wait_idle(seat, metrics_url, timeout_s=timeout_s)
+            return {"changed": False, "seat": seat, "registered": False, "drained": drained}
         if check_mode:
             return {"changed": True, "seat": seat, "registered": False}
         key = read_key(self.lay)
@@ -411,7 +448,7 @@ def write_key(lay, key, check_mode):
 
 def control(params, check_mode=False):
     """router_control's one call: the state asked for, on this node."""
-    found = deploy.plan(params)
+    found = deploy.plan(params, systemd=manager_name(params["service_manager"]) == "systemd")
     if params["state"] == "plan":
         return {"changed": False, "plan": found}
     if params["state"] == "key":

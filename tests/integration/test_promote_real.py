@@ -1,0 +1,437 @@
+"""playbooks/promote.yml with the REAL roles/router and the real routers (issue 26 item 2), on this
+machine, no lab: the router installed and started by the role on localhost (pid-file runner, its
+own nginx for LiteLLM, paths under a scratch folder, from the venvs `make router-venvs` builds),
+two fake seats (tests/router_backend.py) behind it, and a client sending a request through the
+alias every 50 ms throughout. For LiteLLM (blue/green behind nginx) and smg (workers at runtime):
+
+- `--check` shows the steps and changes nothing (targets, configs, processes);
+- `-e force_gate_failure=true` rolls back with 0 failed client requests, its seconds recorded;
+- a promotion moves the alias with 0 failed client requests, and every answer sent after the
+  move returned comes from the candidate (LiteLLM: x-litellm-model-id; smg names no worker, so
+  the fake seat's own name in the answer's text);
+- the admin key is in no playbook output and no evidence.
+
+The figures go to $SEATWRIGHT_ROUTER_RESULTS (bench/results/router/promote-<kind>.json) when set.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy  # noqa: E402
+from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
+
+ALIAS = "production"
+# LiteLLM routes the alias to a model group; smg routes by the served model name, so there both
+# seats serve the alias's own name (roles/router/README.md).
+SERVED = {"litellm": "lab", "smg": ALIAS}
+HOLD_S = 4
+# The gates judge the router's moves here, not the seats: a fake seat through LiteLLM on a loaded
+# two-core host once streamed 7.2 tok/s against its benchmark's 111 (a real rollback, 0 failed).
+REAL_GATES = dict(GATES, min_visible_ratio=0.02)
+INTERVAL_S = 0.05
+RESULTS_ENV = "SEATWRIGHT_ROUTER_RESULTS"
+
+
+def free_base_port():
+    """A port with the next two free as well (LiteLLM's colours)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port > 65000:
+            continue
+        ok = True
+        for extra in (1, 2):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + extra))
+                except OSError:
+                    ok = False
+        if ok:
+            return port
+    raise RuntimeError("no three free ports in a row")
+
+
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip(
+            "SKIPPED LOUDLY: the router role installs Debian packages and a system user on the router node "
+            "(here localhost): run as root, as CI does (.ci/run)"
+        )
+
+
+def venv_for(kind):
+    venv = deploy.router_venv_dir(str(ROOT), kind)
+    if not os.path.exists(os.path.join(venv, ".seatwright-complete")):
+        pytest.fail(
+            "no %s venv at %s: run `make router-venvs` (scripts/router-venvs builds both pinned routers from "
+            "the package index; make integration does it first)" % (kind, venv)
+        )
+    return venv
+
+
+def start_seat(name, model):
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "router_backend.py"), "--name", name, "--model", model, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    return proc, "http://127.0.0.1:%d/v1" % int(proc.stdout.readline().split()[-1])
+
+
+def who(kind, headers, body):
+    """The seat that answered: LiteLLM's header; smg names none, the fake seat says it in its text."""
+    if kind == "litellm":
+        return adapter.litellm_who_answered(headers)["seat"]
+    try:
+        text = json.loads(body)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    words = text.split()
+    return words[2] if len(words) > 2 and words[:2] == ["answered", "by"] else None
+
+
+class Load:
+    """A request through the alias every INTERVAL_S, each on its own thread, so a slow answer does not
+    slow the cadence; every request's start (epoch), end, status and answering seat kept."""
+
+    def __init__(self, kind, url):
+        self.kind, self.url = kind, url
+        self.records, self.lock, self.stop = [], threading.Lock(), threading.Event()
+        self.threads, self.runner = [], threading.Thread(target=self._run, daemon=True)
+
+    def _one(self):
+        record = {"t0": time.time(), "status": None, "seat": None, "error": None}
+        body = {"model": ALIAS, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"Content-Type": "application/json"}
+        if self.kind == "litellm":
+            # LiteLLM without a database has one key, its master key (the router's admin key).
+            headers["Authorization"] = "Bearer " + KEY
+        request = urllib.request.Request(self.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read()
+                record["status"] = response.status
+                record["seat"] = who(self.kind, dict(response.headers.items()), text)
+        except urllib.error.HTTPError as exc:
+            record["status"], record["error"] = exc.code, exc.read()[:200].decode("utf-8", "replace")
+        except OSError as exc:
+            record["error"] = str(exc)
+        record["t1"] = time.time()
+        with self.lock:
+            self.records.append(record)
+
+    def _run(self):
+        while not self.stop.is_set():
+            thread = threading.Thread(target=self._one, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+            self.stop.wait(INTERVAL_S)
+
+    def __enter__(self):
+        self.runner.start()
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(1.0)
+        self.stop.set()
+        self.runner.join()
+        for thread in self.threads:
+            thread.join(90)
+
+    def failed(self):
+        return [r for r in self.records if r["status"] != 200 or not r["seat"]]
+
+    def after(self, epoch):
+        return [r for r in self.records if r["t0"] >= epoch]
+
+    def by_seat(self):
+        found = {}
+        for r in self.records:
+            found[r["seat"] or "none"] = found.get(r["seat"] or "none", 0) + 1
+        return found
+
+
+class RealRouter:
+    """The role's router on localhost for one kind, with lab (the incumbent) and lab-fast behind it."""
+
+    def __init__(self, kind, work):
+        self.kind, self.work = kind, Path(work)
+        self.port = free_base_port()
+        self.procs, self.bases = [], {}
+        for name in ("lab", "lab-fast"):
+            proc, base = start_seat(name, SERVED[kind])
+            self.procs.append(proc)
+            self.bases[name] = base
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.vars = {
+            "router": {"kind": kind, "node": "localhost", "port": self.port, "aliases": {ALIAS: SERVED["litellm"]}},
+            "router_admin_key": KEY,
+            "router_bind": "127.0.0.1",
+            "router_venv": venv_for(kind),
+            "router_nginx_prefix": str(self.work / "nginx"),
+            "router_service_manager": "process",
+            "seatwright_config_dir": str(self.work / "etc"),
+            "seatwright_state_dir": str(self.work / "var"),
+        }
+        self.lay = deploy.layout(
+            kind,
+            self.port,
+            self.vars["seatwright_config_dir"],
+            self.vars["seatwright_state_dir"],
+            bind="127.0.0.1",
+            venv=self.vars["router_venv"],
+            nginx_prefix=self.vars["router_nginx_prefix"],
+        )
+        self.inventory = self.work / "inventory.yml"
+        self.inventory.write_text(
+            yaml.safe_dump(
+                {
+                    "all": {
+                        "hosts": {
+                            "localhost": {
+                                "ansible_connection": "local",
+                                "ansible_host": "127.0.0.1",
+                                "ansible_python_interpreter": sys.executable,
+                            }
+                        },
+                        "children": {"gpu_nodes": {"hosts": {}}},
+                        "vars": self.vars,
+                    }
+                }
+            )
+        )
+
+    def playbook(self, path, *extra):
+        env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory), str(path)]
+        done = subprocess.run(argv + list(extra), cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=900)
+        return done, done.stdout + done.stderr
+
+    def setup(self):
+        """The role's install and start, then the alias's first seat (the incumbent)."""
+        book = self.work / "router-setup.yml"
+        book.write_text(
+            yaml.safe_dump(
+                [
+                    {
+                        "name": "Install and start the router, then put the alias on its first seat",
+                        "hosts": "localhost",
+                        "gather_facts": False,
+                        "tasks": [
+                            {"name": "Install", "ansible.builtin.include_role": {"name": "seatwright.fleet.router"}},
+                            {
+                                "name": "First seat",
+                                "ansible.builtin.include_role": {
+                                    "name": "seatwright.fleet.router",
+                                    "tasks_from": "apply_targets",
+                                },
+                                "vars": {
+                                    "router_alias": ALIAS,
+                                    "router_targets": {"lab": {"api_base": self.bases["lab"], "weight": 100}},
+                                },
+                            },
+                        ],
+                    }
+                ]
+            )
+        )
+        done, out = self.playbook(book)
+        assert done.returncode == 0, out[-6000:]
+        return out
+
+    def promote(self, tmp_path, *extra):
+        argv = ["-e", "seat=lab-fast", "-e", "alias=%s" % ALIAS, "-e", "evidence_root=%s" % (tmp_path / "evidence")]
+        argv += ["-e", "candidate_api_base=%s" % self.bases["lab-fast"], "-e", "promote_shares=50"]
+        argv += ["-e", "promote_hold_s=%d" % HOLD_S, "-e", json.dumps({"promote_gates": REAL_GATES})]
+        return self.playbook(ROOT / "playbooks" / "promote.yml", *(argv + list(extra)))
+
+    def targets(self):
+        """The alias's targets as the router lists them, through the module's own read."""
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import switch
+
+        params = dict(
+            state="read",
+            kind=self.kind,
+            port=self.port,
+            bind="127.0.0.1",
+            version=None,
+            config_dir=self.vars["seatwright_config_dir"],
+            state_dir=self.vars["seatwright_state_dir"],
+            user="seatwright-router",
+            venv=self.vars["router_venv"],
+            nginx_prefix=self.vars["router_nginx_prefix"],
+            service_manager="process",
+            aliases=self.vars["router"]["aliases"],
+            alias=ALIAS,
+            targets={},
+            seat=None,
+            metrics_url=None,
+            timeout_s=60.0,
+            admin_key=None,
+        )
+        return {seat: t["weight"] for seat, t in switch.control(params)["targets"].items()}
+
+    def front_errors(self):
+        """The end of nginx's error log (LiteLLM's front), to say why a request failed."""
+        log = Path(self.lay.get("nginx_prefix") or "/nonexistent") / "error.log"
+        return log.read_text(errors="replace").splitlines()[-10:] if log.exists() else []
+
+    def snapshot(self):
+        """What a --check must leave as it is: the router's files and its processes' pids."""
+        files = {}
+        for top in (self.lay["config_dir"], self.lay["state_dir"], self.lay.get("nginx_prefix")):
+            for path in sorted(Path(top).rglob("*")) if top else ():
+                if path.is_file() and path.suffix != ".log" and path.name not in ("access.log", "error.log"):
+                    files[str(path)] = path.read_bytes()
+        return files
+
+    def close(self):
+        run = Path(self.lay["state_dir"]) / "run"
+        for pidfile in sorted(run.glob("*.pid")) if run.is_dir() else ():
+            text = pidfile.read_text().strip()
+            if text.isdigit():
+                try:
+                    os.kill(int(text), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        if self.kind == "litellm":
+            subprocess.run(self.lay["front_argv"] + ["-s", "quit"], capture_output=True)
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", params=adapter.KINDS)
+def router(request):
+    # The router runs as its own system user when the test is root (as CI is): its files must be
+    # reachable by it, which pytest's 0700 tmp folder is not.
+    needs_root()
+    work = tempfile.mkdtemp(prefix="seatwright-router-%s-" % request.param)
+    os.chmod(work, 0o755)
+    found = RealRouter(request.param, work)
+    try:
+        started = time.monotonic()
+        found.setup()
+        found.setup_s = round(time.monotonic() - started, 1)
+        yield found
+    finally:
+        found.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+RESULTS = {}
+
+
+def note(router, name, value):
+    RESULTS.setdefault(router.kind, {"kind": router.kind, "version": adapter.PINNED[router.kind]})[name] = value
+    out = os.environ.get(RESULTS_ENV)
+    if out:
+        os.makedirs(out, exist_ok=True)
+        document = dict(RESULTS[router.kind], setup_s=getattr(router, "setup_s", None), interval_ms=1000 * INTERVAL_S)
+        document["command"] = "make router-venvs && %s=%s .venv/bin/python -m pytest %s -v" % (
+            RESULTS_ENV,
+            os.path.relpath(out, ROOT),
+            os.path.relpath(__file__, ROOT),
+        )
+        Path(out, "promote-%s.json" % router.kind).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def evidence_text(folder):
+    return "".join(p.read_text(errors="replace") for p in Path(folder).rglob("*") if p.is_file())
+
+
+def rollout_of(folder):
+    return json.loads((Path(folder) / "promotion-rollout.json").read_text())
+
+
+def test_check_mode_shows_the_steps_and_changes_nothing(router, tmp_path):
+    folder = evidence_folder(tmp_path)
+    assert router.targets() == {"lab": 1 if router.kind == "smg" else 100}
+    before, targets = router.snapshot(), router.targets()
+    done, out = router.promote(tmp_path, "--check")
+    assert done.returncode == 0, out[-6000:]
+    flat = " ".join(out.split())
+    assert "1. register: register lab-fast" in flat and "4. drain: drain lab" in flat, out[-3000:]
+    assert router.targets() == targets
+    assert router.snapshot() == before
+    assert not (Path(folder) / "promotion-rollout.json").exists()
+    assert KEY not in out
+
+
+def test_a_forced_gate_failure_rolls_back_with_no_failed_request(router, tmp_path):
+    folder = evidence_folder(tmp_path)
+    with Load(router.kind, router.url) as load:
+        done, out = router.promote(tmp_path, "-e", "force_gate_failure=true")
+    assert done.returncode != 0 and "rolled back" in out and "Traceback" not in out, out[-6000:]
+    document = rollout_of(folder)
+    note(
+        router,
+        "rollback",
+        {
+            "requests": len(load.records),
+            "failed": len(load.failed()),
+            "answered_by": load.by_seat(),
+            "rollback_s": document["rollback_s"],
+            "steps": [{k: s.get(k) for k in ("step", "apply_s", "rollback_s")} for s in document["steps"]],
+        },
+    )
+    assert load.records and load.failed() == [], load.failed()[:5]
+    assert document["outcome"] == "rolled back" and 0 < document["rollback_s"] < 120
+    assert document["steps"][-1]["step"] == "rollback" and document["steps"][-1]["failed_step"] == "canary 50%"
+    assert router.targets() == {"lab": 1 if router.kind == "smg" else 100}
+    back = document["steps"][-1]["ended_at_epoch"]
+    assert {r["seat"] for r in load.after(back)} == {"lab"}
+    assert KEY not in out and KEY not in evidence_text(folder)
+
+
+def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
+    folder = evidence_folder(tmp_path)
+    with Load(router.kind, router.url) as load:
+        done, out = router.promote(tmp_path)
+    assert done.returncode == 0, out[-6000:]
+    document = rollout_of(folder)
+    assert document["outcome"] == "moved" and document["rollback_s"] is None
+    assert [s["step"] for s in document["steps"]] == ["register", "canary 50%", "all", "drain", "deregister"]
+    moved = next(s for s in document["steps"] if s["step"] == "all")
+    # When the role's move returned: the router lists only the candidate from then on.
+    moved_at = float(moved["applied_at_epoch"])
+    after = load.after(moved_at)
+    note(
+        router,
+        "promotion",
+        {
+            "requests": len(load.records),
+            "failed": len(load.failed()),
+            "answered_by": load.by_seat(),
+            "after_the_move": len(after),
+            "after_the_move_not_from_the_candidate": len([r for r in after if r["seat"] != "lab-fast"]),
+            "steps": [{k: s.get(k) for k in ("step", "apply_s", "applied_at_epoch")} for s in document["steps"]],
+            "failures": [{k: r[k] for k in ("t0", "status", "error")} for r in load.failed()[:10]],
+            "front_errors": router.front_errors(),
+        },
+    )
+    assert load.records and load.failed() == [], load.failed()[:5]
+    assert len(after) > 20 and {r["seat"] for r in after} == {"lab-fast"}
+    assert {r["seat"] for r in load.records} == {"lab", "lab-fast"}
+    assert router.targets() == {"lab-fast": 1 if router.kind == "smg" else 100}
+    assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass", "pass"]
+    assert KEY not in out and KEY not in evidence_text(folder)
