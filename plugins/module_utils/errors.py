@@ -117,3 +117,7 @@ class EvidenceError(SeatwrightError):
 class RouterError(SeatwrightError):
     """A router that refused or could not do what seatwright asked; the message names the router,
     the call, what it answered and what to do. It never holds the router's admin key."""
+
+
+class DeadRouter(RouterError):
+    """A router process that exited while it was waited for: no point waiting longer."""

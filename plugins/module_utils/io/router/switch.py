@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DeadRouter, RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import services
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
     atomic_write_bytes,
@@ -222,10 +222,6 @@ def manager_name(service_manager):
 def manager_for(lay, service_manager):
     use = manager_name(service_manager)
     return Systemd() if use == "systemd" else Processes(os.path.join(lay["state_dir"], "run"))
-
-
-class DeadRouter(RouterError):
-    """A router process that exited while it was waited for: no point waiting longer."""
 
 
 def wait_until(what, check, timeout_s):
