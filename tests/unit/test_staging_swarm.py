@@ -358,3 +358,27 @@ def test_when_every_worker_dies_the_run_fails_saying_so_and_keeps_nothing_half_w
     dest = tmp_path / "d0" / "models--org--model"
     finals = [p for p in dest.rglob("*.safetensors") if p.is_file()]
     assert finals == []
+
+
+def test_a_run_killed_mid_piece_leaves_no_worker_behind_and_the_next_run_completes(tmp_path, origin_files):
+    import multiprocessing
+    import signal
+    import time
+
+    origin = Origin(tmp_path, origin_files, clients=2, upload_mb_s=4)
+    opts = options(tmp_path, origin, "d0", peers=[], serve_address=None)
+    killed = multiprocessing.get_context("fork").Process(target=stage, args=(opts,))
+    try:
+        killed.start()
+        dest = tmp_path / "d0"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(p.suffix == ".incomplete" for p in dest.rglob("*")):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.join(10)
+        # Straight away: no worker of the killed run may still hold its lock or write its files.
+        result = stage(opts)
+    finally:
+        origin.stop()
+    assert_verified(result)

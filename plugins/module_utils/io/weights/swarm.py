@@ -9,12 +9,14 @@ names a path: the listing comes from the origin alone, and a peer only answers f
 piece indices the listing already holds, with bytes that must hash to the listing's digest.
 """
 
+import ctypes
 import errno
 import http.client
 import json
 import mmap
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +75,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
 )
 
 ORIGIN = "origin"
+# prctl option: the signal a process gets when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 # The most bytes a /have answer may hold before its signature is checked (bitmaps of ~2M pieces).
 MAX_HAVE_BYTES = 4 * 1024 * 1024
 # Seconds between two looks at the peers' holdings, and between two looks at the choice when waiting.
@@ -342,7 +346,7 @@ class _FetchWorker:
         context = multiprocessing.get_context("fork")
         self.conn, theirs = context.Pipe()
         rate = swarm.throttle.rate / streams if swarm.throttle.rate else 0
-        self.process = context.Process(target=_worker_main, args=(theirs, swarm, rate), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(theirs, swarm, rate, os.getpid()), daemon=True)
         self.process.start()
         theirs.close()
 
@@ -369,8 +373,42 @@ class _FetchWorker:
         self.conn.close()
 
 
-def _worker_main(conn, swarm, rate):
+def _die_with(parent_pid):
+    """End this worker when the staging process ends, however it ends (SIGKILL included).
+
+    A worker left behind would write on into a file a later run owns; the kernel signals it when
+    its parent goes (Linux prctl PR_SET_PDEATHSIG), and a parent gone before that was set ends it here.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _keep_only(keep):
+    """Close every inherited descriptor but `keep`: the run's lock and the peer server's socket stay the parent's."""
+    try:
+        inherited = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in inherited:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _worker_main(conn, swarm, rate, parent_pid):
     """A fetch worker's loop: one (sender, piece) at a time until told to stop or the stream is gone."""
+    _die_with(parent_pid)
+    keep = {conn.fileno()}
+    for handle in swarm.files.values():
+        keep.update(fd for fd in (handle.fd, handle.direct_fd) if fd is not None)
+    _keep_only(keep)
     origin = swarm.origin
     sources = {ORIGIN: Source(origin.url, origin.secret, origin.client, origin.io_timeout_s)}
     for name, peer in swarm.peers.items():
