@@ -53,24 +53,10 @@ def start_seat(name, port, logs):
 
 
 def nginx_conf(prefix, lay):
-    """A whole nginx.conf for this script's own nginx; the server and upstream are the role's texts."""
+    """A whole nginx.conf for this script's own nginx: the role's own text (deploy.nginx_main_text)."""
     site = Path(prefix) / "site.conf"
     site.write_text(deploy.site_text(lay))
-    return "\n".join(
-        [
-            "worker_processes 1;",
-            "pid %s/nginx.pid;" % prefix,
-            "error_log %s/error.log;" % prefix,
-            "events { worker_connections 512; }",
-            "http {",
-            "    access_log %s/access.log;" % prefix,
-            "    client_body_temp_path %s/body;" % prefix,
-            "    proxy_temp_path %s/proxy;" % prefix,
-            "    include %s;" % site,
-            "}",
-            "",
-        ]
-    )
+    return deploy.nginx_main_text(dict(lay, nginx_prefix=str(prefix), site_file=str(site)))
 
 
 class Load:
