@@ -32,7 +32,7 @@ lab-up: setup
 # node-a and node-b; it answers and stays up), then the lab seat end to end (SmolLM2 on node-a:
 # bring-up, qualification, the 1/4/8/16 benchmark, record, report and promotion decision). The
 # lab seat comes last, so the path of its evidence ends the output.
-lab: lab-up aiperf
+lab: lab-up aiperf router-venvs
 	@mkdir -p $(RUN_DIR)
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/site.log $(VENV)/ansible-playbook -i inventory/lab site.yml -l gpu_nodes
 	@echo "site.yml output: $(RUN_DIR)/site.log; facts cached in .cache/facts/; node state under /var/lib/seatwright on node-a and node-b"
@@ -128,7 +128,7 @@ docs:
 collection:
 	$(VENV)/ansible-galaxy collection build --force --output-path .cache/dist
 
-molecule:
+molecule: router-venvs
 	molecule test
 
 test: unit lint integration molecule

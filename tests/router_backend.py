@@ -16,6 +16,7 @@ Every request line is logged to stderr, so the recording shows what a router pro
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -31,6 +32,8 @@ class Backend(BaseHTTPRequestHandler):
     models = ("lab",)
     running = 0
     lock = threading.Lock()
+    api_key = None
+    strict_model = False
 
     def log_message(self, fmt, *args):
         sys.stderr.write("%s %s\n" % (self.name, fmt % args))
@@ -76,6 +79,13 @@ class Backend(BaseHTTPRequestHandler):
             return
         if path not in ("/v1/chat/completions", "/v1/completions", "/generate"):
             self._send(404, {"error": {"message": "no route %s" % path}})
+            return
+        # As vLLM does with --api-key: the key, else 401; a name it does not serve, else 404.
+        if Backend.api_key and self.headers.get("Authorization") != "Bearer " + Backend.api_key:
+            self._send(401, {"error": "Unauthorized"})
+            return
+        if Backend.strict_model and request.get("model") not in self.models:
+            self._send(404, {"error": {"message": "The model `%s` does not exist." % request.get("model")}})
             return
         with Backend.lock:
             Backend.running += 1
@@ -129,8 +139,12 @@ def main():
     parser.add_argument("--name", required=True, help="who this backend says it is")
     parser.add_argument("--model", action="append", help="a served model name (repeatable); default lab")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--key-env", help="answer 401 without `Bearer $KEY_ENV` (the key never on argv)")
+    parser.add_argument("--strict-model", action="store_true", help="answer 404 for a name it does not serve")
     args = parser.parse_args()
     Backend.name = args.name
+    Backend.api_key = os.environ.get(args.key_env) if args.key_env else None
+    Backend.strict_model = args.strict_model
     Backend.models = tuple(args.model or ["lab"])
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Backend)
     server.daemon_threads = True

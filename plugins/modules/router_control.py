@@ -81,6 +81,9 @@ options:
   admin_key:
     description: The router's admin key, for state=key only (written to the 0600 env file).
     type: str
+  seat_key:
+    description: The key the seats take, for state=key only (the same file; the router sends it to the seats).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -141,6 +144,7 @@ ARGUMENT_SPEC = {
     "metrics_url": {"type": "str"},
     "timeout_s": {"type": "float", "default": 180},
     "admin_key": {"type": "str", "no_log": True},
+    "seat_key": {"type": "str", "no_log": True},
 }
 
 

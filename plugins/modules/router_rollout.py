@@ -35,6 +35,9 @@ options:
   candidate_api_base:
     description: The candidate's OpenAI base URL; default, rank 0's serve address in I(plan_file).
     type: str
+  candidate_model:
+    description: The name the candidate serves, which the router sends it; default, the served name in I(plan_file).
+    type: str
   plan_file:
     description: The candidate's plan (C(.cache/plans/<seat>.json)).
     type: path
@@ -122,6 +125,7 @@ ARGUMENT_SPEC = dict(
     seat=dict(type="str"),
     current_targets=dict(type="dict", default={}),
     candidate_api_base=dict(type="str"),
+    candidate_model=dict(type="str"),
     plan_file=dict(type="path"),
     evidence_root=dict(type="path"),
     options=dict(type="dict", default={}),
@@ -146,8 +150,7 @@ def main():
             args = (p["evidence_dir"], p["course"], p["events"], p["started_epoch"] or 0.0, p["secrets"])
             result = hold.record(*args, root=p["root"], check_mode=module.check_mode)
         else:
-            args = (p["alias"], p["kind"], p["seat"], p["current_targets"], p["evidence_root"], p["options"])
-            result = hold.course(*args, candidate_api_base=p["candidate_api_base"], plan_file=p["plan_file"])
+            result = hold.course_from(p)
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=p["action"] == "record" and not module.check_mode, **result)

@@ -37,9 +37,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.router import ada
 from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
 
 ALIAS = "production"
-# LiteLLM routes the alias to a model group; smg routes by the served model name, so there both
-# seats serve the alias's own name (roles/router/README.md).
-SERVED = {"litellm": "lab", "smg": ALIAS}
+GROUP = "lab"
+# LiteLLM routes the alias to a model group and sends each seat the name it serves, as a vLLM seat's
+# --served-model-name, with the seats' key (the fake seats answer 404 for another name and 401
+# without the key, as vLLM does); smg routes by the served model name, so there both seats serve the
+# alias's own name (roles/router/README.md) and take no key.
+SERVED = {"litellm": "smollm2-135m-instruct", "smg": ALIAS}
+SEAT_KEY = {"litellm": "sk-seat-7d1e0b9c4a2f6e83", "smg": None}
 HOLD_S = 4
 # The gates judge the router's moves here, not the seats: a fake seat through LiteLLM on a loaded
 # two-core host once streamed 7.2 tok/s against its benchmark's 111 (a real rollback, 0 failed).
@@ -86,13 +90,13 @@ def venv_for(kind):
     return venv
 
 
-def start_seat(name, model):
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "router_backend.py"), "--name", name, "--model", model, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+def start_seat(name, model, key=None):
+    argv = [sys.executable, str(ROOT / "tests" / "router_backend.py"), "--name", name, "--model", model, "--port", "0"]
+    env = dict(os.environ)
+    if key:
+        env["SEAT_KEY"] = key
+        argv += ["--key-env", "SEAT_KEY", "--strict-model"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     return proc, "http://127.0.0.1:%d/v1" % int(proc.stdout.readline().split()[-1])
 
 
@@ -178,13 +182,14 @@ class RealRouter:
         self.port = free_base_port()
         self.procs, self.bases = [], {}
         for name in ("lab", "lab-fast"):
-            proc, base = start_seat(name, SERVED[kind])
+            proc, base = start_seat(name, SERVED[kind], SEAT_KEY[kind])
             self.procs.append(proc)
             self.bases[name] = base
         self.url = "http://127.0.0.1:%d" % self.port
         self.vars = {
-            "router": {"kind": kind, "node": "localhost", "port": self.port, "aliases": {ALIAS: SERVED["litellm"]}},
+            "router": {"kind": kind, "node": "localhost", "port": self.port, "aliases": {ALIAS: GROUP}},
             "router_admin_key": KEY,
+            "router_seat_api_key": SEAT_KEY[kind] or "",
             "router_bind": "127.0.0.1",
             "router_venv": venv_for(kind),
             "router_nginx_prefix": str(self.work / "nginx"),
@@ -246,7 +251,7 @@ class RealRouter:
                                 },
                                 "vars": {
                                     "router_alias": ALIAS,
-                                    "router_targets": {"lab": {"api_base": self.bases["lab"], "weight": 100}},
+                                    "router_targets": {"lab": self.first_target()},
                                 },
                             },
                         ],
@@ -258,9 +263,13 @@ class RealRouter:
         assert done.returncode == 0, out[-6000:]
         return out
 
+    def first_target(self):
+        return {"api_base": self.bases["lab"], "weight": 100, "model": SERVED[self.kind]}
+
     def promote(self, tmp_path, *extra):
         argv = ["-e", "seat=lab-fast", "-e", "alias=%s" % ALIAS, "-e", "evidence_root=%s" % (tmp_path / "evidence")]
         argv += ["-e", "candidate_api_base=%s" % self.bases["lab-fast"], "-e", "promote_shares=50"]
+        argv += ["-e", "candidate_model=%s" % SERVED[self.kind]]
         argv += ["-e", "promote_hold_s=%d" % HOLD_S, "-e", json.dumps({"promote_gates": REAL_GATES})]
         return self.playbook(ROOT / "playbooks" / "promote.yml", *(argv + list(extra)))
 
@@ -401,6 +410,7 @@ def test_a_forced_gate_failure_rolls_back_with_no_failed_request(router, tmp_pat
     back = document["steps"][-1]["ended_at_epoch"]
     assert {r["seat"] for r in load.after(back)} == {"lab"}
     assert KEY not in out and KEY not in evidence_text(folder)
+    assert not SEAT_KEY[router.kind] or (SEAT_KEY[router.kind] not in out + evidence_text(folder))
 
 
 def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
@@ -435,3 +445,4 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     assert router.targets() == {"lab-fast": 1 if router.kind == "smg" else 100}
     assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass", "pass"]
     assert KEY not in out and KEY not in evidence_text(folder)
+    assert not SEAT_KEY[router.kind] or (SEAT_KEY[router.kind] not in out + evidence_text(folder))

@@ -16,6 +16,7 @@ from conftest import FIXTURES
 RECORDED = FIXTURES / "router"
 KEY = "sk-test-admin-key-5f0c2e9a41"
 SEAT_A, SEAT_B = "http://127.0.0.1:18001", "http://127.0.0.1:18002"
+SERVED_NAME = "smollm2-135m-instruct"
 
 
 def recorded(impl, step):
@@ -144,8 +145,30 @@ def test_canary_share_that_is_not_a_percentage_is_refused(share):
 )
 def test_rendered_litellm_config_is_the_one_the_proxy_ran(recorded_config, weights):
     seats = {"seat-a": SEAT_A + "/v1", "seat-b": SEAT_B + "/v1"}
-    rendered = adapter.litellm_config({"production": "lab"}, {"lab": weights}, seats)
+    # The seats serve a name of their own, as vLLM serves --served-model-name, not the group's.
+    models = dict.fromkeys(seats, SERVED_NAME)
+    rendered = adapter.litellm_config({"production": "lab"}, {"lab": weights}, seats, models)
     assert rendered == yaml.safe_load((RECORDED / "litellm" / recorded_config).read_text())
+
+
+def test_the_seats_key_is_named_from_the_environment_never_written_into_the_config():
+    rendered = adapter.litellm_config({"production": "lab"}, {"lab": {"seat-a": 1}}, {"seat-a": SEAT_A + "/v1"})
+    assert rendered["model_list"][0]["litellm_params"]["api_key"] == "os.environ/" + adapter.SEAT_KEY_ENV
+    # Without a served name the group's is sent, as before.
+    assert rendered["model_list"][0]["litellm_params"]["model"] == "openai/lab"
+
+
+def test_a_listing_of_seats_serving_their_own_name_keeps_the_group_rows_and_the_name():
+    body = recorded("litellm", "14-model-info-served-name")["response"]["body"]
+    found = adapter.litellm_deployments(body)
+    assert [(row["group"], row["seat"], row.get("model")) for row in found] == [
+        ("lab", "seat-a", SERVED_NAME),
+        ("lab", "seat-b", SERVED_NAME),
+    ]
+    # Through the alias the seat got its own name and the key (the fake seat answers 401/404 otherwise).
+    chat = recorded("litellm", "15-chat-production-served-name")["response"]
+    assert chat["status"] == 200
+    assert adapter.litellm_who_answered(chat["headers"])["seat"] == "seat-a"
 
 
 def test_litellm_config_refuses_an_alias_without_seats():

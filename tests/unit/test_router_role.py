@@ -65,7 +65,7 @@ def test_layout_and_units(kind, venv, units):
     found = lay(kind)
     assert found["venv"] == venv
     assert found["env_file"] == "/etc/seatwright/router/router.env"
-    assert found["pip"] == list(deploy.PIP_PINNED[kind])
+    assert found["pip"] == list(deploy.PIP_LOCKED[kind])
     specs = deploy.service_specs(found, "seatwright-router")
     assert sorted(spec["unit"] for spec in specs.values()) == units
     for spec in specs.values():
@@ -113,9 +113,20 @@ def test_smg_key_reaches_its_argv_only_inside_the_wrapper():
 @pytest.mark.parametrize("kind, var", [("litellm", "LITELLM_MASTER_KEY"), ("smg", "SMG_ADMIN_KEY")])
 def test_env_file_round_trip(kind, var):
     text = deploy.env_file_text(kind, KEY)
-    assert text == "%s=%s\n" % (var, KEY)
+    assert text == "%s=%s\n%s=none\n" % (var, KEY, adapter.SEAT_KEY_ENV)
     assert deploy.key_from_env_text(kind, text) == KEY
     assert deploy.key_from_env_text(kind, "OTHER=x\n") is None
+    # The seats' key sits beside it, for the router to send them; never the admin key's place.
+    seat_key = "seat-key-0123456789abcdef"
+    text = deploy.env_file_text(kind, KEY, seat_key)
+    assert "%s=%s\n" % (adapter.SEAT_KEY_ENV, seat_key) in text
+    assert deploy.key_from_env_text(kind, text) == KEY
+
+
+def test_an_unusable_seat_key_is_refused_naming_it_without_repeating_it():
+    with pytest.raises(RouterError) as caught:
+        deploy.env_file_text("litellm", KEY, "bad key with spaces")
+    assert "seat API key" in str(caught.value) and "bad key" not in str(caught.value)
 
 
 @pytest.mark.parametrize("key", ["short", "has space in it here", "quote'inside-the-key", "new\nline-in-the-key", None])
@@ -165,9 +176,17 @@ def test_the_rendered_move_is_the_config_the_recorded_proxy_ran():
     """config-after-move.yaml is what LiteLLM 1.110.2 ran when seat-b alone served production."""
     ran = yaml.safe_load((FIXTURES / "router" / "litellm" / "config-after-move.yaml").read_text())
     text = deploy.litellm_config_text(
-        {"production": "lab"}, None, "production", {"seat-b": {"api_base": SEAT_B + "/v1"}}
+        {"production": "lab"},
+        None,
+        "production",
+        {"seat-b": {"api_base": SEAT_B + "/v1", "model": "smollm2-135m-instruct"}},
     )
     assert yaml.safe_load(text) == ran
+    # The served name survives the next move's re-render from the serving config.
+    again = deploy.litellm_config_text(
+        {"production": "lab"}, ran, "production", {"seat-b": {"api_base": SEAT_B + "/v1"}}
+    )
+    assert yaml.safe_load(again) == ran
 
 
 def test_a_move_keeps_the_other_groups_and_leaves_out_an_alias_with_no_seat():
@@ -258,7 +277,7 @@ def test_module_writes_the_key_to_a_0600_file_once_and_never_returns_it(capsys, 
     first = run(capsys, base(tmp_path, state="key", admin_key=KEY))
     assert first["changed"] is True
     assert stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
-    assert env_file.read_text() == "LITELLM_MASTER_KEY=%s\n" % KEY
+    assert env_file.read_text() == "LITELLM_MASTER_KEY=%s\n%s=none\n" % (KEY, adapter.SEAT_KEY_ENV)
     again = run(capsys, base(tmp_path, state="key", admin_key=KEY))
     assert again["changed"] is False
     assert KEY not in json.dumps([dry, first, again])
@@ -275,8 +294,8 @@ def test_module_refuses_a_compromised_version_clearly(capsys, tmp_path):
 @pytest.mark.parametrize("kind", adapter.KINDS)
 def test_the_pinned_package_list_pins_the_pinned_release_and_the_role_installs_it(kind):
     packages = deploy.pip_packages(kind)
-    assert packages[0] == "%s==%s" % (kind, adapter.PINNED[kind])
-    assert all("==" in package for package in packages), packages
+    assert "%s==%s" % (kind, adapter.PINNED[kind]) in packages
+    assert all(package.count("==") == 1 for package in packages), packages
     assert lay(kind)["pip"] == packages
     # Another release falls back to the package's own extra.
     assert deploy.pip_packages(kind, "9.9.9") == [deploy.PIP_SPEC[kind].format(version="9.9.9")]
@@ -330,3 +349,25 @@ def test_smg_is_found_by_its_process_title_too():
     # smg 1.13.0 renames its process to smg::router (setproctitle), dropping its argv.
     spec = deploy.service_specs(lay("smg", 4100), "seatwright-router")["smg"]
     assert spec["match"] == ["4100", deploy.SMG_TITLE]
+
+
+@pytest.mark.parametrize("kind", adapter.KINDS)
+def test_the_lock_holds_every_top_level_pin_at_its_version_and_names_each_package_once(kind):
+    locked = dict(package.split("==") for package in deploy.PIP_LOCKED[kind])
+    names = [name.lower().replace("_", "-") for name in locked]
+    assert len(names) == len(set(names)), "a package locked twice"
+    by_name = {name.lower().replace("_", "-"): version for name, version in locked.items()}
+    for pin in deploy.PIP_PINNED[kind]:
+        name, version = pin.split("==")
+        assert by_name.get(name.lower().replace("_", "-")) == version, pin
+    # The installers pip itself brings are not part of a router's closure.
+    assert not {"pip", "setuptools", "wheel"} & set(by_name)
+
+
+def test_a_wheelhouse_is_named_by_its_closure_and_only_the_pinned_release_has_one():
+    name = deploy.wheelhouse_name("litellm")
+    assert name == os.path.basename(deploy.router_venv_dir("/repo", "litellm", {})) + ".tar"
+    assert deploy.wheelhouse_name("smg", "9.9.9") is None
+    found = lay("litellm")
+    assert found["wheelhouse"] == name
+    assert found["wheel_dir"] == "/var/lib/seatwright/router/wheels-litellm-" + adapter.PINNED["litellm"]

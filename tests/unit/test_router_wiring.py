@@ -19,13 +19,17 @@ def test_the_role_offers_the_contract_promote_calls():
         assert (ROOT / "roles" / "router" / "tasks" / ("%s.yml" % name)).exists()
 
 
-def test_the_lab_declares_its_router_with_production_on_lab_and_keeps_it_off():
+def test_the_lab_declares_its_router_with_production_on_lab_and_runs_it_from_the_wheelhouse():
     path = ROOT / "inventory" / "lab" / "group_vars" / "all" / "router.yml"
     assert path.exists(), "the lab inventory declares no router"
     declared = yaml.safe_load(path.read_text())
     assert declared["router"]["aliases"] == {"production": "lab"}
     assert declared["router"]["node"] == "node-a" and declared["router"]["kind"] in adapter.KINDS
-    assert declared["seatwright_router_enabled"] is False
+    assert declared["seatwright_router_enabled"] is True
+    # The lab's nodes reach no package index: the router comes from `make router-venvs`'s wheels.
+    assert ".cache/router-wheels" in declared["router_wheelhouse_dir"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nlab: lab-up aiperf router-venvs\n" in makefile and "\nmolecule: router-venvs\n" in makefile
 
 
 def test_the_key_task_is_no_log():

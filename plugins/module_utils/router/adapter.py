@@ -28,6 +28,13 @@ WEIGHT_TOTAL = 100
 RUNNING_GAUGES = ("vllm:num_requests_running", "sglang:num_running_reqs")
 
 
+# The seats' API key, in the router's 0600 environment file beside its admin key; LiteLLM reads it
+# from there for every call to a seat (`os.environ/` in its config).
+SEAT_KEY_ENV = "SEATWRIGHT_SEAT_API_KEY"
+# model_info's key naming a deployment's group, which tells its rows from an alias's copies of them.
+GROUP_INFO = "seatwright_group"
+
+
 def check_kind(kind):
     if kind not in KINDS:
         raise RouterError("router kind %r is not known: use one of %s" % (kind, ", ".join(KINDS)))
@@ -55,26 +62,32 @@ def canary_weights(incumbent, candidate, share):
     return {seat: weight for seat, weight in weights.items() if weight > 0}
 
 
-def litellm_deployment(group, seat, api_base, weight=1):
-    """One LiteLLM deployment (a model_list entry, and the body of /model/new): the seat is its id."""
+def litellm_deployment(group, seat, api_base, weight=1, model=None):
+    """One LiteLLM deployment (a model_list entry, and the body of /model/new): the seat is its id,
+    `model` the name the seat serves (default: the group's), and the seats' key comes from LiteLLM's
+    environment (SEAT_KEY_ENV), never from its config."""
     if not isinstance(weight, int) or weight < 1:
         raise RouterError("weight %r for seat %s is not a whole number of at least 1" % (weight, seat))
+    params = {"model": "openai/" + (model or group), "api_base": api_base, "api_key": "os.environ/" + SEAT_KEY_ENV}
     return {
         "model_name": group,
-        "litellm_params": {"model": "openai/" + group, "api_base": api_base, "api_key": "none", "weight": weight},
-        "model_info": {"id": seat},
+        "litellm_params": dict(params, weight=weight),
+        # The group again: an alias's own rows in /v1/model/info carry the same params and id.
+        "model_info": {"id": seat, GROUP_INFO: group},
     }
 
 
-def litellm_config(aliases, targets, seats):
+def litellm_config(aliases, targets, seats, models=None):
     """A whole LiteLLM proxy config: aliases {alias: group}, targets {group: {seat: weight}},
-    seats {seat: api_base}. The master key stays in the environment (LITELLM_MASTER_KEY)."""
+    seats {seat: api_base}, models {seat: served model name} (default the group's). The master key
+    and the seats' key stay in the environment (LITELLM_MASTER_KEY, SEAT_KEY_ENV)."""
+    models = models or {}
     model_list = []
     for group in sorted(targets):
         for seat, weight in sorted(targets[group].items()):
             if seat not in seats:
                 raise RouterError("seat %s has no address: register it before giving it weight" % seat)
-            model_list.append(litellm_deployment(group, seat, seats[seat], weight))
+            model_list.append(litellm_deployment(group, seat, seats[seat], weight, models.get(seat)))
     for alias, group in sorted(aliases.items()):
         if group not in targets:
             raise RouterError("alias %s points at %s, which has no seats: set its targets first" % (alias, group))
@@ -126,15 +139,20 @@ def litellm_deployments(text):
     for row in rows:
         params, info = row.get("litellm_params") or {}, row.get("model_info") or {}
         # An alias is listed as its own row with the group's deployment; the group's row is the one.
-        if params.get("model") != "openai/" + row.get("model_name", ""):
+        group = info.get(GROUP_INFO) or params.get("model", "")[len("openai/") :]
+        if row.get("model_name") != group:
             continue
+        model = params.get("model", "")[len("openai/") :]
         found.append(
-            {
-                "group": row.get("model_name"),
-                "seat": info.get("id"),
-                "api_base": params.get("api_base"),
-                "weight": params.get("weight", 1),
-            }
+            dict(
+                {
+                    "group": row.get("model_name"),
+                    "seat": info.get("id"),
+                    "api_base": params.get("api_base"),
+                    "weight": params.get("weight", 1),
+                },
+                **({"model": model} if model and model != group else {}),
+            )
         )
     return found
 

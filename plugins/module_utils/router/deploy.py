@@ -60,6 +60,115 @@ PIP_PINNED = {
     ),
     "smg": ("smg==1.13.0",),
 }
+# The whole closure of each pinned release, every package at its version, as `pip freeze` printed it
+# from a venv of PIP_PINNED made on Debian 12 (Python 3.11) from the index of 2026-12-02
+# (`scripts/router-venvs --freeze KIND` prints it again). The role installs this, not the top-level
+# list: a dependency that floats with the index is an unpinned router.
+PIP_LOCKED = {
+    "litellm": (
+        "aiohappyeyeballs==2.7.1",
+        "aiohttp==3.14.5",
+        "aiosignal==1.4.0",
+        "annotated-doc==0.0.7",
+        "annotated-types==0.8.0",
+        "anyio==4.16.0",
+        "APScheduler==3.11.3",
+        "async-timeout==5.0.1",
+        "attrs==26.1.0",
+        "backoff==2.2.1",
+        "boto3==1.44.8",
+        "botocore==1.44.8",
+        "certifi==2026.10.19.post1",
+        "cffi==2.1.1",
+        "charset-normalizer==3.5.3",
+        "click==8.5.1",
+        "croniter==7.0.0",
+        "cryptography==50.0.2",
+        "dnspython==2.9.2",
+        "email-validator==2.4.0",
+        "Expression==5.8.0",
+        "fastapi==0.165.0",
+        "fastapi-sso==0.23.0",
+        "fastuuid==0.14.0",
+        "filelock==4.3.1",
+        "frozenlist==1.8.0",
+        "fsspec==2026.9.0",
+        "gunicorn==23.0.0",
+        "h11==0.16.0",
+        "h2==4.4.1",
+        "hf-xet==1.8.0",
+        "hpack==4.2.0",
+        "httpcore==1.0.9",
+        "httpcore2==2.16.2",
+        "httpx==0.29.0",
+        "httpx2==2.16.2",
+        "huggingface_hub==2.4.0",
+        "hyperframe==6.1.0",
+        "idna==3.20",
+        "importlib_metadata==8.9.0",
+        "Jinja2==3.1.6",
+        "jiter==0.19.0",
+        "jmespath==1.1.0",
+        "jsonschema==4.26.0",
+        "jsonschema-specifications==2025.9.1",
+        "litellm==1.110.2",
+        "MarkupSafe==3.0.4",
+        "mcp==2.3.0",
+        "mcp-types==2.3.0",
+        "multidict==7.2.1",
+        "numpy==2.4.6",
+        "oauthlib==4.0.1",
+        "openai==3.57.0",
+        "opentelemetry-api==1.45.2",
+        "orjson==3.13.0",
+        "packaging==26.4",
+        "propcache==0.5.4",
+        "pycparser==3.12",
+        "pydantic==2.14.4",
+        "pydantic-settings==2.16.3",
+        "pydantic_core==2.50.5",
+        "PyJWT==2.15.1",
+        "python-dateutil==2.9.0.post0",
+        "python-dotenv==1.2.4",
+        "python-multipart==0.0.34",
+        "PyYAML==6.0.4",
+        "redis==8.1.0",
+        "referencing==0.37.0",
+        "regex==2026.11.19",
+        "requests==2.34.2",
+        "rpds-py==2026.9.1",
+        "rq==2.12.0",
+        "s3transfer==0.19.3",
+        "semver==3.1.2",
+        "six==1.17.0",
+        "sniffio==1.3.1",
+        "soundfile==0.14.0",
+        "sse-starlette==3.7.1",
+        "starlette==1.10.0",
+        "tiktoken==0.14.0",
+        "tokenizers==0.23.3",
+        "tqdm==4.70.1",
+        "truststore==0.10.5",
+        "typing-inspection==0.4.5",
+        "typing_extensions==4.16.0",
+        "tzlocal==5.4.5",
+        "urllib3==2.8.0",
+        "uvicorn==0.54.0",
+        "uvloop==0.23.0",
+        "websockets==17.4",
+        "yarl==1.25.1",
+        "zipp==4.1.2",
+    ),
+    "smg": (
+        "grpcio==1.85.3",
+        "grpcio-health-checking==1.85.1",
+        "protobuf==7.36.2",
+        "PyYAML==6.0.4",
+        "setproctitle==1.3.8",
+        "smg==1.13.0",
+        "typing_extensions==4.16.0",
+    ),
+}
 # LiteLLM fetches a model cost map from the internet at start unless told to use its local copy.
 LITELLM_ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 # An admin key is written as KEY=VALUE into an environment file: nothing that file syntax would bend.
@@ -75,12 +184,12 @@ def check_port(port, what="router port"):
     return port
 
 
-def check_admin_key(key):
+def check_admin_key(key, what="router_admin_key"):
     """The key, when it can sit in an environment file; the error never repeats the key."""
     if not isinstance(key, str) or not KEY_PATTERN.match(key):
         raise RouterError(
-            "router_admin_key is not usable: give 16 to 4096 characters of letters, digits and ._~+/=:- "
-            "(no spaces, quotes or newlines), e.g. from `openssl rand -hex 32`, in a vaulted variable"
+            "%s is not usable: give 16 to 4096 characters of letters, digits and ._~+/=:- "
+            "(no spaces, quotes or newlines), e.g. from `openssl rand -hex 32`, in a vaulted variable" % what
         )
     return key
 
@@ -107,20 +216,38 @@ ROUTER_VENVS_ENV = "SEATWRIGHT_ROUTER_VENVS_DIR"
 ROUTER_VENVS_DIR = ".cache/router-venvs"
 
 
+# Where `make router-venvs` puts each pinned router's wheels, one tar per closure, for nodes with no
+# package index (the lab's): the role copies it to the node and installs from it with --no-index.
+WHEELHOUSE_DIR = ".cache/router-wheels"
+# The tar's last member: a node folder holding it was unpacked whole.
+WHEELHOUSE_MANIFEST = "MANIFEST"
+
+
+def _closure_name(kind):
+    """<kind>-<version>-<hash of its locked package list>: one name per closure."""
+    packages = pip_packages(kind)
+    digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:12]
+    return "%s-%s-%s" % (kind, adapter.PINNED[kind], digest)
+
+
 def router_venv_dir(root, kind, environ=None):
     """The test venv of one pinned router: <dir>/<kind>-<version>-<hash of its package list>."""
     environ = os.environ if environ is None else environ
     top = environ.get(ROUTER_VENVS_ENV) or os.path.join(root, ROUTER_VENVS_DIR)
-    packages = pip_packages(kind)
-    digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:12]
-    return os.path.join(top, "%s-%s-%s" % (kind, adapter.PINNED[kind], digest))
+    return os.path.join(top, _closure_name(kind))
+
+
+def wheelhouse_name(kind, version=None):
+    """The wheelhouse tar of a pinned release's closure; None for any other release (no lock)."""
+    version = version or adapter.PINNED[adapter.check_kind(kind)]
+    return _closure_name(kind) + ".tar" if version == adapter.PINNED[kind] else None
 
 
 def pip_packages(kind, version=None):
-    """What pip installs in the router's venv: the pinned list for the pinned release, else the extra."""
+    """What pip installs in the router's venv: the locked closure for the pinned release, else the extra."""
     version = version or adapter.PINNED[adapter.check_kind(kind)]
     if version == adapter.PINNED[kind]:
-        return list(PIP_PINNED[kind])
+        return list(PIP_LOCKED[kind])
     return [PIP_SPEC[kind].format(version=version)]
 
 
@@ -141,6 +268,8 @@ def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0", venv
         "state_dir": state,
         "venv": venv,
         "pip": pip_packages(kind, version),
+        "wheelhouse": wheelhouse_name(kind, version),
+        "wheel_dir": "%s/wheels-%s-%s" % (state, kind, version),
         "packages": list(FRONT_PACKAGES[kind]),
         "env_file": conf + "/router.env",
         "key_env": KEY_ENV[kind],
@@ -271,9 +400,11 @@ def smg_wrapper_text(lay, policy="round_robin"):
     )
 
 
-def env_file_text(kind, key):
-    """The 0600 environment file the router's unit reads: the admin key under its variable."""
-    return "%s=%s\n" % (KEY_ENV[adapter.check_kind(kind)], check_admin_key(key))
+def env_file_text(kind, key, seat_key=None):
+    """The 0600 environment file the router's unit reads: the admin key under its variable, and the
+    key the seats take (SEAT_KEY_ENV; "none" for seats that take none)."""
+    seat_key = check_admin_key(seat_key, "seat API key") if seat_key else "none"
+    return "%s=%s\n%s=%s\n" % (KEY_ENV[adapter.check_kind(kind)], check_admin_key(key), adapter.SEAT_KEY_ENV, seat_key)
 
 
 def key_from_env_text(kind, text):
@@ -359,9 +490,29 @@ def check_targets(targets, what="router_targets"):
         weight = item.get("weight", 1)
         if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= MAX_WEIGHT:
             raise RouterError("%s[%s].weight %r is not a whole number from 0 to %d" % (what, seat, weight, MAX_WEIGHT))
+        model = item.get("model")
+        if model is not None and not (isinstance(model, str) and model):
+            raise RouterError("%s[%s].model %r is not the name the seat serves" % (what, seat, model))
         if weight > 0:
             weights[seat], bases[seat] = weight, item["api_base"]
     return weights, bases
+
+
+def target_models(targets):
+    """{seat: served model name} of the targets that say it (the router sends that name to the seat)."""
+    weights, _bases = check_targets(targets)
+    return {seat: targets[seat]["model"] for seat in weights if targets[seat].get("model")}
+
+
+def litellm_models(config):
+    """{seat: served model name} from a config seatwright rendered, where it is not the group's."""
+    found = {}
+    for row in (config or {}).get("model_list", []):
+        model = ((row.get("litellm_params") or {}).get("model") or "")[len("openai/") :]
+        seat = (row.get("model_info") or {}).get("id")
+        if model and model != row.get("model_name"):
+            found[seat] = model
+    return found
 
 
 def litellm_state(config):
@@ -385,13 +536,15 @@ def litellm_config_text(aliases, current, alias, targets):
             % (alias, ", ".join(sorted(aliases)) or "none")
         )
     groups, bases = litellm_state(current)
+    models = litellm_models(current)
     weights, new_bases = check_targets(targets)
     group = aliases[alias]
     groups[group] = weights
     bases.update(new_bases)
+    models.update(target_models(targets))
     groups = {name: seats for name, seats in groups.items() if seats}
     served = {name: target for name, target in aliases.items() if target in groups and name != target}
-    config = adapter.litellm_config(served, groups, bases)
+    config = adapter.litellm_config(served, groups, bases, models)
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
@@ -403,14 +556,22 @@ def litellm_initial_text():
 def litellm_targets(listing, group):
     """{seat: {api_base, weight}} of one group from adapter.litellm_deployments' rows."""
     return {
-        row["seat"]: {"api_base": row["api_base"], "weight": row["weight"]} for row in listing if row["group"] == group
+        row["seat"]: dict({"api_base": row["api_base"], "weight": row["weight"]}, **_model_of(row))
+        for row in listing
+        if row["group"] == group
     }
+
+
+def _model_of(item):
+    return {"model": item["model"]} if item.get("model") else {}
 
 
 def wanted(targets):
     """The {seat: {api_base, weight}} a listing must show after applying `targets`."""
     weights, bases = check_targets(targets)
-    return {seat: {"api_base": bases[seat], "weight": weights[seat]} for seat in weights}
+    return {
+        seat: dict({"api_base": bases[seat], "weight": weights[seat]}, **_model_of(targets[seat])) for seat in weights
+    }
 
 
 def smg_targets(workers, alias, names=None):

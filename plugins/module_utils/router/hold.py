@@ -132,12 +132,19 @@ def check_every_s(hold_s):
     return min(5.0, max(0.5, hold_s / 5.0))
 
 
-def step_targets(targets, addresses):
-    """A step's {seat: weight} as the router role's targets {seat: {api_base, weight}}."""
+def step_targets(targets, addresses, models=None):
+    """A step's {seat: weight} as the router role's targets {seat: {api_base, weight, model?}}; `models`
+    {seat: the name it serves} where that is not the alias's group."""
+    models = models or {}
     missing = sorted(seat for seat in targets if not addresses.get(seat))
     if missing:
         raise RouterError("no address for seat %s: give its api_base (candidate_api_base, or its plan)" % missing[0])
-    return {seat: {"api_base": addresses[seat], "weight": weight} for seat, weight in sorted(targets.items())}
+    return {
+        seat: dict(
+            {"api_base": addresses[seat], "weight": weight}, **({"model": models[seat]} if models.get(seat) else {})
+        )
+        for seat, weight in sorted(targets.items())
+    }
 
 
 def weights_of(targets):
@@ -145,7 +152,7 @@ def weights_of(targets):
     return {seat: int((value or {}).get("weight") or 0) for seat, value in sorted((targets or {}).items())}
 
 
-def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_dir, options):
+def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_dir, options, candidate_model=None):
     """The course of one promotion: refusal or steps, each with router targets, and the lines --check prints.
 
     `current` is the alias's targets now {seat: {api_base, weight}}; `record` the candidate's latest
@@ -162,6 +169,8 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
     gates = gates_of(options.get("gates"))
     addresses = {seat: (value or {}).get("api_base") for seat, value in current.items()}
     addresses[candidate] = candidate_api_base
+    models = {seat: (value or {}).get("model") for seat, value in current.items()}
+    models[candidate] = candidate_model
     steps = []
     for step in rollout.rollout_steps(
         kind,
@@ -172,7 +181,7 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
         options.get("hold_s") or rollout.DEFAULT_HOLD_S,
     ):
         if "targets" in step:
-            step = dict(step, router_targets=step_targets(step["targets"], addresses))
+            step = dict(step, router_targets=step_targets(step["targets"], addresses, models))
         if step["action"] == "drain" and addresses.get(step["seat"]):
             # The old seat's engine gauge, read until 0 even after the move has taken it out of the alias.
             step = dict(step, metrics_url=deploy.metrics_url(addresses[step["seat"]]))

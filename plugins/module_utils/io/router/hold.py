@@ -154,26 +154,51 @@ def confirm_serving(point, alias, seats, since_epoch, needed=hold.CONFIRM_ANSWER
     return result
 
 
-def course(alias, kind, seat, current_targets, evidence_root, options, candidate_api_base=None, plan_file=None):
-    """The promotion's course (router/hold.plan) from the candidate's latest record and its address."""
+def course(
+    alias,
+    kind,
+    seat,
+    current_targets,
+    evidence_root,
+    options,
+    candidate_api_base=None,
+    plan_file=None,
+    candidate_model=None,
+):
+    """The promotion's course (router/hold.plan) from the candidate's latest record, its address and
+    the name it serves (given, else from its plan)."""
     record, folder = writer.latest_record(evidence_root, seat)
-    address = candidate_api_base or _plan_address(plan_file, seat)
-    return dict(hold.plan(alias, kind, current_targets, seat, address, record, folder, options), record=record)
+    planned = _plan_target(plan_file, seat)
+    address = candidate_api_base or planned.get("api_base")
+    model = candidate_model or planned.get("model")
+    return dict(
+        hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model),
+        record=record,
+    )
 
 
-def _plan_address(plan_file, seat):
-    """The candidate's OpenAI base URL from its plan (rank 0's serve address), as bring-up used it."""
+def course_from(params):
+    """course() from the router_rollout module's parameters."""
+    args = [params[key] for key in ("alias", "kind", "seat", "current_targets", "evidence_root", "options")]
+    return course(*args, **{key: params[key] for key in ("candidate_api_base", "plan_file", "candidate_model")})
+
+
+def _plan_target(plan_file, seat):
+    """The candidate's OpenAI base URL (rank 0's serve address, as bring-up used it) and served model
+    name from its plan; {} without a plan."""
     if not plan_file or not os.path.isfile(plan_file):
-        return None
+        return {}
     try:
         with open(plan_file, encoding="utf-8") as handle:
-            serve = json.load(handle)["ranks"][0]["serve"]
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            found = json.load(handle)
+        serve = found["ranks"][0]["serve"]
+        model = (found.get("model") or {}).get("served_name")
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise RouterError(
             "seat %s's plan %s has no rank 0 serve address (%s): re-plan it or give candidate_api_base"
             % (seat, plan_file, exc)
         )
-    return serve if "://" in serve else "http://%s/v1" % serve
+    return {"api_base": serve if "://" in serve else "http://%s/v1" % serve, "model": model}
 
 
 def record(evidence_dir, course, events, started_epoch, secrets=(), root=None, check_mode=False):

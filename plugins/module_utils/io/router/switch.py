@@ -429,9 +429,9 @@ class Router:
         return {"changed": True, "seat": seat, "registered": False, "drained": drained}
 
 
-def write_key(lay, key, check_mode):
+def write_key(lay, key, check_mode, seat_key=None):
     """The 0600 env file the router's units read, root's alone; written only when it differs."""
-    text = deploy.env_file_text(lay["kind"], key)
+    text = deploy.env_file_text(lay["kind"], key, seat_key)
     try:
         same = read_text(lay["env_file"]) == text and (os.stat(lay["env_file"]).st_mode & 0o777) == 0o600
     except OSError:
@@ -448,7 +448,7 @@ def control(params, check_mode=False):
     if params["state"] == "plan":
         return {"changed": False, "plan": found}
     if params["state"] == "key":
-        return write_key(found["layout"], params["admin_key"], check_mode)
+        return write_key(found["layout"], params["admin_key"], check_mode, params.get("seat_key"))
     router = Router(found["layout"], found["specs"], params["service_manager"])
     timeout_s, alias, aliases = params["timeout_s"], params["alias"], params["aliases"]
     if params["state"] == "started":
