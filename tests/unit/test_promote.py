@@ -355,3 +355,51 @@ def test_the_hold_cli(tmp_path, capsys, fleet, lab_targets, extra, code):
     if code != 2:
         assert "verdict: %s" % ("pass" if code == 0 else "fail") in out.out
         assert "hold hold:" in out.err
+
+
+def write_plan(tmp_path, gates=None):
+    plan = {
+        "ranks": [{"serve": "172.30.99.11:8003"}],
+        "model": {"served_name": "smollm2-135m-instruct"},
+        "qualification": {"rollout_gates": gates} if gates else {},
+    }
+    path = tmp_path / "lab-fast.json"
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_its_plan(tmp_path):
+    evidence_folder(tmp_path)
+    declared = {"min_visible_ratio": 0.3, "ttft_ms_p95": 20000, "reason": "a two-core node shared during the move"}
+    plan_file = write_plan(tmp_path, declared)
+    course = io_hold.course(
+        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+    )
+    register, canary = course["steps"][0], course["steps"][1]
+    assert canary["router_targets"]["lab-fast"] == {
+        "api_base": "http://172.30.99.11:8003/v1",
+        "weight": 10,
+        "model": "smollm2-135m-instruct",
+    }
+    assert register["action"] == "register"
+    assert course["gates"]["min_visible_ratio"] == 0.3 and course["gates"]["ttft_ms_p95"] == 20000
+    assert course["gates_reason"] == declared["reason"]
+    assert course["lines"][-1] == "gates from seat lab-fast's recipe: " + declared["reason"]
+    # What the operator gives on the command line wins over the recipe.
+    options = {"gates": {"min_visible_ratio": 0.9}}
+    course = io_hold.course(
+        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), options, plan_file=plan_file
+    )
+    assert course["gates"]["min_visible_ratio"] == 0.9 and course["gates"]["ttft_ms_p95"] == 20000
+
+
+def test_a_refusal_is_recorded_as_refused_with_nothing_moved(tmp_path):
+    folder = evidence_folder(tmp_path, decision="do not promote")
+    course = io_hold.course("production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {})
+    assert course["refusal"] and course["evidence_dir"] == folder and course["incumbent"] == "lab"
+    written = io_hold.record(folder, course, [], time.time(), root=str(ROOT))
+    rollout_doc = json.loads(open(written["path"], encoding="utf-8").read())
+    assert rollout_doc["outcome"] == "refused" and rollout_doc["steps"] == []
+    assert rollout_doc["previous_targets"] == {"lab": 100}
+    report = open(os.path.join(folder, "report.md"), encoding="utf-8").read()
+    assert "**refused**" in report and "Refused: seat lab-fast's latest record says 'do not promote'" in report

@@ -36,6 +36,7 @@ def test_every_seat_the_issue_lists_has_a_recipe():
             "glm53-fp8",
             "glm53-vendor",
             "inkling-small",
+            "lab-allcores",
             "lab",
             "lab-seqs4",
             "lab-tp2",

@@ -159,13 +159,22 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
     record (its `promotion` decided the move); options: shares, hold_s, gates, force_gate_failure,
     stop_old."""
     weights = weights_of(current)
+    # What a refusal keeps: enough for promotion-rollout.json to say which move was refused and why.
+    refused = {
+        "alias": alias,
+        "kind": kind,
+        "candidate": candidate,
+        "evidence_dir": evidence_dir,
+        "previous_targets": dict(current),
+        "steps": [],
+    }
     try:
         incumbent = rollout.current_seat(alias, weights)
     except RouterError as exc:
-        return {"refusal": str(exc), "steps": [], "lines": ["refused: %s" % exc]}
+        return dict(refused, refusal=str(exc), incumbent=None, lines=["refused: %s" % exc])
     refusal = rollout.promotion_refusal((record or {}).get("promotion"), candidate, alias, incumbent)
     if refusal:
-        return {"refusal": refusal, "incumbent": incumbent, "steps": [], "lines": ["refused: %s" % refusal]}
+        return dict(refused, refusal=refusal, incumbent=incumbent, lines=["refused: %s" % refusal])
     gates = gates_of(options.get("gates"))
     addresses = {seat: (value or {}).get("api_base") for seat, value in current.items()}
     addresses[candidate] = candidate_api_base
@@ -252,6 +261,7 @@ def document(course, events, outcome, started_epoch, ended_epoch):
         "ended_at_epoch": ended_epoch,
         "previous_targets": weights_of(course.get("previous_targets")),
         "gates": course.get("gates"),
+        "gates_reason": course.get("gates_reason"),
         "force_gate_failure": bool(course.get("force_gate_failure")),
         "rollback_s": (rollback or {}).get("rollback_s"),
         "steps": [_event(e) for e in events],
@@ -269,8 +279,10 @@ def _event(event):
     return {k: v for k, v in event.items() if v is not None and v != ""}
 
 
-def outcome_of(events):
-    """moved, rolled back, or stopped (a step failed that was not a gate)."""
+def outcome_of(events, course=None):
+    """moved, rolled back, refused (nothing was changed), or stopped (a step failed that was not a gate)."""
+    if (course or {}).get("refusal"):
+        return "refused"
     if any(e.get("step") == "rollback" for e in events):
         return "rolled back"
     return "moved" if any(e.get("step") == "deregister" for e in events) else "stopped"

@@ -171,10 +171,15 @@ def course(
     planned = _plan_target(plan_file, seat)
     address = candidate_api_base or planned.get("api_base")
     model = candidate_model or planned.get("model")
-    return dict(
-        hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model),
-        record=record,
-    )
+    # The recipe's gates (qualification.rollout_gates), under what the operator gives (-e promote_gates).
+    declared = dict(planned.get("gates") or {})
+    reason = declared.pop("reason", None)
+    options = dict(options, gates=dict(declared, **(options.get("gates") or {})))
+    found = hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model)
+    if reason and not found.get("refusal"):
+        found["gates_reason"] = reason
+        found["lines"] = found["lines"] + ["gates from seat %s's recipe: %s" % (seat, reason)]
+    return dict(found, record=record)
 
 
 def course_from(params):
@@ -184,8 +189,8 @@ def course_from(params):
 
 
 def _plan_target(plan_file, seat):
-    """The candidate's OpenAI base URL (rank 0's serve address, as bring-up used it) and served model
-    name from its plan; {} without a plan."""
+    """The candidate's OpenAI base URL (rank 0's serve address, as bring-up used it), served model
+    name and declared rollout gates from its plan; {} without a plan."""
     if not plan_file or not os.path.isfile(plan_file):
         return {}
     try:
@@ -193,19 +198,20 @@ def _plan_target(plan_file, seat):
             found = json.load(handle)
         serve = found["ranks"][0]["serve"]
         model = (found.get("model") or {}).get("served_name")
+        gates = (found.get("qualification") or {}).get("rollout_gates")
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise RouterError(
             "seat %s's plan %s has no rank 0 serve address (%s): re-plan it or give candidate_api_base"
             % (seat, plan_file, exc)
         )
-    return {"api_base": serve if "://" in serve else "http://%s/v1" % serve, "model": model}
+    return {"api_base": serve if "://" in serve else "http://%s/v1" % serve, "model": model, "gates": gates}
 
 
 def record(evidence_dir, course, events, started_epoch, secrets=(), root=None, check_mode=False):
     """Write promotion-rollout.json into the candidate's folder and re-render its record and report."""
     redactor = writer.evidence_redactor(secrets=[s for s in secrets if s])
     use_redactor(redactor)
-    document = hold.document(course, events, hold.outcome_of(events), started_epoch, round(time.time(), 3))
+    document = hold.document(course, events, hold.outcome_of(events, course), started_epoch, round(time.time(), 3))
     path = os.path.join(evidence_dir, hold.ROLLOUT_PART + ".json")
     if not check_mode:
         writer.write_part(evidence_dir, hold.ROLLOUT_PART, document, redactor)
