@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -30,8 +30,10 @@ lab-up: setup
 # NCCL env, power caps, the lab engine image built on node-a and streamed to node-b), make the lab
 # checkpoints and stage them with their parity manifests, bring the two-node seat up (TP2 across
 # node-a and node-b; it answers and stays up), then the lab seat end to end (SmolLM2 on node-a:
-# bring-up, qualification, the 1/4/8/16 benchmark, record, report and promotion decision). The
-# lab seat comes last, so the path of its evidence ends the output.
+# bring-up, qualification, the 1/4/8/16 benchmark, record, report and promotion decision), which
+# the router on node-a (site.yml) puts behind `production`. Then a candidate (lab-allcores) takes
+# the same path and promote.yml moves the alias onto it or records why not; where the alias
+# stands ends the output.
 lab: lab-up aiperf router-venvs
 	@mkdir -p $(RUN_DIR)
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/site.log $(VENV)/ansible-playbook -i inventory/lab site.yml -l gpu_nodes
@@ -46,7 +48,12 @@ lab-seats:
 	  $(VENV)/ansible-playbook -i inventory/lab playbooks/weights.yml -e @lab/weights/$$model.yml; done
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-tp2.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab-tp2 -e seat_measure=false
 	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml -e seat=lab
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-allcores.log $(VENV)/ansible-playbook -i inventory/lab playbooks/seat.yml \
+	  -e seat=lab-allcores
+	ANSIBLE_LOG_PATH=$(RUN_DIR)/promote.log $(VENV)/ansible-playbook -i inventory/lab playbooks/promote.yml \
+	  -e seat=lab-allcores -e alias=production -e promote_hold_s=30 -e promote_refusal_fails=false
 	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
+	@$(VENV)/python tools/lab-alias evidence lab-allcores
 
 # Issue 23's check on the lab made by make lab: the lab seat's qualification and benchmark under
 # tools/seatwright-keywatch (/proc/*/cmdline every 0.5 s, the -vvv log, the evidence folder).
@@ -56,6 +63,11 @@ lab-keywatch:
 # The seat lifecycle's lab checks (creates and removes the lab; run under the lab lock).
 lab-seat-test:
 	$(VENV)/python -m pytest tests/molecule/test_seat_lifecycle.py -v
+
+# Issue 26's lab checks on what make lab left: promote.yml under AIPerf load through the alias, a
+# forced rollback and --check (tests/integration/test_promote_lab.py; under the lab lock).
+lab-promote-test:
+	$(FLEET_LOCK) env SEATWRIGHT_LAB_PROMOTE=1 $(VENV)/python -m pytest tests/integration/test_promote_lab.py -v
 
 lab-down:
 	molecule destroy

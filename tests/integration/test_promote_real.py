@@ -22,10 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -35,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy  # noqa: E402
 from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
+from router_load import Load  # noqa: E402
 
 ALIAS = "production"
 GROUP = "lab"
@@ -98,80 +96,6 @@ def start_seat(name, model, key=None):
         argv += ["--key-env", "SEAT_KEY", "--strict-model"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     return proc, "http://127.0.0.1:%d/v1" % int(proc.stdout.readline().split()[-1])
-
-
-def who(kind, headers, body):
-    """The seat that answered: LiteLLM's header; smg names none, the fake seat says it in its text."""
-    if kind == "litellm":
-        return adapter.litellm_who_answered(headers)["seat"]
-    try:
-        text = json.loads(body)["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    words = text.split()
-    return words[2] if len(words) > 2 and words[:2] == ["answered", "by"] else None
-
-
-class Load:
-    """A request through the alias every INTERVAL_S, each on its own thread, so a slow answer does not
-    slow the cadence; every request's start (epoch), end, status and answering seat kept."""
-
-    def __init__(self, kind, url):
-        self.kind, self.url = kind, url
-        self.records, self.lock, self.stop = [], threading.Lock(), threading.Event()
-        self.threads, self.runner = [], threading.Thread(target=self._run, daemon=True)
-
-    def _one(self):
-        record = {"t0": time.time(), "status": None, "seat": None, "error": None}
-        body = {"model": ALIAS, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
-        headers = {"Content-Type": "application/json"}
-        if self.kind == "litellm":
-            # LiteLLM without a database has one key, its master key (the router's admin key).
-            headers["Authorization"] = "Bearer " + KEY
-        request = urllib.request.Request(self.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                text = response.read()
-                record["status"] = response.status
-                record["seat"] = who(self.kind, dict(response.headers.items()), text)
-        except urllib.error.HTTPError as exc:
-            record["status"], record["error"] = exc.code, exc.read()[:200].decode("utf-8", "replace")
-        except OSError as exc:
-            record["error"] = str(exc)
-        record["t1"] = time.time()
-        with self.lock:
-            self.records.append(record)
-
-    def _run(self):
-        while not self.stop.is_set():
-            thread = threading.Thread(target=self._one, daemon=True)
-            thread.start()
-            self.threads.append(thread)
-            self.stop.wait(INTERVAL_S)
-
-    def __enter__(self):
-        self.runner.start()
-        time.sleep(1.0)
-        return self
-
-    def __exit__(self, *exc):
-        time.sleep(1.0)
-        self.stop.set()
-        self.runner.join()
-        for thread in self.threads:
-            thread.join(90)
-
-    def failed(self):
-        return [r for r in self.records if r["status"] != 200 or not r["seat"]]
-
-    def after(self, epoch):
-        return [r for r in self.records if r["t0"] >= epoch]
-
-    def by_seat(self):
-        found = {}
-        for r in self.records:
-            found[r["seat"] or "none"] = found.get(r["seat"] or "none", 0) + 1
-        return found
 
 
 class RealRouter:

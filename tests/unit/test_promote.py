@@ -6,6 +6,8 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -403,3 +405,34 @@ def test_a_refusal_is_recorded_as_refused_with_nothing_moved(tmp_path):
     assert rollout_doc["previous_targets"] == {"lab": 100}
     report = open(os.path.join(folder, "report.md"), encoding="utf-8").read()
     assert "**refused**" in report and "Refused: seat lab-fast's latest record says 'do not promote'" in report
+
+
+@pytest.mark.parametrize(
+    "doc, line",
+    [
+        ({"outcome": "moved"}, "alias production: moved from lab to lab-fast"),
+        (
+            {"outcome": "rolled back", "rollback_s": 2.98},
+            "alias production: rolled back to lab in 2.98 s, lab-fast not promoted",
+        ),
+        ({"outcome": "refused", "refusal": "no"}, "alias production: stays on lab, lab-fast refused: no"),
+        ({"outcome": "stopped"}, "alias production: stopped (a step failed before the move ended"),
+    ],
+)
+def test_the_alias_line_says_where_the_rollout_left_the_alias(doc, line):
+    doc = dict(doc, alias="production", incumbent="lab", candidate="lab-fast")
+    assert hold.alias_line(doc).startswith(line)
+
+
+def test_lab_alias_tool_prints_the_recorded_outcome(tmp_path):
+    folder = evidence_folder(tmp_path, decision="do not promote")
+    course = io_hold.course("production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {})
+    io_hold.record(folder, course, [], time.time(), root=str(ROOT))
+    tool = [os.path.join(str(ROOT), "tools", "lab-alias")]
+    done = subprocess.run(
+        [sys.executable] + tool + [str(tmp_path / "evidence"), "lab-fast"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("alias production: stays on lab, lab-fast refused: seat lab-fast's latest record")
+    none = subprocess.run([sys.executable] + tool + [str(tmp_path / "evidence"), "lab"], capture_output=True, text=True)
+    assert none.returncode in (1, 2) and "lab" in none.stdout + none.stderr

@@ -279,6 +279,24 @@ def _event(event):
     return {k: v for k, v in event.items() if v is not None and v != ""}
 
 
+def alias_line(rollout_doc):
+    """One line on where a rollout left its alias, from promotion-rollout.json."""
+    alias, outcome = rollout_doc.get("alias"), rollout_doc.get("outcome")
+    incumbent, candidate = rollout_doc.get("incumbent"), rollout_doc.get("candidate")
+    if outcome == "moved":
+        return "alias %s: moved from %s to %s" % (alias, incumbent, candidate)
+    if outcome == "rolled back":
+        return "alias %s: rolled back to %s in %s s, %s not promoted" % (
+            alias,
+            incumbent,
+            rollout_doc.get("rollback_s"),
+            candidate,
+        )
+    if outcome == "refused":
+        return "alias %s: stays on %s, %s refused: %s" % (alias, incumbent, candidate, rollout_doc.get("refusal"))
+    return "alias %s: %s (a step failed before the move ended; see the report's Rollout section)" % (alias, outcome)
+
+
 def outcome_of(events, course=None):
     """moved, rolled back, refused (nothing was changed), or stopped (a step failed that was not a gate)."""
     if (course or {}).get("refusal"):
