@@ -5,6 +5,8 @@ kept to its 0600 file, and the contract promote.yml calls (roles/router/meta/arg
 import json
 import os
 import stat
+import subprocess
+import time
 
 import pytest
 import router_control
@@ -371,3 +373,50 @@ def test_a_wheelhouse_is_named_by_its_closure_and_only_the_pinned_release_has_on
     found = lay("litellm")
     assert found["wheelhouse"] == name
     assert found["wheel_dir"] == "/var/lib/seatwright/router/wheels-litellm-" + adapter.PINNED["litellm"]
+
+
+def test_the_front_is_running_only_when_its_own_pid_file_names_a_live_nginx_master(tmp_path):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import switch
+
+    pid_file = tmp_path / "nginx.pid"
+    front = switch.Front(["nginx", "-p", str(tmp_path)], None, str(pid_file))
+    assert not front.running()  # no pid file: another nginx on the machine does not count
+    other = subprocess.Popen(["sleep", "30"])
+    master = subprocess.Popen(["bash", "-c", 'exec -a "nginx: master process nginx -p x" sleep 30'])
+    try:
+        pid_file.write_text("%d\n" % other.pid)
+        assert not front.running()  # a live pid that is not an nginx master
+        pid_file.write_text("%d\n" % master.pid)
+        deadline = time.monotonic() + 5
+        while not front.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert front.running()
+    finally:
+        other.kill()
+        master.kill()
+        other.wait()
+        master.wait()
+    assert not front.running()  # it exited
+    assert deploy.layout("litellm", 4000, "/etc/seatwright", "/var/lib/seatwright")["front_pid"] == "/run/nginx.pid"
+    own = deploy.layout("litellm", 4000, "/e", "/v", nginx_prefix="/srv/front")
+    assert own["front_pid"] == "/srv/front/nginx.pid"
+
+
+def test_a_reload_waits_only_for_its_own_masters_workers():
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import switch
+
+    # A master and a worker of its own, titled as nginx titles them; the worker's parent is the master.
+    script = '(exec -a "nginx: worker process" sleep 30) & wait'
+    master = subprocess.Popen(["bash", "-c", 'exec -a "nginx: master process nginx -p x" bash -c \'%s\'' % script])
+    try:
+        deadline = time.monotonic() + 5
+        while not switch.nginx_workers(master.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mine = switch.nginx_workers(master.pid)
+        assert len(mine) == 1 and switch.parent_pid(mine[0]) == master.pid
+        # Another master (any other pid) sees none of them.
+        assert mine[0] not in switch.nginx_workers(os.getpid())
+    finally:
+        subprocess.run(["pkill", "-P", str(master.pid)], check=False)
+        master.kill()
+        master.wait()

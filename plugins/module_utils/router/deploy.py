@@ -30,6 +30,7 @@ UPSTREAM_NAME = "seatwright_router"
 # nginx drops an idle connection to a colour before LiteLLM's uvicorn does (its keep-alive is 5 s):
 # a request nginx sends on a connection uvicorn has just closed is a 502 (one in ~600, measured).
 UPSTREAM_IDLE_S = 4
+SYSTEM_NGINX_PID = "/run/nginx.pid"
 # Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
 FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
 # What pip installs in the router's venv for a release other than the pinned one.
@@ -296,9 +297,13 @@ def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0", venv
                 nginx_conf=main,
                 site_file=prefix + "/%s.conf" % UNIT_PREFIX,
                 front_argv=["nginx", "-p", prefix, "-c", main],
+                front_pid=prefix + "/nginx.pid",
             )
         else:
-            found.update(site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX, front_argv=["nginx"])
+            # Debian's nginx.conf writes its master's pid here.
+            found.update(
+                site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX, front_argv=["nginx"], front_pid=SYSTEM_NGINX_PID
+            )
     else:
         found.update(
             unit="%s-smg.service" % UNIT_PREFIX,

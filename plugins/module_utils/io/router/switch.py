@@ -156,13 +156,22 @@ def nginx_title(pid):
     return text.replace("\0", " ").strip() if text else None
 
 
-def nginx_workers():
-    """The pids of the nginx workers now serving (not shutting down)."""
+def parent_pid(pid):
+    """A process's parent pid from /proc, or None when it has exited."""
+    stat = read_text("/proc/%d/stat" % pid)
+    fields = stat.rsplit(")", 1)[-1].split() if stat else []
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def nginx_workers(master=None):
+    """The pids of the nginx workers now serving (not shutting down); of `master` only, when given:
+    another nginx on the machine (a container's) has workers of its own that never shut down."""
     found = []
     for name in os.listdir("/proc"):
         title = nginx_title(int(name)) if name.isdigit() else None
         if title and title.startswith("nginx: worker process") and "shutting down" not in title:
-            found.append(int(name))
+            if master is None or parent_pid(int(name)) == master:
+                found.append(int(name))
     return found
 
 
@@ -170,18 +179,26 @@ class Front:
     """nginx in front of the LiteLLM colours: `front_argv` is how nginx is called (plain `nginx`, or
     with -p/-c for a test's own instance)."""
 
-    def __init__(self, front_argv, manager):
+    def __init__(self, front_argv, manager, pid_file=deploy.SYSTEM_NGINX_PID):
         self.argv = list(front_argv)
         self.manager = manager
+        self.pid_file = pid_file
 
     def _run(self, *args):
         rc, out, err = services.run(self.argv + list(args))
         if rc != 0:
             raise RouterError("%s failed: %s" % (" ".join(self.argv + list(args)), (err or out).strip()[-400:]))
 
+    def master(self):
+        """This front's own master pid: its pid file names a live nginx master; else None. Any nginx on
+        the machine is not enough: a container's (a lab node's) or the system's is another front."""
+        text = (read_text(self.pid_file) or "").strip()
+        if text.isdigit() and (nginx_title(int(text)) or "").startswith("nginx: master process"):
+            return int(text)
+        return None
+
     def running(self):
-        rc, _out, _err = services.run(["pgrep", "-x", "nginx"])
-        return rc == 0
+        return self.master() is not None
 
     def ensure(self):
         # The system's nginx under systemd; a front of the router's own (nginx -p) is started by hand.
@@ -203,7 +220,8 @@ class Front:
             if old is not None:
                 atomic_write_bytes(lay["upstream_file"], old.encode())
             raise
-        before = nginx_workers()
+        master = self.master()
+        before = nginx_workers(master) if master else []
         self._run("-s", "reload")
         # Until the master has told the old workers to shut down they still accept connections (to the
         # old colour); an old worker renames itself "... is shutting down" when told.
@@ -255,7 +273,11 @@ class Router:
     def __init__(self, lay, specs, service_manager="auto", front_argv=None, log=None):
         self.lay, self.specs = lay, specs
         self.manager = manager_for(lay, service_manager)
-        self.front = Front(front_argv or lay.get("front_argv") or ["nginx"], self.manager)
+        self.front = Front(
+            front_argv or lay.get("front_argv") or ["nginx"],
+            self.manager,
+            lay.get("front_pid") or deploy.SYSTEM_NGINX_PID,
+        )
         self.log = log or (lambda text: None)
 
     def wait_healthy(self, spec, what, timeout_s):
