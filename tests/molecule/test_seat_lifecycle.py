@@ -33,6 +33,8 @@ RECIPES = ROOT / "tests" / "molecule" / "seat_recipes"
 # Set by molecule.yml for its verify step: the lab is up and converged, and molecule removes it.
 LAB_READY = os.environ.get("SEATWRIGHT_LAB_READY") == "1"
 LAB_URL = "http://172.30.99.11:8000"
+# The lab's router on node-a (inventory/lab/group_vars/all/router.yml).
+ROUTER_URL = "http://172.30.99.11:4000"
 # The lab's seats serve with a per-checkout key (inventory/lab/group_vars/all/seat_key.yml makes it).
 LAB_KEY_FILE = ROOT / ".cache" / "lab" / "seat-api-key"
 
@@ -185,6 +187,22 @@ def test_lab_seat_answers_and_evicts_the_cotenant(lab):
     assert rank["argv"][-3:] == ["--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
     assert rank["container_id"] and rank["image_id"].startswith("sha256:")
     assert (evidence / "plan.json").exists() and list((evidence / "logs").iterdir())
+
+
+def test_the_router_puts_production_on_the_lab_seat_once_it_answers(lab):
+    # inventory/lab declares production: lab; seat.yml put the alias on the seat when it answered.
+    key = (ROOT / ".cache" / "lab" / "router-admin-key").read_text().strip()
+    body = {"model": "production", "max_tokens": 8, "messages": [{"role": "user", "content": "Capital of France?"}]}
+    request = urllib.request.Request(
+        ROUTER_URL + "/v1/chat/completions",
+        method="POST",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + key},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        answered_by = response.headers.get("x-litellm-model-id")
+        answer = json.loads(response.read())
+    assert answered_by == "lab" and answer["choices"][0]["message"]["content"].strip()
 
 
 def spec_differences(host, spec, secrets):
