@@ -191,7 +191,9 @@ def test_lab_seat_answers_and_evicts_the_cotenant(lab):
 
 def test_the_router_puts_production_on_the_lab_seat_once_it_answers(lab):
     # inventory/lab declares production: lab; seat.yml put the alias on the seat when it answered.
-    key = (ROOT / ".cache" / "lab" / "router-admin-key").read_text().strip()
+    # The key the router runs with, from its own 0600 file on node-a.
+    env_text = node("node-a", "cat", "/etc/seatwright/router/router.env").stdout
+    key = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)["LITELLM_MASTER_KEY"].strip()
     body = {"model": "production", "max_tokens": 8, "messages": [{"role": "user", "content": "Capital of France?"}]}
     request = urllib.request.Request(
         ROUTER_URL + "/v1/chat/completions",
