@@ -56,6 +56,14 @@ options:
         and the kernels' architectures against them.
       - Without it only the hosts' cached facts are read; C(playbooks/plan.yml) passes the collection's own.
     type: path
+  served_aliases:
+    description:
+      - Router alias names the seat serves ahead of its own name (C(--served-model-name ALIAS NAME)),
+        for an smg router, which routes by each seat's first served name. C(playbooks/plan.yml)
+        passes the inventory's, from the C(seatwright.fleet.seat_aliases) filter.
+    type: list
+    elements: str
+    default: []
   plan_out:
     description: Where to write the plan as JSON; nothing is written when omitted.
     type: path
@@ -127,6 +135,7 @@ ARGUMENT_SPEC = {
     "schema_path": {"type": "path", "required": True},
     "nodes": {"type": "list", "elements": "dict", "required": True},
     "image_facts_dir": {"type": "path"},
+    "served_aliases": {"type": "list", "elements": "str", "default": []},
     "plan_out": {"type": "path"},
 }
 

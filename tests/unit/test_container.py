@@ -376,3 +376,17 @@ def test_a_process_argv_loses_the_key_and_says_whether_it_matched():
     # What read-back expects of the process: the same placeholder, only when the key is set.
     assert [spec["entrypoint"]] + resolved_command(spec, secrets, shown=True) == redacted
     assert resolved_command(spec, {"seat_api_key": ""}, shown=True) == spec["command"]
+
+
+def test_a_lab_seat_behind_an_smg_alias_leads_with_the_alias_and_records_it():
+    nodes = [lab_node(host) for host in ("node-a", "node-b")]
+    plan = make_plan(seat_data("lab"), SCHEMA, "lab", nodes, "seats/lab.yml", served_aliases=["production"])
+    command = plan["ranks"][0]["container_spec"]["command"]
+    at = command.index("--served-model-name")
+    assert command[at + 1 : at + 3] == ["production", "smollm2-135m-instruct"]
+    assert plan["model"]["served_aliases"] == ["production"] and plan["launchable"]
+    # Without a router alias the launch is the one the lab runs.
+    plain = lab_plan("lab")
+    assert plain["model"]["served_aliases"] == []
+    at = plain["ranks"][0]["argv"].index("--served-model-name")
+    assert plain["ranks"][0]["argv"][at + 2] == "--host"

@@ -301,3 +301,16 @@ def test_values_are_not_flags(word):
 )
 def test_canonical_flag_through_the_images_help(word, flag):
     assert canonical_flag("vllm", word, lab_image_facts())["flag"] == flag
+
+
+@pytest.mark.parametrize("aliases, names", [((), ["m"]), (("production",), ["production", "m"])])
+def test_vllm_serves_an_smg_alias_ahead_of_its_own_name(aliases, names):
+    settings = dict(_settings("vllm"), _served_aliases=aliases)
+    argv = server_argv(settings, "/models/m")
+    at = argv.index("--served-model-name")
+    assert argv[at + 1 : at + 1 + len(names)] == names and argv[at + 1 + len(names)] == "--host"
+
+
+def test_sglang_serves_one_name_so_an_alias_is_refused_with_what_to_do():
+    with pytest.raises(SeatError, match="sglang serves one model name.*alias production.*LiteLLM"):
+        server_argv(dict(_settings("sglang"), _served_aliases=("production",)), "/models/m")

@@ -436,3 +436,35 @@ def test_lab_alias_tool_prints_the_recorded_outcome(tmp_path):
     assert done.stdout.startswith("alias production: stays on lab, lab-fast refused: seat lab-fast's latest record")
     none = subprocess.run([sys.executable] + tool + [str(tmp_path / "evidence"), "lab"], capture_output=True, text=True)
     assert none.returncode in (1, 2) and "lab" in none.stdout + none.stderr
+
+
+@pytest.mark.parametrize(
+    "served_aliases, refused",
+    [
+        (["production"], False),
+        ([], True),
+        (None, True),  # a plan made before served aliases were recorded
+        (["staging"], True),
+    ],
+)
+def test_an_smg_move_needs_a_candidate_that_serves_the_alias_first(tmp_path, served_aliases, refused):
+    evidence_folder(tmp_path)
+    plan_file = write_plan(tmp_path)
+    plan = json.loads(open(plan_file, encoding="utf-8").read())
+    plan["model"]["served_aliases"] = served_aliases
+    open(plan_file, "w", encoding="utf-8").write(json.dumps(plan))
+    course = io_hold.course(
+        "production", "smg", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+    )
+    if refused:
+        assert course["steps"] == [] and "seat_alias=production" in course["refusal"]
+        assert course["lines"] == ["refused: " + course["refusal"]]
+    else:
+        assert course["refusal"] is None and course["steps"]
+    # LiteLLM sends each seat its own name: the same plans move there.
+    assert (
+        io_hold.course(
+            "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+        )["refusal"]
+        is None
+    )

@@ -306,3 +306,35 @@ def test_recorded_fixtures_hold_no_key():
     for path in RECORDED.rglob("*"):
         if path.is_file():
             assert "sk-recording-admin" not in path.read_text(), path
+
+
+@pytest.mark.parametrize(
+    "router, seat, asked, expected",
+    [
+        (None, "lab", None, []),
+        ({"kind": "litellm", "aliases": {"production": "lab"}}, "lab", None, []),
+        ({"kind": "litellm", "aliases": {"production": "lab"}}, "lab-fast", "production", []),
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab", None, ["production"]),
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab-fast", None, []),
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab-fast", "production", ["production"]),
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab", "production", ["production"]),
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab", "", ["production"]),
+    ],
+)
+def test_the_aliases_a_seat_serves_first(router, seat, asked, expected):
+    assert adapter.seat_aliases(router, seat, asked) == expected
+
+
+@pytest.mark.parametrize(
+    "router, seat, asked, message",
+    [
+        ({"kind": "smg", "aliases": {"production": "lab"}}, "lab", "staging", "seat_alias 'staging' is not in"),
+        ({"kind": "litellm", "aliases": {}}, "lab", "production", "declare the alias there first"),
+        ({"kind": "smg", "aliases": {"production": "lab", "staging": "lab"}}, "lab", None, "production, staging"),
+        ({"kind": "smg", "aliases": {"production": "lab", "staging": "x"}}, "lab", "staging", "serves one alias"),
+        ({"kind": "smg", "aliases": ["production"]}, "lab", None, "must map each alias to a seat"),
+    ],
+)
+def test_an_alias_a_seat_cannot_serve_is_refused_with_what_to_do(router, seat, asked, message):
+    with pytest.raises(RouterError, match=message):
+        adapter.seat_aliases(router, seat, asked)

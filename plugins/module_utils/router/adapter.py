@@ -50,6 +50,35 @@ def check_version(kind, version):
     return version
 
 
+def seat_aliases(router, seat, asked=None):
+    """The alias names seat `seat` must serve ahead of its own, from the inventory's `router`.
+
+    smg routes a request by the first name each worker serves (checked with fake seats serving two
+    names: a request for the second one is 404 model_not_found), so a seat stands behind an smg
+    alias only by serving that name first: the alias the inventory declares for it (router.aliases)
+    or the one it is launched to take over (`asked`, -e seat_alias). LiteLLM maps aliases itself
+    and sends each seat its own name, so there it is none. A seat can lead with one name only.
+    """
+    router = router if isinstance(router, dict) else {}
+    aliases = router.get("aliases") or {}
+    if not isinstance(aliases, dict):
+        raise RouterError("the inventory's router.aliases must map each alias to a seat, like {production: lab}")
+    if asked not in (None, "") and asked not in aliases:
+        raise RouterError(
+            "seat_alias %r is not in the inventory's router.aliases (%s): declare the alias there first"
+            % (asked, ", ".join(sorted(aliases)) or "none")
+        )
+    if router.get("kind") != "smg":
+        return []
+    names = sorted(set([alias for alias, target in aliases.items() if target == seat] + ([asked] if asked else [])))
+    if len(names) > 1:
+        raise RouterError(
+            "seat %s would stand behind aliases %s, but smg routes by a seat's first served name, so a seat "
+            "serves one alias there: give each alias its own seat" % (seat, ", ".join(names))
+        )
+    return names
+
+
 def canary_weights(incumbent, candidate, share):
     """{seat: weight} for one step: `share` percent (0-100) to the candidate, the rest to the incumbent.
     A seat with weight 0 is left out: routers treat 0 as "default", not "none"."""

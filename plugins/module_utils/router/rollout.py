@@ -79,6 +79,27 @@ def promotion_refusal(promotion, candidate, alias, incumbent):
     return None
 
 
+def smg_alias_refusal(kind, alias, candidate, served_aliases):
+    """Why an smg alias cannot move onto the candidate as planned, or None.
+
+    smg sends a request to the workers whose first served name is the one asked for, so a candidate
+    that does not lead with the alias's name would get none of its traffic (adapter.seat_aliases).
+    `served_aliases` is the plan's model.served_aliases (None: a plan from before it was recorded)."""
+    if kind != "smg" or (served_aliases and served_aliases[0] == alias):
+        return None
+    return (
+        "seat %s does not serve %s first (its plan serves %s), and smg routes by a seat's first served name: "
+        "launch it again as the alias's candidate (playbooks/seat.yml -e seat=%s -e seat_alias=%s)"
+        % (
+            candidate,
+            alias,
+            ", ".join(served_aliases) + " then its own name" if served_aliases else "its own name",
+            candidate,
+            alias,
+        )
+    )
+
+
 def rollout_steps(kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARES, hold_s=DEFAULT_HOLD_S):
     """The ordered steps of one promotion, each {step, action, seat?, targets?, hold_s?, gate?}.
 

@@ -88,7 +88,7 @@ VLLM = {
     },
     "rows": (
         _row("model.served_name", "--model", "model_dir"),
-        _row("model.served_name", "--served-model-name"),
+        _row("model.served_name", "--served-model-name", "served_names"),
         _row(None, "--host", "serve_host"),
         _row("serving.port", "--port"),
         _row("topology.tensor_parallel", "--tensor-parallel-size"),
@@ -267,6 +267,8 @@ _TRANSFORMS = {
     "above_one": lambda table, row, value, ctx: [row["flag"], str(value)] if value > 1 else [],
     "model_dir": lambda table, row, value, ctx: [row["flag"], ctx["model_dir"]],
     "serve_host": lambda table, row, value, ctx: [row["flag"], ctx["serve_host"]],
+    # vLLM serves every name it is given and answers with the first: an smg alias leads (router/adapter.py).
+    "served_names": lambda table, row, value, ctx: [row["flag"]] + list(ctx["served_aliases"]) + [value],
     "node_rank": lambda table, row, value, ctx: [row["flag"], str(ctx["node_rank"])],
     "head_ip": lambda table, row, value, ctx: [row["flag"], ctx["head_ip"]],
     "mp_master_port": lambda table, row, value, ctx: [row["flag"], str(MP_MASTER_PORT)],
@@ -331,7 +333,13 @@ def server_argv(settings, model_dir, node_rank=0, head_ip=None, serve_host=SERVE
         "device": settings["engine"]["device"],
         "nodes": topo["nodes"],
         "mp": mp,
+        "served_aliases": tuple(settings.get("_served_aliases") or ()),
     }
+    if ctx["served_aliases"] and not any(row["transform"] == "served_names" for row in table["rows"]):
+        raise SeatError(
+            "%s serves one model name, so it cannot also serve alias %s for an smg router: put this seat "
+            "behind a LiteLLM router, or serve it under the alias's name" % (table["name"], ctx["served_aliases"][0])
+        )
     image_flags = set(settings.get("_image_flags") or ())
     argv = [settings["engine"]["python"]] + list(table["mp_entry"] if mp else table["entry"])
     for row in table["rows"]:

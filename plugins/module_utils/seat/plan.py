@@ -531,8 +531,9 @@ def _unknowns(settings, rules, fit):
     return items
 
 
-def make_plan(data, schema, seat, candidates, source, recorded_images=None):
-    """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order."""
+def make_plan(data, schema, seat, candidates, source, recorded_images=None, served_aliases=()):
+    """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order;
+    `served_aliases` are the router alias names it serves ahead of its own (router/adapter.py seat_aliases)."""
     recipe = validate_recipe(data, schema, source, RULE_IDS)
     if recipe["name"] != seat:
         raise SeatError(
@@ -552,6 +553,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
     settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
     # A flag renamed upstream is rendered as the image's --help spells it (seat/engines.py spelled_flag).
     settings["_image_flags"] = tuple((image or {}).get("flags") or ())
+    settings["_served_aliases"] = tuple(served_aliases or ())
     kind = _gpu_kind_problem(seat_nodes)
     if kind:
         rules["refusals"].append(kind)
@@ -640,6 +642,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
     settings.pop("_declared_serving")
     settings.pop("_memory_default", None)
     settings.pop("_image_flags", None)
+    settings.pop("_served_aliases", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     plan = {
         "format": PLAN_FORMAT,
@@ -678,9 +681,10 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None):
         + ([measured_note] if measured_note else [])
         + ([config_note] if config_note else [])
         + image_notes,
-        "model": {
-            key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status", "served_name")
-        },
+        "model": dict(
+            {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status", "served_name")},
+            served_aliases=list(served_aliases or ()),
+        ),
         "engine": {
             "name": settings["engine"]["name"],
             "version": settings["engine"]["version"],

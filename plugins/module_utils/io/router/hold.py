@@ -176,6 +176,9 @@ def course(
     reason = declared.pop("reason", None)
     options = dict(options, gates=dict(declared, **(options.get("gates") or {})))
     found = hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model)
+    unserved = rollout.smg_alias_refusal(kind, alias, seat, planned.get("served_aliases")) if planned else None
+    if unserved and not found.get("refusal"):
+        found = dict(found, refusal=unserved, steps=[], lines=["refused: %s" % unserved])
     if reason and not found.get("refusal"):
         found["gates_reason"] = reason
         found["lines"] = found["lines"] + ["gates from seat %s's recipe: %s" % (seat, reason)]
@@ -199,12 +202,18 @@ def _plan_target(plan_file, seat):
         serve = found["ranks"][0]["serve"]
         model = (found.get("model") or {}).get("served_name")
         gates = (found.get("qualification") or {}).get("rollout_gates")
+        served_aliases = (found.get("model") or {}).get("served_aliases")
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise RouterError(
             "seat %s's plan %s has no rank 0 serve address (%s): re-plan it or give candidate_api_base"
             % (seat, plan_file, exc)
         )
-    return {"api_base": serve if "://" in serve else "http://%s/v1" % serve, "model": model, "gates": gates}
+    return {
+        "api_base": serve if "://" in serve else "http://%s/v1" % serve,
+        "model": model,
+        "gates": gates,
+        "served_aliases": served_aliases,
+    }
 
 
 def record(evidence_dir, course, events, started_epoch, secrets=(), root=None, check_mode=False):

@@ -48,7 +48,7 @@ def recorded_image_facts(data, facts_dir):
     return {build: dict(facts, recorded_in=os.path.relpath(path))}
 
 
-def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None):
+def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None, served_aliases=()):
     """The plan of `seat` from its recipe file and the candidate hosts; SeatError names what is wrong."""
     if not os.path.isfile(recipe_path):
         raise SeatError(_missing_recipe_message(seat, recipe_path))
@@ -59,13 +59,18 @@ def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None):
     source = os.path.relpath(recipe_path)
     data = recipe_from_text(_read(recipe_path, "recipe"), source)
     recorded = recorded_image_facts(data, image_facts_dir) if image_facts_dir else {}
-    return make_plan(data, schema, seat, nodes, source, recorded_images=recorded)
+    return make_plan(data, schema, seat, nodes, source, recorded_images=recorded, served_aliases=served_aliases)
 
 
 def plan_result(params, check_mode=False, diff=False):
     """The seat_plan module's result: the plan, its lines, and the plan file written when it changed."""
     plan = plan_seat(
-        params["seat"], params["recipe_path"], params["schema_path"], params["nodes"], params.get("image_facts_dir")
+        params["seat"],
+        params["recipe_path"],
+        params["schema_path"],
+        params["nodes"],
+        params.get("image_facts_dir"),
+        params.get("served_aliases") or (),
     )
     result = {"changed": False, "plan": plan, "summary": plan_lines(plan)}
     out = params.get("plan_out")
