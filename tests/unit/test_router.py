@@ -329,7 +329,7 @@ def test_the_aliases_a_seat_serves_first(router, seat, asked, expected):
     "router, seat, asked, message",
     [
         ({"kind": "smg", "aliases": {"production": "lab"}}, "lab", "staging", "seat_alias 'staging' is not in"),
-        ({"kind": "litellm", "aliases": {}}, "lab", "production", "declare the alias there first"),
+        ({"kind": "litellm", "aliases": {}}, "lab", "production", "declare it there first"),
         ({"kind": "smg", "aliases": {"production": "lab", "staging": "lab"}}, "lab", None, "production, staging"),
         ({"kind": "smg", "aliases": {"production": "lab", "staging": "x"}}, "lab", "staging", "serves one alias"),
         ({"kind": "smg", "aliases": ["production"]}, "lab", None, "must map each alias to a seat"),

@@ -50,6 +50,16 @@ def check_version(kind, version):
     return version
 
 
+def declared_alias(aliases, alias, name="alias"):
+    """`alias` itself when the inventory's router.aliases declares it; else the RouterError saying so."""
+    if alias not in (aliases or {}):
+        raise RouterError(
+            "%s %r is not in the inventory's router.aliases (%s): declare it there first"
+            % (name, alias, ", ".join(sorted(aliases or {})) or "none")
+        )
+    return alias
+
+
 def seat_aliases(router, seat, asked=None):
     """The alias names seat `seat` must serve ahead of its own, from the inventory's `router`.
 
@@ -63,11 +73,8 @@ def seat_aliases(router, seat, asked=None):
     aliases = router.get("aliases") or {}
     if not isinstance(aliases, dict):
         raise RouterError("the inventory's router.aliases must map each alias to a seat, like {production: lab}")
-    if asked not in (None, "") and asked not in aliases:
-        raise RouterError(
-            "seat_alias %r is not in the inventory's router.aliases (%s): declare the alias there first"
-            % (asked, ", ".join(sorted(aliases)) or "none")
-        )
+    if asked not in (None, ""):
+        declared_alias(aliases, asked, "seat_alias")
     if router.get("kind") != "smg":
         return []
     names = sorted(set([alias for alias, target in aliases.items() if target == seat] + ([asked] if asked else [])))

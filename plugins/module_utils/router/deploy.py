@@ -535,11 +535,7 @@ def litellm_config_text(aliases, current, alias, targets):
     """The whole config after moving `alias` onto `targets` ({seat: {api_base, weight}}), other groups
     kept from `current` (the serving colour's config, or None). Aliases whose group has no seat yet
     are left out until it has one. JSON text, which LiteLLM's YAML reader takes as it is."""
-    if alias not in aliases:
-        raise RouterError(
-            "alias %s is not in the inventory's router.aliases (%s): declare it there first"
-            % (alias, ", ".join(sorted(aliases)) or "none")
-        )
+    adapter.declared_alias(aliases, alias)
     groups, bases = litellm_state(current)
     models = litellm_models(current)
     weights, new_bases = check_targets(targets)

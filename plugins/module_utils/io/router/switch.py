@@ -338,9 +338,7 @@ class Router:
         if self.lay["kind"] == "smg":
             names = self.state().get("names", {})
             return deploy.smg_targets(self.client(key).seats(), alias, names)
-        if alias not in aliases:
-            raise RouterError("alias %s is not in the inventory's router.aliases" % alias)
-        return deploy.litellm_targets(self.client(key).seats(), aliases[alias])
+        return deploy.litellm_targets(self.client(key).seats(), aliases[adapter.declared_alias(aliases, alias)])
 
     def apply(self, alias, aliases, targets, check_mode=False, timeout_s=180.0):
         """Make the alias go only to `targets` with their weights, checked in the router's listing."""
