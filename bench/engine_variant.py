@@ -19,21 +19,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat import container  # noqa: E402
+
 KEY_FILE = ROOT / ".cache" / "lab" / "seat-api-key"
 
 
-def docker_argv(spec, name, port, env, args, env_file):
-    """`docker run` for the copy: the spec's container with the port, name, env and arguments changed."""
+def variant_spec(spec, name, port, env, args):
+    """The seat's container spec with the name, port, env and arguments changed, and no seat labels
+    (so no lifecycle step takes the copy for the seat); it starts through the same docker run."""
     command = list(spec["command"])
     if "--port" in command:
         command[command.index("--port") + 1] = str(port)
-    argv = ["docker", "run", "-d", "--name", name, "--network", spec["network_mode"], "--ipc", spec["ipc_mode"]]
-    argv += ["--shm-size", str(spec["shm_size_bytes"]), "--env-file", env_file, "--entrypoint", spec["entrypoint"]]
-    for mount in spec["mounts"]:
-        argv += ["-v", "%s:%s%s" % (mount["source"], mount["target"], ":ro" if mount.get("read_only") else "")]
-    for key, value in sorted({**spec["env"], **env}.items()):
-        argv += ["-e", "%s=%s" % (key, value)]
-    return argv + [spec["image"]] + command + list(args)
+    return dict(spec, name=name, command=command + list(args), env=dict(spec["env"], **env), labels={})
 
 
 def main():
@@ -60,12 +59,13 @@ def main():
         sys.exit("no plan for seat %s at %s (%s): run its seat.yml first" % (parsed.seat, plan_file, exc))
     env = dict(item.split("=", 1) for item in parsed.env)
     node = parsed.node or rank["host"]
+    spec = variant_spec(rank["container_spec"], parsed.name, parsed.port, env, parsed.arg)
     env_file = "/tmp/%s.env" % parsed.name
-    secrets = "".join("%s=%s\n" % (s["env"], KEY_FILE.read_text().strip()) for s in rank["container_spec"]["secrets"])
+    secrets = {container.API_KEY_SECRET: KEY_FILE.read_text().strip()}
+    text = container.env_file_text(dict(spec["env"], **container.secret_env(spec, secrets)))
     write = ["docker", "exec", "-i", node, "sh", "-c", "umask 077 && cat > " + env_file]
-    subprocess.run(write, input=secrets, text=True, check=True)
-    argv = docker_argv(rank["container_spec"], parsed.name, parsed.port, env, parsed.arg, env_file)
-    subprocess.run(["docker", "exec", node] + argv, check=True)
+    subprocess.run(write, input=text, text=True, check=True)
+    subprocess.run(["docker", "exec", node, "docker"] + container.docker_run_argv(spec, env_file, secrets), check=True)
     print(
         "started %s on %s:%d; remove with --name %s --node %s --remove"
         % (parsed.name, node, parsed.port, parsed.name, node)
