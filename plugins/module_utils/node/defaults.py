@@ -28,6 +28,8 @@ IMAGE_FACTS_DIR = IMAGES_DIR + "/facts"
 SEAT_DIR = STATE_DIR + "/seat"
 COTENANTS_RECORD = SEAT_DIR + "/cotenants.json"
 MODELS_DIR = STATE_DIR + "/models"
+# The record of a node's last full converge (node/converge_record.py).
+CONVERGE_RECORD = STATE_DIR + "/converge-record.json"
 
 # Where playbooks/plan.yml writes a seat's plan and bring-up reads it, relative to the project on the
 # controller (<project>/.cache/plans/<seat>.json).
@@ -123,6 +125,7 @@ FOR_ANSIBLE = {
     "seat_dir": SEAT_DIR,
     "cotenants_record": COTENANTS_RECORD,
     "models_dir": MODELS_DIR,
+    "converge_record": CONVERGE_RECORD,
     "plan_dir": PLAN_DIR,
     "labelled_pattern": COLLECT_PATTERN,
     "seat_name_pattern": SEAT_NAME_PATTERN,

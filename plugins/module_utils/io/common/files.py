@@ -167,3 +167,18 @@ def _entries_problem(entries, kind, needs):
         if missing or not entry["path"].startswith("/"):
             return "%s[%d]: expected an absolute path and %s, got %r" % (kind, position, ", ".join(needs), entry)
     return None
+
+
+def tree_digests(root, folders, skip=("__pycache__",)):
+    """{relative path: sha256} of every file under `folders` of `root` (missing folders give nothing)."""
+    digests = {}
+    for top in folders:
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if d not in skip)
+            for name in files:
+                if name.endswith(".pyc"):
+                    continue
+                path = os.path.join(folder, name)
+                with open(path, "rb") as handle:
+                    digests[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
+    return digests

@@ -1,0 +1,50 @@
+"""Filter seatwright.fleet.converge_record: the record a node keeps after a full converge."""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.converge_record import new_record, parse_snapshot
+
+DOCUMENTATION = r"""
+name: converge_record
+author: seatwright
+short_description: The converge record to write on a node, and whether it says anything new
+description:
+  - From the output of C(lookup('seatwright.fleet.converge', 'command')) run on the node after its
+    roles succeeded (plugins/module_utils/node/converge_record.py).
+options:
+  _input:
+    description: The command's standard output.
+    type: str
+    required: true
+  inputs:
+    description: The inputs digest read before the roles ran.
+    type: str
+    required: true
+  state_dir:
+    description: The state folder in effect.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: The record's text
+  ansible.builtin.debug:
+    msg: "{{ (snapshot.stdout | seatwright.fleet.converge_record(inputs)).content }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(content), the record's JSON text, and C(changed), false when only its time moved.
+  type: dict
+"""
+
+
+def converge_record(stdout, inputs, state_dir=None):
+    try:
+        content, changed = new_record(parse_snapshot(stdout, state_dir), inputs)
+    except ValueError as exc:
+        raise AnsibleFilterError("%s; the node needs cat, date and GNU find" % exc)
+    return {"content": content, "changed": changed}
+
+
+class FilterModule:
+    def filters(self):
+        return {"converge_record": converge_record}
