@@ -178,6 +178,27 @@ def stale_reason(snapshot, inputs, max_age_h=MAX_AGE_H):
     return None
 
 
+# Facts the later plays and the plan read from the controller's cache: a node without them converges.
+CACHED_FACTS = ("seatwright_gpu_summary", "seatwright_fabric")
+FORCED = "asked for a full converge (-e seatwright_full_converge, --tags or --skip-tags)"
+NO_FACTS = "the controller has no cached facts of the node (later plays and the plan read them)"
+
+
+def node_decision(host_vars, code, role_names, forced, state_dir=None, max_age_h=MAX_AGE_H):
+    """{inputs, reason} for one node: `host_vars` its variables (with `ansible_facts` and the
+    registered `__nodes_snapshot`), `code` the collection's file digests, `forced` whether a full
+    converge was asked for. `reason` is empty when the node may skip the roles."""
+    facts = host_vars.get("ansible_facts") or {}
+    names = steering_names(host_vars, role_names, facts)
+    inputs = inputs_digest(code, {name: host_vars[name] for name in names})
+    if forced:
+        return {"inputs": inputs, "reason": FORCED}
+    if any(name not in facts for name in CACHED_FACTS) or "seatwright" not in (facts.get("ansible_local") or {}):
+        return {"inputs": inputs, "reason": NO_FACTS}
+    snapshot = parse_snapshot((host_vars.get("__nodes_snapshot") or {}).get("stdout", ""), state_dir)
+    return {"inputs": inputs, "reason": stale_reason(snapshot, inputs, max_age_h) or ""}
+
+
 def new_record(snapshot, inputs):
     """(text, changed) of the record a node keeps after a full converge: `changed` is False when only
     its time moved (the node is as the last record says)."""
