@@ -6,7 +6,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.converge_rec
 DOCUMENTATION = r"""
 name: converge_record
 author: seatwright
-short_description: The converge record to write on a node, and whether it says anything new
+short_description: The converge record to write on a node
 description:
   - From the output of C(lookup('seatwright.fleet.converge', 'command')) run on the node after its
     roles succeeded (plugins/module_utils/node/converge_record.py).
@@ -27,22 +27,21 @@ options:
 EXAMPLES = r"""
 - name: The record's text
   ansible.builtin.debug:
-    msg: "{{ (snapshot.stdout | seatwright.fleet.converge_record(inputs)).content }}"
+    msg: "{{ snapshot.stdout | seatwright.fleet.converge_record(inputs) }}"
 """
 
 RETURN = r"""
 _value:
-  description: C(content), the record's JSON text, and C(changed), false when only its time moved.
-  type: dict
+  description: The record's JSON text.
+  type: str
 """
 
 
 def converge_record(stdout, inputs, state_dir=None):
     try:
-        content, changed = new_record(parse_snapshot(stdout, state_dir), inputs)
+        return new_record(parse_snapshot(stdout, state_dir), inputs)
     except ValueError as exc:
         raise AnsibleFilterError("%s; the node needs cat, date and GNU find" % exc)
-    return {"content": content, "changed": changed}
 
 
 class FilterModule:

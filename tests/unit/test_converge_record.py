@@ -100,7 +100,7 @@ def test_the_play_decides_every_node_from_its_own_variables_and_record():
     first = converge_decisions(["n1", "n2"], hostvars)
     assert first["n1"]["inputs"] != first["n2"]["inputs"]
     assert all("no converge record" in d["reason"] for d in first.values())
-    written = {host: json.loads(converge_record(output(None), d["inputs"])["content"]) for host, d in first.items()}
+    written = {host: json.loads(converge_record(output(None), d["inputs"])) for host, d in first.items()}
     hostvars = {host: node(output(written[host], now=1796240100), **{k: v for k, v in hostvars[host].items()
                 if k == "gpu_power_limit_w"}) for host in hostvars}  # fmt: skip
     assert {h: d["reason"] for h, d in converge_decisions(["n1", "n2"], hostvars).items()} == {"n1": "", "n2": ""}
@@ -127,12 +127,10 @@ def test_the_record_and_the_gpu_facts_cache_are_not_watched():
     assert converge_reason(output(record(), paths=dict(PATHS, **moved)), INPUTS, state_dir="/srv/sw") == ""
 
 
-def test_a_new_record_says_changed_only_when_more_than_its_time_moved():
-    first = converge_record(output(None), INPUTS)
-    assert first["changed"] and json.loads(first["content"]) == record(written_at=1796240000)
-    again = converge_record(output(json.loads(first["content"]), now=1796240500), INPUTS)
-    assert not again["changed"] and json.loads(again["content"])["written_at"] == 1796240500
-    assert converge_record(output(record()), "c" * 64)["changed"]
+def test_a_new_record_holds_what_the_next_run_compares():
+    text = converge_record(output(None), INPUTS)
+    assert json.loads(text) == record(written_at=1796240000)
+    assert converge_reason(output(json.loads(text), now=1796240500), INPUTS) == ""
 
 
 def test_steering_variables_are_seatwrights_and_the_roles_not_facts_or_the_switch():
@@ -159,16 +157,20 @@ def snapshot(tmp_path):
 
 
 def test_the_command_run_for_real_reads_what_changed_and_leaves_out_the_record(tmp_path):
-    (tmp_path / "etc" / "sub").mkdir(parents=True)
+    (tmp_path / "etc" / "router").mkdir(parents=True)
     (tmp_path / "lib" / "deep").mkdir(parents=True)
-    (tmp_path / "etc" / "sub" / "a.env").write_text("A=1\n")
+    (tmp_path / "etc" / "a.env").write_text("A=1\n")
+    (tmp_path / "etc" / "router" / "other-roles.yaml").write_text("not watched\n")
     (tmp_path / "lib" / "deep" / "big.bin").write_text("staged weights are not watched\n")
     state = str(tmp_path / "lib")
     first = converge_record(snapshot(tmp_path), INPUTS, state)
-    paths = json.loads(first["content"])["paths"]
-    assert paths[str(tmp_path / "etc" / "sub" / "a.env")][:3] == ["f", "644", "4"]
+    paths = json.loads(first)["paths"]
+    assert paths[str(tmp_path / "etc" / "a.env")][:3] == ["f", "644", "4"]
+    assert str(tmp_path / "etc" / "router" / "other-roles.yaml") not in paths
     assert str(tmp_path / "lib" / "deep") in paths and str(tmp_path / "lib" / "deep" / "big.bin") not in paths
-    (tmp_path / "lib" / "converge-record.json").write_text(first["content"])
+    (tmp_path / "lib" / "converge-record.json").write_text(first)
     assert converge_reason(snapshot(tmp_path), INPUTS, state) == ""
-    os.chmod(tmp_path / "etc" / "sub" / "a.env", 0o600)
-    assert converge_reason(snapshot(tmp_path), INPUTS, state).endswith(str(tmp_path / "etc" / "sub" / "a.env"))
+    (tmp_path / "etc" / "router" / "other-roles.yaml").write_text("changed by another role\n")
+    assert converge_reason(snapshot(tmp_path), INPUTS, state) == ""
+    os.chmod(tmp_path / "etc" / "a.env", 0o600)
+    assert converge_reason(snapshot(tmp_path), INPUTS, state).endswith(str(tmp_path / "etc" / "a.env"))

@@ -38,7 +38,8 @@ MAX_AGE_H = 24
 # What the node roles write, as (path, recursive). Folders are listed (walked when recursive); a
 # missing path is watched for appearing. Over-watching costs a full converge, never a missed repair.
 WATCHED = (
-    (CONFIG_DIR, True),
+    # Top level only: other roles keep their own folders below (the router's, for one).
+    (CONFIG_DIR, False),
     (STATE_DIR, False),
     ("/etc/nccl.conf", False),
     ("/etc/docker/daemon.json", False),
@@ -200,8 +201,7 @@ def node_decision(host_vars, code, role_names, forced, state_dir=None, max_age_h
 
 
 def new_record(snapshot, inputs):
-    """(text, changed) of the record a node keeps after a full converge: `changed` is False when only
-    its time moved (the node is as the last record says)."""
+    """The text of the record a node keeps after a full converge."""
     record = {
         "schema": RECORD_SCHEMA,
         "inputs": inputs,
@@ -209,6 +209,4 @@ def new_record(snapshot, inputs):
         "written_at": snapshot["now"],
         "paths": snapshot["paths"],
     }
-    before = snapshot["record"]
-    same = isinstance(before, dict) and dict(before, written_at=None) == dict(record, written_at=None)
-    return json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n", not same
+    return json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
