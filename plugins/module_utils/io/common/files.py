@@ -169,6 +169,15 @@ def _entries_problem(entries, kind, needs):
     return None
 
 
+def file_sha256(path, chunk=8 * 1024 * 1024):
+    """The sha256 hex digest of one file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for part in iter(lambda: handle.read(chunk), b""):
+            digest.update(part)
+    return digest.hexdigest()
+
+
 def tree_digests(root, folders, skip=("__pycache__",)):
     """{relative path: sha256} of every file under `folders` of `root` (missing folders give nothing)."""
     digests = {}
@@ -179,6 +188,5 @@ def tree_digests(root, folders, skip=("__pycache__",)):
                 if name.endswith(".pyc"):
                     continue
                 path = os.path.join(folder, name)
-                with open(path, "rb") as handle:
-                    digests[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
+                digests[os.path.relpath(path, root)] = file_sha256(path)
     return digests

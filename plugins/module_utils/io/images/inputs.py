@@ -21,8 +21,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry import registry_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels
-
-READ_CHUNK = 8 * 1024 * 1024
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import file_sha256
 
 
 def _read(path, what):
@@ -31,14 +30,6 @@ def _read(path, what):
             return handle.read()
     except OSError as exc:
         raise ImageError("%s %s cannot be read (%s)" % (what, path, exc.strerror or exc))
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(READ_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _find_patch(patch_id, patch_dirs):
