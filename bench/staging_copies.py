@@ -16,6 +16,9 @@ This times, in one run, S stream processes pulling the same shards from one send
 and the machine's memory copy rate on all cores. Medians of --passes, busy cores from /proc/stat.
 
   python3 bench/staging_copies.py --shards 8 --shard-mib 1024 --streams 8 --passes 3
+
+Recorded in bench/results/staging-ram/device-2026-12-03/ (copies-*.json; the sha256 ones ran before blake3 was
+installed there, with the receive buffer pinned at 4 MiB by SO_RCVBUF, since removed).
 """
 
 import argparse

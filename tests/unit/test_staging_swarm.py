@@ -117,17 +117,12 @@ def assert_verified(result):
     assert report["complete"] and report["verified"], report
 
 
-# direct: written from a receive buffer with O_DIRECT; buffered: received into the file's mapped pages.
-WRITES = pytest.mark.parametrize("direct_io", [True, False], ids=["direct", "buffered"])
-
-
-@WRITES
-def test_three_destinations_share_pieces_and_the_origin_sends_about_one_copy(tmp_path, origin_files, direct_io):
+def test_three_destinations_share_pieces_and_the_origin_sends_about_one_copy(tmp_path, origin_files):
     # Slow enough (about 1 s a copy) that the peers' first views, polled every 0.2 s and later on a
     # loaded host, come well before the origin could send a second copy of the 12.6 MB.
     origin = Origin(tmp_path, origin_files, clients=3, upload_mb_s=12)
     try:
-        results = run_all(fleet(tmp_path, origin, ["d0", "d1", "d2"], direct_io=direct_io))
+        results = run_all(fleet(tmp_path, origin, ["d0", "d1", "d2"]))
     finally:
         origin.stop()
     total = results["d0"]["bytes_total"]
@@ -193,19 +188,16 @@ class Liar:
         self.server.server_close()
 
 
-@WRITES
 @pytest.mark.parametrize("piece_hash", ["blake3", "sha256", None])
 @pytest.mark.parametrize("damage", ["bytes", "zeros", "drop"])
 def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(
-    tmp_path, origin_files, damage, piece_hash, direct_io
+    tmp_path, origin_files, damage, piece_hash
 ):
     origin = Origin(tmp_path, origin_files, clients=1)
     liar = Liar(tmp_path, origin, damage)
     try:
         peers = [{"name": "liar", "url": liar.url}]
-        opts = options(
-            tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port(), piece_hash=piece_hash, direct_io=direct_io
-        )
+        opts = options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port(), piece_hash=piece_hash)
         result = run_all([opts])["d0"]
     finally:
         origin.stop()
@@ -262,11 +254,8 @@ def test_a_process_without_the_secret_cannot_advertise_pieces(tmp_path, origin_f
     assert result["bytes_from_peers"] == 0
 
 
-@WRITES
 @pytest.mark.parametrize("piece_hash", ["blake3", "sha256"])
-def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(
-    tmp_path, origin_files, piece_hash, direct_io
-):
+def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(tmp_path, origin_files, piece_hash):
     origin = Origin(tmp_path, origin_files, clients=2)
     shard = "model-00001-of-00004.safetensors"
     payload = origin_files[shard]
@@ -278,7 +267,7 @@ def test_an_interrupted_piece_run_keeps_only_the_pieces_that_still_verify(
     leftover[2 * PIECE + 5] ^= 0xFF
     (dest / (blob + ".incomplete")).write_bytes(bytes(leftover))
     try:
-        result = stage(options(tmp_path, origin, "d0", piece_hash=piece_hash, direct_io=direct_io))
+        result = stage(options(tmp_path, origin, "d0", piece_hash=piece_hash))
     finally:
         origin.stop()
     assert_verified(result)
@@ -393,35 +382,3 @@ def test_a_run_killed_mid_piece_leaves_no_worker_behind_and_the_next_run_complet
     finally:
         origin.stop()
     assert_verified(result)
-
-
-def test_a_buffered_piece_file_maps_its_pages_and_only_ever_grows(tmp_path):
-    path = str(tmp_path / "unit.incomplete")
-    handle = swarm.PieceFile(path, False, False)
-    try:
-        late = handle.pages(2 * PIECE, 3 * PIECE)
-        late[:4] = b"late"
-        # An earlier piece mapped after a later one must not cut the file back under it.
-        early = handle.pages(0, PIECE)
-        early[:5] = b"early"
-        assert handle.size() == 3 * PIECE
-        late.close()
-        early.close()
-        with open(path, "rb") as check:
-            assert check.read(5) == b"early"
-            check.seek(2 * PIECE)
-            assert check.read(4) == b"late"
-        # A piece that does not start on a page boundary goes through a buffer instead.
-        assert handle.pages(1, PIECE) is None
-    finally:
-        handle.close(sync=False)
-
-
-def test_a_direct_piece_file_is_never_mapped(tmp_path):
-    handle = swarm.PieceFile(str(tmp_path / "unit.incomplete"), True, False)
-    try:
-        if handle.direct_fd is None:
-            pytest.skip("this filesystem refuses O_DIRECT: the piece file is buffered here")
-        assert handle.pages(0, PIECE) is None
-    finally:
-        handle.close(sync=False)

@@ -11,7 +11,6 @@ piece indices the listing already holds, with bytes that must hash to the listin
 
 import ctypes
 import errno
-import fcntl
 import http.client
 import json
 import mmap
@@ -88,8 +87,6 @@ PEER_REST_S = 2.0
 # Bytes a stream receives, hashes and writes at a time: every chunk costs a few hand-offs of the
 # interpreter lock, and at 16 streams those, not the cores, bound a smaller chunk (device machine).
 PIECE_CHUNK_BYTES = CHUNK_BYTES
-# madvise(2) MADV_POPULATE_WRITE (Linux 5.14): a piece's pages made in one call, not a fault per page.
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 
@@ -266,32 +263,6 @@ class PieceFile:
     def read_at(self, view, offset):
         return os.preadv(self.fd, [view], offset)
 
-    def pages(self, start, end):
-        """The file's own pages for bytes [start, end), mapped; None where writes go direct.
-
-        Where writes are buffered (tmpfs, or direct I/O off or refused) a piece received into its
-        pages skips the copy from a receive buffer: on the device machine that copy cost more than
-        the BLAKE3 of the same bytes (bench/results/staging-ram/README.md). The file only grows,
-        under a lock every fetch worker honours, so no worker cuts off a piece another one maps.
-        """
-        if self.direct_fd is not None or end <= start or start % mmap.ALLOCATIONGRANULARITY:
-            return None
-        try:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                if os.fstat(self.fd).st_size < end:
-                    os.ftruncate(self.fd, end)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
-            mapped = mmap.mmap(self.fd, end - start, offset=start)
-        except (OSError, ValueError):
-            return None
-        try:
-            mapped.madvise(MADV_POPULATE_WRITE)
-        except (OSError, ValueError, AttributeError):
-            pass  # an older kernel: the pages come one fault at a time
-        return mapped
-
     def close(self, sync, mode=None):
         if self.direct_fd is not None:
             os.close(self.direct_fd)
@@ -323,13 +294,6 @@ class _Pipeline:
         self.turn = (self.turn + 1) % self.DEPTH
         self._wait(self.current)
         return self.buffers[self.current]
-
-    def hash_only(self, digest, view):
-        """A chunk already in the file's pages: only its hash is left, a chunk behind the receive."""
-        self.current = self.turn
-        self.turn = (self.turn + 1) % self.DEPTH
-        self._wait(self.current)
-        self.busy[self.current] = (self.hash_lane.submit(digest.update, view),)
 
     def submit(self, digest, handle, view, offset):
         self.busy[self.current] = (
@@ -366,17 +330,6 @@ class _Pipeline:
 
 # What a fetch worker answers, and the exception each answer is raised as in the stream.
 _ANSWERS = {"bad": BadPiece, "interrupted": Interrupted, "error": StagingError}
-
-
-def _fill(response, view):
-    """Bytes of the response read into view: all of it, or fewer where the sender stopped."""
-    got = 0
-    while got < len(view):
-        count = response.readinto(view[got:])
-        if not count:
-            break
-        got += count
-    return got
 
 
 class _FetchWorker:
@@ -758,70 +711,53 @@ class Swarm:
         handle = self.files[target]
         digest = piece_hasher(self.piece_hash)
         if end > start:
-            pages = handle.pages(start, end)
+            path = "/file/" + quote(target, safe="/")
+            headers = source.headers("GET", path)
+            headers["Range"] = "bytes=%d-%d" % (start, end - 1)
+            limit = int(self.options["io_timeout_s"] + (end - start) / PEER_MIN_RATE)
+            watchdog = None
             try:
-                self._receive_piece(source, sender, piece, (start, end), pipeline, throttle, digest, pages)
-            finally:
-                if pages is not None:
-                    try:
-                        pages.close()
-                    except BufferError:
-                        pass  # a view outlived the piece: the mapping goes with it
+                conn = source.connection()
+                conn.request("GET", path, headers=headers)
+                watchdog = Watchdog(conn.sock, limit)
+                with watchdog:
+                    response = conn.getresponse()
+                    self._check_answer(response, unit, start, end)
+                    offset = start
+                    while offset < end:
+                        buffer = pipeline.buffer()
+                        want = min(len(buffer), end - offset)
+                        got = 0
+                        while got < want:
+                            count = response.readinto(buffer[got:want])
+                            if not count:
+                                raise Interrupted(
+                                    "%s closed the connection with %d bytes of %s piece %d to go"
+                                    % (sender, end - offset - got, target, index)
+                                )
+                            got += count
+                        pipeline.submit(digest, handle, buffer[:got], offset)
+                        throttle.consume(got)
+                        offset += got
+                # The piece is in the file in full, and hashed, before anyone may read it from here.
+                pipeline.wait()
+            except (OSError, http.client.HTTPException) as exc:
+                pipeline.settle()
+                source.connection(fresh=True)
+                fired = watchdog is not None and watchdog.fired
+                raise Interrupted(
+                    "%s: %s"
+                    % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
+                )
+            except (BadPiece, Interrupted, StagingError):
+                pipeline.settle()
+                source.connection(fresh=True)
+                raise
         if digest.hexdigest() != self.expected[target][index]:
             raise BadPiece(
                 "hash to %s %s, expected %s" % (self.piece_hash, digest.hexdigest(), self.expected[target][index])
             )
         return end - start
-
-    def _receive_piece(self, source, sender, piece, span, pipeline, throttle, digest, pages):
-        """The piece's bytes into the file (its mapped pages, or a buffer then a write) and into digest."""
-        target, index = piece
-        unit = self.units[target]
-        start, end = span
-        path = "/file/" + quote(target, safe="/")
-        headers = source.headers("GET", path)
-        headers["Range"] = "bytes=%d-%d" % (start, end - 1)
-        limit = int(self.options["io_timeout_s"] + (end - start) / PEER_MIN_RATE)
-        watchdog = None
-        try:
-            conn = source.connection()
-            conn.request("GET", path, headers=headers)
-            watchdog = Watchdog(conn.sock, limit)
-            with watchdog:
-                response = conn.getresponse()
-                self._check_answer(response, unit, start, end)
-                mapped = memoryview(pages) if pages is not None else None
-                offset = start
-                while offset < end:
-                    if mapped is not None:
-                        view = mapped[offset - start : min(end, offset + PIECE_CHUNK_BYTES) - start]
-                    else:
-                        view = pipeline.buffer()[: end - offset]
-                    got = _fill(response, view)
-                    if got < len(view):
-                        raise Interrupted(
-                            "%s closed the connection with %d bytes of %s piece %d to go"
-                            % (sender, end - offset - got, target, index)
-                        )
-                    if mapped is not None:
-                        pipeline.hash_only(digest, view)
-                    else:
-                        pipeline.submit(digest, self.files[target], view, offset)
-                    throttle.consume(len(view))
-                    offset += len(view)
-                # The piece is in the file in full, and hashed, before anyone may read it from here.
-                pipeline.wait()
-        except (OSError, http.client.HTTPException) as exc:
-            pipeline.settle()
-            source.connection(fresh=True)
-            fired = watchdog is not None and watchdog.fired
-            raise Interrupted(
-                "%s: %s" % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
-            )
-        except (BadPiece, Interrupted, StagingError):
-            pipeline.settle()
-            source.connection(fresh=True)
-            raise
 
     @staticmethod
     def _check_answer(response, unit, start, end):
