@@ -155,6 +155,9 @@ def test_cotenants_that_break_the_contract(value, words):
         ("seatwright_fleet_promotion_ttft_p95_ms", "2 s", "a number of milliseconds above 0"),
         ("seatwright_state_dir", "var/lib", "an absolute path"),
         ("seatwright_fleet_name", "my fleet", "a name of letters"),
+        ("seatwright_fleet_stability_spread", 0, "a fraction above 0 and at most 0.5"),
+        ("seatwright_fleet_stability_spread", 0.6, "a fraction above 0 and at most 0.5"),
+        ("seatwright_fleet_stability_reason", "two\nlines", "a one-line sentence"),
     ],
 )
 def test_fleet_variables_are_checked_once(variable, value, words):
@@ -204,3 +207,20 @@ def test_collect_pattern_collects_every_contract_variable():
 
     for variable in contract.VARIABLES:
         assert re.match(contract.COLLECT_PATTERN, variable.name), variable.name
+
+
+@pytest.mark.parametrize(
+    "spread,reason,problem",
+    [
+        (0.05, "", None),
+        (0.10, "", None),
+        (0.4, "two cores: passes spread 7-42 % in the lab's own runs", None),
+        (0.4, "", "above 0.1 only with seatwright_fleet_stability_reason giving the spreads measured"),
+        (0.4, "  ", "above 0.1 only with seatwright_fleet_stability_reason giving the spreads measured"),
+    ],
+)
+def test_a_looser_stability_spread_needs_its_measured_reason(spread, reason, problem):
+    declared = dict(GOOD, seatwright_fleet_stability_spread=spread, seatwright_fleet_stability_reason=reason)
+    problems = check_fleet({"node-a": declared})
+    expected = [] if problem is None else ["seatwright_fleet_stability_spread is %r; expected %s" % (spread, problem)]
+    assert problems == expected

@@ -15,6 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench import anal
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
+from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.benchmark import benchmark_part
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS
@@ -296,3 +297,30 @@ def test_a_lab_run_shows_its_profile_and_says_its_recipe_has_no_field_figures(tm
     text = _assembled_report(tmp_path, "lab", LAB, {1: 45.0, 4: 150.0}, "lab")
     assert "- none: the recipe records no field figures." in text
     assert "workload profile **lab**, workload `%s`" % wl.workload_id(LAB) in text
+
+
+@pytest.mark.parametrize("candidate_spread,incumbent_spread,compared", [(0.4, 0.4, True), (0.4, None, False)])
+def test_records_compare_only_under_one_stability_spread(candidate_spread, incumbent_spread, compared):
+    candidate = record("glm53-vendor", {1: 240.0, 16: 1800.0}, LAB)
+    incumbent = record("qwen38-flash-next", {1: 112.8, 16: 940.0}, LAB)
+    candidate["benchmark"]["options"] = {"stability_spread": candidate_spread, "stability_reason": "a noisy lab"}
+    if incumbent_spread is not None:
+        incumbent["benchmark"]["options"] = {"stability_spread": incumbent_spread}
+    problems = [p for p in promotion.comparability(candidate, incumbent, NOW, 14) if "spread" in p]
+    if compared:
+        assert problems == []
+    else:
+        # An incumbent benchmarked before the fleet loosened its spread was judged at the default 10 %.
+        assert problems == [
+            "its levels were held to a 10 % spread across passes, the candidate's to 40 %: re-measure the "
+            "incumbent under the fleet's seatwright_fleet_stability_spread"
+        ]
+
+
+def test_the_report_says_which_spread_held_and_why():
+    assert report.stability_line({}) == "A level is stable when its passes spread at most 10 %."
+    line = report.stability_line({"stability_spread": 0.4, "stability_reason": "two cores: 7-42 % measured"})
+    assert (
+        line
+        == "A level is stable when its passes spread at most 40 % (the fleet's spread: two cores: 7-42 % measured)."
+    )

@@ -25,9 +25,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats impor
     median,
     spread,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import BY_NAME
 
 DEFAULT_PREFIX_HIT_THRESHOLD = 0.10
-DEFAULT_STABILITY_SPREAD = 0.10
+DEFAULT_STABILITY_SPREAD = BY_NAME["seatwright_fleet_stability_spread"].default
 DEFAULT_LOOP_ACCEPTANCE = 0.95
 # Share of distinct word 8-grams below which an output counts as repetitive (a loop).
 DEFAULT_REPETITION_DISTINCT = 0.5

@@ -35,6 +35,7 @@ DEFAULT_MAX_AGE_DAYS = BY_NAME["seatwright_fleet_incumbent_max_age_days"].defaul
 DEFAULT_MARGIN = BY_NAME["seatwright_fleet_promotion_margin"].default
 DEFAULT_LEVELS = tuple(BY_NAME["seatwright_fleet_promotion_levels"].default)
 DEFAULT_TTFT_P95_MS = BY_NAME["seatwright_fleet_promotion_ttft_p95_ms"].default
+DEFAULT_STABILITY_SPREAD = BY_NAME["seatwright_fleet_stability_spread"].default
 # A record's clock may run a little ahead of the controller's; beyond this it is dated in the future.
 FUTURE_SLACK_S = 300.0
 TTFT_BOUND = "ttft_ms_p95"
@@ -170,6 +171,12 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
             "measured on another workload (%s, the candidate %s): re-measure the incumbent on the "
             "candidate's workload" % (incumbent.get("workload_id"), candidate.get("workload_id"))
         )
+    c_spread, i_spread = stability_spread(candidate), stability_spread(incumbent)
+    if c_spread != i_spread:
+        problems.append(
+            "its levels were held to a %.0f %% spread across passes, the candidate's to %.0f %%: re-measure "
+            "the incumbent under the fleet's seatwright_fleet_stability_spread" % (100 * i_spread, 100 * c_spread)
+        )
     measured = incumbent.get("measured_at_epoch")
     if not isinstance(measured, (int, float)):
         problems.append("its record has no measurement time: re-measure the incumbent")
@@ -187,6 +194,12 @@ def comparability(candidate, incumbent, now_epoch, max_age_days):
     if not levels_by_concurrency(incumbent):
         problems.append("its record has no benchmark sweep: re-measure the incumbent")
     return problems
+
+
+def stability_spread(record):
+    """The spread across passes the record's levels were held to (records from before it was kept: the default)."""
+    options = (record.get("benchmark") or {}).get("options") or {}
+    return options.get("stability_spread", DEFAULT_STABILITY_SPREAD)
 
 
 def benchmark_flags(record):

@@ -8,6 +8,7 @@ with the promotion decision and its reasons.
 
 import json
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import DEFAULT_STABILITY_SPREAD
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.field import field_comparison
 
 PLOTS = (
@@ -35,6 +36,16 @@ def _range(fig, digits=1):
 
 def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def stability_line(options):
+    """The spread across passes a level was held to, and the fleet's reason where it is not the default."""
+    spread = options.get("stability_spread", DEFAULT_STABILITY_SPREAD)
+    reason = options.get("stability_reason") or ""
+    text = "A level is stable when its passes spread at most %.0f %%" % (100 * spread)
+    if reason:
+        return text + " (the fleet's spread: %s)." % _cell(reason)
+    return text + "."
 
 
 def sweep_table(summary):
@@ -383,6 +394,8 @@ def render(record, plots=()):
         )
         lines.append("")
         lines.extend(sweep_table(bench.get("summary") or []))
+        lines.append("")
+        lines.append(stability_line(bench.get("options") or {}))
         reasons = (bench.get("verdict") or {}).get("reasons") or []
         lines.append("")
         lines.append("Flags: %s" % ("none" if not reasons else ""))

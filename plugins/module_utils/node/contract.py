@@ -195,6 +195,26 @@ VARIABLES = (
         "not promoted (unset: no bound)",
     ),
     Variable(
+        "seatwright_fleet_stability_spread",
+        "fleet",
+        False,
+        0.10,
+        None,
+        "a fraction above 0 and at most 0.5 (0.10: passes within 10 %); above 0.10 only with "
+        "seatwright_fleet_stability_reason",
+        "the spread across benchmark passes above which a level is flagged unstable, so that its figures "
+        "cannot carry a promotion; incumbent and candidate are compared only under the same spread",
+    ),
+    Variable(
+        "seatwright_fleet_stability_reason",
+        "fleet",
+        False,
+        "",
+        None,
+        "a one-line sentence with the spreads the fleet's own machines measured",
+        "why the fleet's benchmarks spread more than 10 % between passes (required with a looser spread)",
+    ),
+    Variable(
         "seatwright_fleet_transport_required",
         "fleet",
         False,
@@ -210,7 +230,7 @@ VARIABLES = (
         False,
         "",
         None,
-        "a sentence saying why the fleet accepts a transport below what its nodes promise",
+        "a one-line sentence saying why the fleet accepts a transport below what its nodes promise",
         "why the fleet declares its transport (required with `seatwright_fleet_transport_required: socket`)",
     ),
 )
@@ -399,6 +419,19 @@ def _ttft_bound_ok(value, _declared):
     return None if _is_number(value) and 0 < value < 3.6e6 else ""
 
 
+def _stability_spread_ok(value, declared):
+    if not (_is_number(value) and 0 < value <= 0.5):
+        return ""
+    if (
+        value > BY_NAME["seatwright_fleet_stability_spread"].default
+        and not str(declared.get("seatwright_fleet_stability_reason") or "").strip()
+    ):
+        return "above %g only with seatwright_fleet_stability_reason giving the spreads measured" % (
+            BY_NAME["seatwright_fleet_stability_spread"].default
+        )
+    return None
+
+
 def _transport_ok(value, declared):
     if value not in ("auto", "rdma-gdr", "rdma", "socket"):
         return ""
@@ -407,8 +440,8 @@ def _transport_ok(value, declared):
     return None
 
 
-def _transport_reason_ok(value, _declared):
-    return None if isinstance(value, str) and "\n" not in value else "a one-line sentence"
+def _one_line_ok(value, _declared):
+    return None if isinstance(value, str) and "\n" not in value else ""
 
 
 CHECKS = {
@@ -429,8 +462,10 @@ CHECKS = {
     "seatwright_fleet_promotion_margin": _margin_ok,
     "seatwright_fleet_promotion_levels": _levels_ok,
     "seatwright_fleet_promotion_ttft_p95_ms": _ttft_bound_ok,
+    "seatwright_fleet_stability_spread": _stability_spread_ok,
+    "seatwright_fleet_stability_reason": _one_line_ok,
     "seatwright_fleet_transport_required": _transport_ok,
-    "seatwright_fleet_transport_reason": _transport_reason_ok,
+    "seatwright_fleet_transport_reason": _one_line_ok,
 }
 
 
