@@ -219,13 +219,22 @@ def main():
             for mode in order:
                 wall, cores = pull(port, names, size, streams, mode, dest)
                 times[mode].append((wall, cores))
-                print("streams %d pass %d %-14s %6.2f GB/s  %4.1f cores" % (
-                    streams, number + 1, mode, size * len(names) / wall / 1e9, cores), flush=True)
+                print(
+                    "streams %d pass %d %-14s %6.2f GB/s  %4.1f cores"
+                    % (streams, number + 1, mode, size * len(names) / wall / 1e9, cores),
+                    flush=True,
+                )
         for mode in modes:
             wall = statistics.median(w for w, _ in times[mode])
             cores = statistics.median(c for _, c in times[mode])
-            rows.append({"streams": streams, "mode": mode, "gb_s": round(size * len(names) / wall / 1e9, 2),
-                         "cores": round(cores, 1)})
+            rows.append(
+                {
+                    "streams": streams,
+                    "mode": mode,
+                    "gb_s": round(size * len(names) / wall / 1e9, 2),
+                    "cores": round(cores, 1),
+                }
+            )
     base = {row["streams"]: row["gb_s"] for row in rows if row["mode"] == "write"}
     for row in rows:
         row["vs_write"] = round(row["gb_s"] / base[row["streams"]], 3) if row["streams"] in base else None
