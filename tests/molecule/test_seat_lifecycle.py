@@ -247,7 +247,9 @@ def test_engine_that_exits_at_start_fails_fast_with_its_last_lines(lab):
     assert "is not running (exit code" in out
     assert "max_model_len" in out or "max-model-len" in out
     elapsed = [float(x) for x in re.findall(r"is not running \(exit code \d+\) after (\d+) s", out)]
-    assert elapsed and elapsed[0] <= 30, out[-3000:]
+    # Fast means far inside the recipe's 360 s startup timeout. The engine itself takes 20-32 s to
+    # fail on the two-core host (32 s on 2026-12-03, the host at a third of its usual speed).
+    assert elapsed and elapsed[0] <= 90, out[-3000:]
     assert cotenant_running()
     assert container("node-a", "seatwright-lab-exits-rank0") is None
 
