@@ -24,6 +24,7 @@ missing fields, NaN) or dated in the future is not comparable, with the reason, 
 
 import math
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import DEFAULT_STABILITY_SPREAD
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.record import record_workload_profile
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import BY_NAME
 
@@ -35,7 +36,6 @@ DEFAULT_MAX_AGE_DAYS = BY_NAME["seatwright_fleet_incumbent_max_age_days"].defaul
 DEFAULT_MARGIN = BY_NAME["seatwright_fleet_promotion_margin"].default
 DEFAULT_LEVELS = tuple(BY_NAME["seatwright_fleet_promotion_levels"].default)
 DEFAULT_TTFT_P95_MS = BY_NAME["seatwright_fleet_promotion_ttft_p95_ms"].default
-DEFAULT_STABILITY_SPREAD = BY_NAME["seatwright_fleet_stability_spread"].default
 # A record's clock may run a little ahead of the controller's; beyond this it is dated in the future.
 FUTURE_SLACK_S = 300.0
 TTFT_BOUND = "ttft_ms_p95"

@@ -419,17 +419,19 @@ def _ttft_bound_ok(value, _declared):
     return None if _is_number(value) and 0 < value < 3.6e6 else ""
 
 
-def _stability_spread_ok(value, declared):
-    if not (_is_number(value) and 0 < value <= 0.5):
+def stability_spread_problem(spread, reason):
+    """What is wrong with a stability spread and its reason (None: they hold); the one rule the
+    contract and tools/seatwright-bench both apply."""
+    if not (_is_number(spread) and 0 < spread <= 0.5):
         return ""
-    if (
-        value > BY_NAME["seatwright_fleet_stability_spread"].default
-        and not str(declared.get("seatwright_fleet_stability_reason") or "").strip()
-    ):
-        return "above %g only with seatwright_fleet_stability_reason giving the spreads measured" % (
-            BY_NAME["seatwright_fleet_stability_spread"].default
-        )
+    default = BY_NAME["seatwright_fleet_stability_spread"].default
+    if spread > default and not str(reason or "").strip():
+        return "above %g only with seatwright_fleet_stability_reason giving the spreads measured" % default
     return None
+
+
+def _stability_spread_ok(value, declared):
+    return stability_spread_problem(value, declared.get("seatwright_fleet_stability_reason"))
 
 
 def _transport_ok(value, declared):
