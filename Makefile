@@ -102,8 +102,9 @@ images: lab-up
 	  $(VENV)/python scripts/images-record $$name --out bench/results/images; \
 	done
 
+# One pytest worker per core: the unit tests keep no shared state and bind port 0.
 unit:
-	$(VENV)/python -m pytest tests/unit -q
+	$(VENV)/python -m pytest tests/unit -q -n auto
 
 # AIPerf, the benchmark's load generator, in its own cached venv (~/.cache/seatwright/aiperf-<hash>).
 aiperf:
