@@ -13,7 +13,7 @@ short_description: For each node, the inputs digest of its converge and the reas
 description:
   - Given the play's hosts and C(hostvars), each host with its registered C(__nodes_snapshot) (the
     output of C(lookup('seatwright.fleet.converge', 'command')) run on it), returns
-    C({host: {inputs, reason}}); C(reason) is empty when the node's converge record holds.
+    a dictionary of host to C(inputs) and C(reason); C(reason) is empty when the node's converge record holds.
   - C(inputs) hashes every file of the collection's roles, plugins and playbooks, and the host's
     variables named C(seatwright_*) or after a role (C(gpu_power_*), ...), facts left out.
   - The rules are in plugins/module_utils/node/converge_record.py.
@@ -49,7 +49,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({host: {inputs, reason}}).
+  description: A dictionary of host to its C(inputs) digest and the C(reason) it must converge.
   type: dict
 """
 

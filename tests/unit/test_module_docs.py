@@ -77,3 +77,17 @@ def test_attributes_state_check_and_diff_support(path):
     attributes = doc.get("attributes") or {}
     for attribute in ("check_mode", "diff_mode"):
         assert attributes.get(attribute, {}).get("support") in ("full", "partial", "none"), attribute
+
+
+PLUGINS = sorted(
+    p for p in (ROOT / "plugins").glob("*/*.py") if p.parent.name != "module_utils" and p.name != "__init__.py"
+)
+
+
+@pytest.mark.parametrize("path", PLUGINS, ids=lambda p: "%s/%s" % (p.parent.name, p.name))
+def test_plugin_documentation_parses(path):
+    # ansible-doc and ansible-lint only print an error for a plugin whose docs are not YAML, and pass.
+    constants = _constants(ast.parse(path.read_text()))
+    for name in ("DOCUMENTATION", "EXAMPLES", "RETURN"):
+        if name in constants:
+            yaml.safe_load(constants[name])
