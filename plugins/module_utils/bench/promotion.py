@@ -12,7 +12,9 @@ would have evicted seven services. So a candidate is promoted only when:
 - it was measured at every concurrency level the fleet declares it serves, and its TTFT p95 stays
   within the fleet's bound at each of them;
 - at no judged level (the declared ones, or else every level both seats measured) does it lose
-  beyond the benchmark's own noise: its median below the incumbent's lowest pass there. A mean
+  beyond the benchmark's own noise: its median below the incumbent's lowest pass there or, when
+  the candidate's run measured the incumbent in turns with it (bench/pairing.py), slower in every
+  turn; turns are judged on their ratios, which the host's drift between passes does not move. A mean
   over levels cannot buy back a loss at the level the fleet serves (x1.25 overall, x0.85 at c=16);
 - it beats each incumbent on aggregate output throughput (the geometric mean over the judged
   levels, kept as the summary); by the declared margin when it costs the fleet more (more nodes,
@@ -283,6 +285,69 @@ def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
     return rows
 
 
+def turn_verdict(ratios):
+    """The verdict on one level's turn-by-turn ratios (candidate over incumbent, same prompts, back to
+    back): a win when their median is 1 or more, a loss when the candidate was slower in every turn,
+    else a loss within noise."""
+    ratios = [r for r in ratios if _finite(r)]
+    if not ratios:
+        return NO_FIGURE
+    ordered = sorted(ratios)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
+    if median >= 1.0:
+        return WIN
+    return LOSS if ordered[-1] < 1.0 else WITHIN_NOISE
+
+
+def paired_turns(candidate, name):
+    """The candidate benchmark's turns with incumbent `name` (measured in the same run), or None."""
+    turns = (candidate.get("benchmark") or {}).get("turns")
+    if isinstance(turns, dict) and turns.get("seat") == name and isinstance(turns.get("pairs"), list):
+        return turns
+    return None
+
+
+def judged_turns(candidate, turns, levels=DEFAULT_LEVELS):
+    """judged_levels' rows from turns: both seats' medians in this run, the median of the per-turn
+    output ratios, their range, and turn_verdict's verdict."""
+    pairs = {row["concurrency"]: row for row in turns["pairs"]}
+    own = levels_by_concurrency(candidate)
+    inc = {lv["concurrency"]: lv for lv in turns.get("summary") or []}
+    rows = []
+    for concurrency in sorted(set(levels) if levels else set(pairs)):
+        ratio = ((pairs.get(concurrency) or {}).get("figures") or {}).get(HEADLINE, {}).get("ratio") or {}
+        values = [v for v in ratio.get("values") or [] if _finite(v)]
+        rows.append(
+            {
+                "concurrency": concurrency,
+                "in_incumbent": concurrency in pairs,
+                "candidate": figure(own.get(concurrency), HEADLINE),
+                "incumbent": figure(inc.get(concurrency), HEADLINE),
+                "incumbent_lowest": figure(inc.get(concurrency), HEADLINE, "min"),
+                "ratio": ratio.get("median") if _finite(ratio.get("median")) else None,
+                "turn_ratios": values,
+                "verdict": turn_verdict(values) if concurrency in pairs else NO_FIGURE,
+            }
+        )
+    return rows
+
+
+def _loss_text(name, row):
+    if "turn_ratios" in row:
+        return (
+            "loses to incumbent %s at c=%d turn by turn: output x%.2f (ratios %s in this run, the candidate "
+            "slower in every turn): a loss at a level the fleet serves blocks promotion, whatever the mean"
+            % (name, row["concurrency"], row["ratio"], ", ".join("%.3g" % v for v in row["turn_ratios"]))
+        )
+    return (
+        "loses to incumbent %s at c=%d: output x%.2f (%.4g tok/s against its median %.4g and lowest "
+        "pass %.4g): a loss beyond the benchmark's noise at a level the fleet serves blocks "
+        "promotion, whatever the mean"
+        % (name, row["concurrency"], row["ratio"], row["candidate"], row["incumbent"], row["incumbent_lowest"])
+    )
+
+
 def _geomean(values):
     values = [v for v in values if v and v > 0]
     if not values:
@@ -356,13 +421,21 @@ def decide(
         reasons.append("the inventory names no incumbent seat (seatwright_fleet_incumbents): nothing to compare with")
     for name in sorted(incumbents):
         record = incumbents[name]
-        problems = comparability(candidate, record, now_epoch, max_age_days)
-        readable = record if isinstance(record, dict) and not problems else {}
+        # Turns measured in the candidate's own run compare by construction (same harness, workload,
+        # spread and hour); the incumbent's latest record then only tells its cost.
+        turns = paired_turns(candidate, name)
+        if turns is not None:
+            problems = []
+            readable = record if isinstance(record, dict) and not record_problems(record) else {}
+        else:
+            problems = comparability(candidate, record, now_epoch, max_age_days)
+            readable = record if isinstance(record, dict) and not problems else {}
         i_cost = fleet_cost(readable)
         entry = {
             "incumbent": name,
             "run": readable.get("run_id"),
             "comparable": not problems,
+            "basis": "turns" if turns is not None else "latest record",
             "problems": problems,
             "rows": [],
             "cost": {"candidate": c_cost, "incumbent": i_cost},
@@ -373,10 +446,10 @@ def decide(
             actions.append("re-measure incumbent %s with this harness and workload" % name)
             reasons.extend("incumbent %s: %s" % (name, p) for p in problems)
             continue
-        rows = side_by_side(candidate, record)
+        rows = side_by_side(candidate, {"benchmark": {"summary": turns["summary"]}} if turns else record)
         entry["rows"] = rows
         # A win over figures that moved between the incumbent's own passes may be its noise: shown, not decisive.
-        i_flags = benchmark_flags(record)
+        i_flags = benchmark_flags({"benchmark": turns} if turns else record)
         entry["incumbent_flags"] = i_flags
         if i_flags:
             beats_all = False
@@ -389,7 +462,7 @@ def decide(
             beats_all = False
             reasons.append("incumbent %s shares no concurrency level with the candidate" % name)
             continue
-        judged = judged_levels(candidate, record, levels)
+        judged = judged_turns(candidate, turns, levels) if turns else judged_levels(candidate, record, levels)
         entry["levels"] = judged
         missing = [r["concurrency"] for r in judged if not r["in_incumbent"]]
         if missing:
@@ -402,19 +475,7 @@ def decide(
         for row in judged:
             if row["verdict"] == LOSS:
                 beats_all = False
-                reasons.append(
-                    "loses to incumbent %s at c=%d: output x%.2f (%.4g tok/s against its median %.4g and lowest "
-                    "pass %.4g): a loss beyond the benchmark's noise at a level the fleet serves blocks "
-                    "promotion, whatever the mean"
-                    % (
-                        name,
-                        row["concurrency"],
-                        row["ratio"],
-                        row["candidate"],
-                        row["incumbent"],
-                        row["incumbent_lowest"],
-                    )
-                )
+                reasons.append(_loss_text(name, row))
             elif (
                 row["verdict"] == NO_FIGURE
                 and row["in_incumbent"]

@@ -4,15 +4,27 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload im
 
 
 def benchmark_part(
-    harness, workload, workload_id, endpoint, options, started, finished, passes, sweep, commands, workload_profile=None
+    harness,
+    workload,
+    workload_id,
+    endpoint,
+    options,
+    started,
+    finished,
+    passes,
+    sweep,
+    commands,
+    workload_profile=None,
+    turns=None,
 ):
     """benchmark.json from a finished sweep.
 
     `sweep` holds what the runner and the analysis produced: `concurrency` (the levels asked for),
     `warmup`, `levels` (every pass of every level), `summary` (per level) and `verdict`.
     `workload_profile` names the workload (bench/workload.py); without it, the profile the workload matches.
+    `turns` is the incumbent measured in turns with the seat (bench/pairing.py turns_part), when it was.
     """
-    return {
+    part = {
         "harness": harness,
         "workload": workload,
         "workload_id": workload_id,
@@ -30,3 +42,6 @@ def benchmark_part(
         "verdict": sweep["verdict"],
         "commands": [list(argv) for argv in commands],
     }
+    if turns is not None:
+        part["turns"] = turns
+    return part

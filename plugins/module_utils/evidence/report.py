@@ -84,7 +84,7 @@ def sweep_table(summary):
                 "—" if hit is None else "%.1f %%" % (100 * hit),
                 level["failed"],
                 level["requests"],
-                "yes" if level["stable"] else "**no**",
+                ("yes, in turns (host drift)" if level.get("drift") else "yes") if level["stable"] else "**no**",
             )
         )
     return lines
@@ -182,14 +182,14 @@ def level_lines(promotion):
     for comp in promotion.get("comparisons") or []:
         for row in comp.get("levels") or []:
             lines.append(
-                "c=%d against %s: x%s, candidate %s tok/s, incumbent %s (lowest pass %s): %s"
+                "c=%d against %s: x%s, candidate %s tok/s, incumbent %s (%s): %s"
                 % (
                     row["concurrency"],
                     comp["incumbent"],
                     _num(row.get("ratio"), 2),
                     _num(row.get("candidate")),
                     _num(row.get("incumbent")),
-                    _num(row.get("incumbent_lowest")),
+                    _turns_or_lowest(row),
                     row["verdict"] if row.get("in_incumbent") else "the incumbent has no such level",
                 )
             )
@@ -201,6 +201,40 @@ def level_lines(promotion):
     return lines
 
 
+def turns_lines(turns):
+    """The incumbent measured in turns with the seat: output tok/s of both per pass and their ratio."""
+    if not turns:
+        return []
+    lines = [
+        "",
+        "In turns with incumbent **%s** (%s): output tok/s, this seat / the incumbent, per pass."
+        % (_cell(turns.get("seat")), _cell(turns.get("order"))),
+        "",
+        "| c | pass by pass | ratio median (range) | ratios stable |",
+        "|---|---|---|---|",
+    ]
+    for row in turns.get("pairs") or []:
+        fig = row["figures"]["output_tok_s"]
+        lines.append(
+            "| %d | %s | x%s (%s-%s) | %s |"
+            % (
+                row["concurrency"],
+                ", ".join("%s / %s" % (_num(t["candidate"]), _num(t["incumbent"])) for t in fig["turns"]),
+                _num(fig["ratio"]["median"], 2),
+                _num(fig["ratio"]["min"], 2),
+                _num(fig["ratio"]["max"], 2),
+                "no: %s" % ", ".join(row["unstable"]) if row["unstable"] else "yes",
+            )
+        )
+    return lines
+
+
+def _turns_or_lowest(row):
+    if "turn_ratios" in row:
+        return "ratios turn by turn %s" % ", ".join(_num(v, 2) for v in row["turn_ratios"])
+    return "lowest pass %s" % _num(row.get("incumbent_lowest"))
+
+
 def decision_lines(promotion):
     if not promotion:
         return ["No promotion decision yet (`tools/seatwright-promote --evidence-dir ...`)."]
@@ -210,11 +244,14 @@ def decision_lines(promotion):
         lines.append("- to do: %s" % _cell(action))
     for comp in promotion.get("comparisons", []):
         lines.append("")
+        in_turns = comp.get("basis") == "turns"
         lines.append(
-            "Against incumbent **%s** (run %s)%s:"
+            "Against incumbent **%s** (%s)%s:"
             % (
                 comp["incumbent"],
-                comp.get("run") or "none",
+                "measured in turns with the candidate in its own run"
+                if in_turns
+                else "run %s" % (comp.get("run") or "none"),
                 "" if comp["comparable"] else " — not comparable, marked for re-measurement",
             )
         )
@@ -240,24 +277,28 @@ def decision_lines(promotion):
             ttft = {lv["concurrency"]: lv.get("ttft_ms_p95") for lv in promotion.get("levels") or []}
             lines.append("")
             lines.append(
-                "Each level the fleet serves (a loss is a median below the incumbent's lowest pass; TTFT p95 "
-                "bound: %s):" % ("%s ms" % _num(float(bound)) if bound is not None else "none declared")
+                "Each level the fleet serves (a loss is %s; TTFT p95 bound: %s):"
+                % (
+                    "the candidate slower in every turn" if in_turns else "a median below the incumbent's lowest pass",
+                    "%s ms" % _num(float(bound)) if bound is not None else "none declared",
+                )
             )
             lines.append("")
             lines.append(
-                "| c | output ratio | candidate median tok/s | incumbent median / lowest pass tok/s | "
-                "candidate TTFT p95 ms | verdict |"
+                "| c | output ratio | candidate median tok/s | incumbent median %s tok/s | "
+                "candidate TTFT p95 ms | verdict |" % ("(ratio per turn)" if in_turns else "/ lowest pass")
             )
             lines.append("|---|---|---|---|---|---|")
             for row in comp["levels"]:
                 lines.append(
-                    "| %d | x%s | %s | %s / %s | %s | %s |"
+                    "| %d | x%s | %s | %s | %s | %s |"
                     % (
                         row["concurrency"],
                         _num(row.get("ratio"), 2),
                         _num(row.get("candidate")),
-                        _num(row.get("incumbent")),
-                        _num(row.get("incumbent_lowest")),
+                        "%s (%s)" % (_num(row.get("incumbent")), ", ".join(_num(v, 2) for v in row["turn_ratios"]))
+                        if in_turns
+                        else "%s / %s" % (_num(row.get("incumbent")), _num(row.get("incumbent_lowest"))),
                         _num(ttft.get(row["concurrency"])),
                         "**%s**" % row["verdict"] if row["verdict"] == "loss" else _cell(row["verdict"]),
                     )
@@ -394,6 +435,7 @@ def render(record, plots=()):
         )
         lines.append("")
         lines.extend(sweep_table(bench.get("summary") or []))
+        lines.extend(turns_lines(bench.get("turns")))
         lines.append("")
         lines.append(stability_line(bench.get("options") or {}))
         reasons = (bench.get("verdict") or {}).get("reasons") or []

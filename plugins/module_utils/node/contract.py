@@ -215,6 +215,17 @@ VARIABLES = (
         "why the fleet's benchmarks spread more than 10 % between passes (required with a looser spread)",
     ),
     Variable(
+        "seatwright_fleet_turns_alias",
+        "fleet",
+        False,
+        "",
+        None,
+        "a router alias the inventory declares (router.aliases), on one line, or '' for none",
+        "a candidate's benchmark measures the seat this alias serves now in turns with it, level by level "
+        "and pass by pass in one run, and the decision judges the per-turn ratios, which the host's drift "
+        "between passes does not move ('': compare with the incumbents' latest records)",
+    ),
+    Variable(
         "seatwright_fleet_transport_required",
         "fleet",
         False,
@@ -466,6 +477,7 @@ CHECKS = {
     "seatwright_fleet_promotion_ttft_p95_ms": _ttft_bound_ok,
     "seatwright_fleet_stability_spread": _stability_spread_ok,
     "seatwright_fleet_stability_reason": _one_line_ok,
+    "seatwright_fleet_turns_alias": _one_line_ok,
     "seatwright_fleet_transport_required": _transport_ok,
     "seatwright_fleet_transport_reason": _one_line_ok,
 }

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, records
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, counters, pairing, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import BenchError, BenchIncomplete
@@ -285,29 +285,49 @@ def _tail(path, lines=15):
         return "(no log)"
 
 
-def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log):
+def run_sweep(runner, levels, passes, warmup_max, base_seed, options, progress=log, incumbent=None):
     """Warm up until stable (or report it unstable), then every level in every pass, in sweep order.
 
-    Returns (warm-up, levels, incomplete): `incomplete` is None, or why the sweep stopped early
-    (BenchIncomplete); what finished before that is kept.
+    With `incumbent` (a runner on the incumbent seat), both seats are warmed up and every level of
+    every pass runs on both, back to back with the same seed, in pairing.turn_order.
+    Returns (warm-up, levels, incomplete, turns): `incomplete` is None, or why the sweep stopped early
+    (BenchIncomplete); `turns` is None, or the incumbent's warm-up and levels. What finished is kept.
     """
-    warm = {
+    seats = {pairing.CANDIDATE: runner}
+    if incumbent is not None:
+        seats[pairing.INCUMBENT] = incumbent
+    warms = {side: _new_warmup(levels, warmup_max) for side in seats}
+    results = {side: [] for side in seats}
+    incomplete = None
+    try:
+        for side in sorted(seats, key=lambda s: s != pairing.CANDIDATE):
+            prefix = "%s: " % side if incumbent is not None else ""
+            _warm_up(seats[side], levels, warmup_max, base_seed, options, _prefixed(progress, prefix), warms[side])
+        _measure(seats, levels, passes, base_seed, options, progress, results)
+    except BenchIncomplete as exc:
+        progress("stopped: %s" % exc)
+        incomplete = str(exc)
+    turns = None
+    if incumbent is not None:
+        turns = {"warmup": warms[pairing.INCUMBENT], "levels": results[pairing.INCUMBENT]}
+    return warms[pairing.CANDIDATE], results[pairing.CANDIDATE], incomplete, turns
+
+
+def _prefixed(progress, prefix):
+    return (lambda line: progress(prefix + line)) if prefix else progress
+
+
+def _new_warmup(levels, warmup_max):
+    return {
         "concurrency": max(levels),
         "output_tok_s": [],
         "generated_tok_s": [],
         "settled": False,
         "max_passes": warmup_max,
     }
-    results = []
-    try:
-        _sweep(runner, levels, passes, warmup_max, base_seed, options, progress, warm, results)
-    except BenchIncomplete as exc:
-        progress("stopped: %s" % exc)
-        return warm, results, str(exc)
-    return warm, results, None
 
 
-def _sweep(runner, levels, passes, warmup_max, base_seed, options, progress, warm, results):
+def _warm_up(runner, levels, warmup_max, base_seed, options, progress, warm):
     load = runner.load
     top = max(levels)
     for attempt in range(1, warmup_max + 1):
@@ -342,45 +362,54 @@ def _sweep(runner, levels, passes, warmup_max, base_seed, options, progress, war
             break
     if not warm["settled"]:
         progress("warm-up did not settle in %d passes: measuring anyway, the record will say unstable" % warmup_max)
-    total, done = passes * len(levels), 0
+
+
+def _measure(seats, levels, passes, base_seed, options, progress, results):
+    paired = len(seats) > 1
+    total, done = passes * len(levels) * len(seats), 0
     for pass_index in range(1, passes + 1):
         for concurrency in levels:
-            done += 1
-            requests = wl.requests_for(load, concurrency)
-            progress("[%d/%d] pass %d, c=%d: %d requests" % (done, total, pass_index, concurrency, requests))
-            result = runner.run(
-                "pass%d-c%d" % (pass_index, concurrency),
-                concurrency,
-                requests,
-                wl.seed_for(base_seed, pass_index, concurrency),
-            )
-            level = analysis.analyse_level(
-                concurrency,
-                pass_index,
-                result["records"],
-                result["before"],
-                result["after"],
-                result["duration_s"],
-                options,
-            )
-            level["window"] = result["window"]
-            level["records"] = records.strip_text(result["records"])
-            level["artefacts"] = os.path.basename(result["artefacts"])
-            results.append(level)
-            figs = level["figures"]
-            progress(
-                "    %s visible tok/s, %s reasoning tok/s, TTFT p50 %s ms, %d failed, prefix-cache hits %s%s"
-                % (
-                    figure_text(figs["output_tok_s"]),
-                    figure_text(figs["reasoning_tok_s"]),
-                    figure_text(figs["ttft_ms_p50"]),
-                    level["failed"],
-                    "n/a"
-                    if level["prefix_cache"]["hit_rate"] is None
-                    else "%.1f %%" % (100 * level["prefix_cache"]["hit_rate"]),
-                    "" if not level["flags"] else " — flags: " + ", ".join(f["id"] for f in level["flags"]),
+            requests = wl.requests_for(seats[pairing.CANDIDATE].load, concurrency)
+            for side in pairing.turn_order(pass_index) if paired else (pairing.CANDIDATE,):
+                done += 1
+                progress(
+                    "[%d/%d] pass %d, c=%d%s: %d requests"
+                    % (done, total, pass_index, concurrency, ", " + side if paired else "", requests)
                 )
-            )
+                label = "pass%d-c%d" % (pass_index, concurrency)
+                result = seats[side].run(
+                    label if side == pairing.CANDIDATE else "%s-%s" % (side, label),
+                    concurrency,
+                    requests,
+                    wl.seed_for(base_seed, pass_index, concurrency),
+                )
+                level = analysis.analyse_level(
+                    concurrency,
+                    pass_index,
+                    result["records"],
+                    result["before"],
+                    result["after"],
+                    result["duration_s"],
+                    options,
+                )
+                level["window"] = result["window"]
+                level["records"] = records.strip_text(result["records"])
+                level["artefacts"] = os.path.basename(result["artefacts"])
+                results[side].append(level)
+                figs = level["figures"]
+                progress(
+                    "    %s visible tok/s, %s reasoning tok/s, TTFT p50 %s ms, %d failed, prefix-cache hits %s%s"
+                    % (
+                        figure_text(figs["output_tok_s"]),
+                        figure_text(figs["reasoning_tok_s"]),
+                        figure_text(figs["ttft_ms_p50"]),
+                        level["failed"],
+                        "n/a"
+                        if level["prefix_cache"]["hit_rate"] is None
+                        else "%.1f %%" % (100 * level["prefix_cache"]["hit_rate"]),
+                        "" if not level["flags"] else " — flags: " + ", ".join(f["id"] for f in level["flags"]),
+                    )
+                )
 
 
 def write_json(path, data):
