@@ -223,7 +223,8 @@ VARIABLES = (
         "a router alias the inventory declares (router.aliases), on one line, or '' for none",
         "a candidate's benchmark measures the seat this alias serves now in turns with it, level by level "
         "and pass by pass in one run, and the decision judges the per-turn ratios, which the host's drift "
-        "between passes does not move ('': compare with the incumbents' latest records)",
+        "between passes does not move; that seat takes the benchmark's load in its turns ('': compare "
+        "with the incumbents' latest records)",
     ),
     Variable(
         "seatwright_fleet_transport_required",
