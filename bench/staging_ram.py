@@ -286,6 +286,11 @@ def main(argv=None):
         help="the pull's interpreter switch interval in microseconds (default: Python's 5000)",
     )
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="source on half the cores, pulls on the other half (a source on another machine)",
+    )
     parser.add_argument("--work", default=None, help="RAM folder to work in (default: a fresh one under /dev/shm)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "staging-ram"))
     parser.add_argument("--label", default="", help="appended to the result file names")
@@ -313,12 +318,23 @@ def main(argv=None):
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
     from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import stream_count
 
-    chosen = stream_count(os.cpu_count())
+    cores = sorted(os.sched_getaffinity(0))
+    # --split: the source on the first half of the cores, the pulls on the other, as a source on
+    # another machine would be; the destination then is a node of half the cores.
+    source_cores, pull_cores = (cores[: len(cores) // 2], cores[len(cores) // 2 :]) if args.split else (cores, cores)
+    chosen = stream_count(len(pull_cores))
     counts = sorted(set([chosen] + [int(c) for c in args.streams.split(",") if c]))
     info = machine()
+    info["split"] = {"source_cores": len(source_cores), "pull_cores": len(pull_cores)} if args.split else None
     log(
-        "machine: %s, %d cores, sha_ni %s; derived stream count %d"
-        % (info["cpu"], info["cores"], info["sha_ni"], chosen)
+        "machine: %s, %d cores, sha_ni %s; derived stream count %d%s"
+        % (
+            info["cpu"],
+            info["cores"],
+            info["sha_ni"],
+            chosen,
+            " (split: source on %d cores, pulls on %d)" % (len(source_cores), len(pull_cores)) if args.split else "",
+        )
     )
     try:
         log("writing %d x %d MiB shards into %s" % (args.shards, args.shard_mib, work / "src"))
@@ -336,6 +352,9 @@ def main(argv=None):
         for count in counts:
             ceilings["loopback_tcp_%d_streams_gb_s" % count] = round(loopback_rate(count, loop_bytes) / 1e9, 3)
         log("ceilings: %s" % ceilings)
+        if args.split:
+            # The source's serving threads start after this and keep its cores.
+            os.sched_setaffinity(0, source_cores)
         secret = secrets.token_hex(20)
         (work / "token").write_text(secret)
         log("source: listings of whole files and of %d MiB pieces (hashing the source shards once)" % args.piece_mb)
@@ -371,7 +390,15 @@ def main(argv=None):
                 )
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
-                inner = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+                inner = json.loads(
+                    subprocess.run(
+                        command,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                        preexec_fn=(lambda: os.sched_setaffinity(0, pull_cores)) if args.split else None,
+                    ).stdout
+                )
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 # The source serves from this process: its CPU time during the pull is this process's.
                 inner["source_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
@@ -408,7 +435,7 @@ def main(argv=None):
         # The most verified / plain this machine allows: verified needs plain's CPU plus one hash of
         # every byte at the one-core rate of the digest it checked, and has os.cpu_count() cores to spend it on.
         needed = row["plain_cpu_s"] + made["bytes"] / (ceilings["%s_one_core_gb_s" % row["piece_hash"]] * 1e9)
-        row["cpu_bound_ratio"] = round(min(1.0, row["plain_s"] / (needed / os.cpu_count())), 3)
+        row["cpu_bound_ratio"] = round(min(1.0, row["plain_s"] / (needed / len(cores))), 3)
         table.append(row)
     figure = next(r for r in table if r["chosen"])
     doc = {
@@ -449,9 +476,21 @@ def markdown(doc):
     ]
     if doc["note"]:
         lines += [doc["note"], ""]
+    split = m.get("split")
     lines += [
-        "Machine: %s, %d cores (sha_ni %s), kernel %s, Python %s, load %s at the start."
-        % (m["cpu"], m["cores"], m["sha_ni"], m["kernel"], m["python"], m["loadavg_start"]),
+        "Machine: %s, %d cores (sha_ni %s), kernel %s, Python %s, load %s at the start.%s"
+        % (
+            m["cpu"],
+            m["cores"],
+            m["sha_ni"],
+            m["kernel"],
+            m["python"],
+            m["loadavg_start"],
+            " Split: the source on %d cores, the pulls on the other %d (a destination of %d cores)."
+            % (split["source_cores"], split["pull_cores"], split["pull_cores"])
+            if split
+            else "",
+        ),
         "Checkpoint: %d shards of %d MiB (%d files, %d bytes), served by the project's weight source from /dev/shm "
         "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
