@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run_bench(tmp_path, mode, delay=0.004):
+def run_bench(tmp_path, mode, delay=0.004, extra=()):
     server, port = bench_server.serve(mode, 0, delay, "tiny")
     folder = tmp_path / "evidence" / ("lab-" + mode) / "20261130T150000Z"
     try:
@@ -55,6 +55,7 @@ def run_bench(tmp_path, mode, delay=0.004):
                 "24",
                 "--timeout",
                 "400",
+                *extra,
             ],
             capture_output=True,
             text=True,
@@ -64,7 +65,7 @@ def run_bench(tmp_path, mode, delay=0.004):
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "[1/2] pass 1, c=2" in proc.stderr  # progress for a person watching
+    assert "pass 1, c=2" in proc.stderr  # progress for a person watching
     record = json.loads((folder / "record.json").read_text())
     return record, folder
 
@@ -110,3 +111,21 @@ def test_a_half_reasoning_stream_reports_both_rates_end_to_end(tmp_path):
     assert 0.35 < figures["visible_share"]["median"] < 0.65
     assert figures["output_tok_s"]["median"] > 0 and figures["reasoning_tok_s"]["median"] > 0
     assert "reasoning-only" not in record["summary"]["benchmark_flags"]
+
+
+def test_a_candidate_in_turns_with_a_slower_incumbent_wins_every_turn(tmp_path):
+    # The incumbent streams each token three times slower; both get the same prompts, turn by turn.
+    incumbent, port = bench_server.serve("steady", 0, 0.012, "tiny")
+    try:
+        record, folder = run_bench(
+            tmp_path, "steady", extra=("--turns-with", "lab", "--turns-url", "http://127.0.0.1:%d/v1" % port)
+        )
+    finally:
+        incumbent.shutdown()
+    turns = record["benchmark"]["turns"]
+    assert turns["seat"] == "lab" and len(turns["levels"]) == 2
+    ratios = turns["pairs"][0]["figures"]["output_tok_s"]["turns"]
+    assert [t["pass"] for t in ratios] == [1, 2] and all(t["ratio"] > 1.3 for t in ratios), ratios
+    report = (folder / "report.md").read_text()
+    assert "In turns with incumbent **lab**" in report and "yes" in report
+    assert record["benchmark"]["verdict"]["clean"] is True, record["benchmark"]["verdict"]

@@ -13,6 +13,7 @@ import sys
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, pairing, promotion, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import run_sweep
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
 from conftest import ROOT
@@ -234,3 +235,24 @@ def test_a_benchmark_with_turns_matches_the_record_schema_and_one_without_pairs_
     assert writer.validate_part("benchmark", bench) == []
     del bench["turns"]["pairs"]
     assert any("pairs" in problem for problem in writer.validate_part("benchmark", bench))
+
+
+@pytest.mark.parametrize(
+    "status, text, problem, expected",
+    [
+        (200, '{"object": "list", "data": [{"id": "m"}, {"id": "alias"}]}', None, None),
+        (200, '{"data": [{"id": "other"}]}', None, "it serves other, not m"),
+        (200, '{"data": []}', None, "it serves no model, not m"),
+        (401, "", None, "its /v1/models answered HTTP 401"),
+        (200, "<html>", None, "its /v1/models answer is not an OpenAI model list"),
+        (200, "[1, 2]", None, "its /v1/models answer is not an OpenAI model list"),
+        (None, None, "ConnectionRefusedError: refused", "it does not answer (ConnectionRefusedError: refused)"),
+    ],
+)
+def test_an_incumbent_that_cannot_take_turns_is_named_with_the_reason(status, text, problem, expected):
+    assert pairing.incumbent_problem(status, text, "m", problem) == expected
+
+
+def test_a_dead_incumbent_is_named_before_any_load():
+    # The incumbent's port is closed: the tool says so before any load, and runs the seat alone.
+    assert runner.turns_problem("http://127.0.0.1:9/v1", "m").startswith("it does not answer (")

@@ -11,6 +11,8 @@ Drift that both seats share cancels in each pass's ratio, and the ratio is what 
 - the level's verdict on the ratios is promotion.turn_verdict's.
 """
 
+import json
+
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import (
     DEFAULT_STABILITY_SPREAD,
     STABILITY_FIGURES,
@@ -119,3 +121,18 @@ def turns_part(seat, endpoint, candidate_levels, incumbent_levels, incumbent_war
         "verdict": verdict(summary, incumbent_warmup),
         "pairs": pairs,
     }
+
+
+def incumbent_problem(status, text, model, problem=None):
+    """Why the incumbent cannot be measured in turns, from its /v1/models answer (None: it serves `model`)."""
+    if problem:
+        return "it does not answer (%s)" % problem
+    if status != 200:
+        return "its /v1/models answered HTTP %s" % status
+    try:
+        served = [entry.get("id") for entry in json.loads(text or "").get("data") or [] if isinstance(entry, dict)]
+    except (ValueError, AttributeError):
+        return "its /v1/models answer is not an OpenAI model list"
+    if model not in served:
+        return "it serves %s, not %s" % (", ".join(map(str, served)) or "no model", model)
+    return None

@@ -436,6 +436,8 @@ def render(record, plots=()):
         lines.append("")
         lines.extend(sweep_table(bench.get("summary") or []))
         lines.extend(turns_lines(bench.get("turns")))
+        if bench.get("turns_skipped"):
+            lines.extend(["", "Not in turns: %s." % _cell(bench["turns_skipped"])])
         lines.append("")
         lines.append(stability_line(bench.get("options") or {}))
         reasons = (bench.get("verdict") or {}).get("reasons") or []

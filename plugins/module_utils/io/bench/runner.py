@@ -112,6 +112,12 @@ def read_counters(base_url, model, api_key=None):
         return {}
 
 
+def turns_problem(base_url, model, api_key=None):
+    """Why the seat at `base_url` cannot be measured in turns (None when it serves `model`)."""
+    page = openai_http.get_text(base_url.rstrip("/") + "/models", api_key, timeout_s=10.0)
+    return pairing.incumbent_problem(page["status"], page["text"], model, page["problem"])
+
+
 class AIPerfRunner:
     """One AIPerf profile per call, against one endpoint, with the counters read around it."""
 
