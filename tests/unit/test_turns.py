@@ -16,6 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import r
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import run_sweep
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy
 from conftest import ROOT
 from test_promotion import AIPERF_C4, DAY, NOW, record
 
@@ -256,3 +257,18 @@ def test_an_incumbent_that_cannot_take_turns_is_named_with_the_reason(status, te
 def test_a_dead_incumbent_is_named_before_any_load():
     # The incumbent's port is closed: the tool says so before any load, and runs the seat alone.
     assert runner.turns_problem("http://127.0.0.1:9/v1", "m").startswith("it does not answer (")
+
+
+@pytest.mark.parametrize(
+    "listed, base",
+    [
+        # LiteLLM lists a seat's api_base as given; smg lists its workers at the engine's root.
+        ("http://10.0.0.11:8000/v1", "http://10.0.0.11:8000/v1"),
+        ("http://10.0.0.11:8000/v1/", "http://10.0.0.11:8000/v1"),
+        ("http://10.0.0.11:8000", "http://10.0.0.11:8000/v1"),
+        ("http://10.0.0.11:8000/", "http://10.0.0.11:8000/v1"),
+    ],
+)
+def test_the_incumbent_listed_by_either_router_is_reached_at_its_openai_base(listed, base):
+    assert deploy.openai_base(listed) == base
+    assert deploy.smg_url(deploy.openai_base(listed)) == base[: -len("/v1")]

@@ -592,6 +592,12 @@ def smg_url(api_base):
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
+def openai_base(url):
+    """An engine's or a router's OpenAI base URL, ending in /v1 (smg lists its workers without it)."""
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
 def metrics_url(api_base):
     """The engine's Prometheus page beside its OpenAI API."""
     return smg_url(api_base) + "/metrics"

@@ -16,7 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import 
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit as progress_emit
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import use_redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold, rollout
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, hold, rollout
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER
 
 # A failed request is retried after this pause, so a dead alias is not hammered in a tight loop.
@@ -25,8 +25,7 @@ RETRY_PAUSE_S = 0.2
 
 def endpoint(router_url, api_key=None, timeout_s=60.0):
     """The alias's OpenAI-compatible endpoint at the router (base URL ending in /v1)."""
-    base = router_url.rstrip("/")
-    return openai_http.Endpoint(base if base.endswith("/v1") else base + "/v1", api_key, timeout_s, timeout_s)
+    return openai_http.Endpoint(deploy.openai_base(router_url), api_key, timeout_s, timeout_s)
 
 
 def ask(point, alias):
