@@ -415,9 +415,10 @@ def test_verdict_of_a_warmup_with_no_throughput_names_it():
     assert out["reasons"] == ["warm-up did not settle within 2 passes (n/a, 12.5): the seat is unstable"]
 
 
-def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
-    (tmp_path / "tok").mkdir()
-    proc = subprocess.run(
+def bench_cli(tmp_path, *extra):
+    """tools/seatwright-bench against a closed port with a tokenizer folder, plus `extra`: for its input checks."""
+    (tmp_path / "tok").mkdir(exist_ok=True)
+    return subprocess.run(
         [
             sys.executable,
             str(ROOT / "tools" / "seatwright-bench"),
@@ -429,13 +430,16 @@ def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
             "m",
             "--tokenizer",
             str(tmp_path / "tok"),
-            "--poll-hz",
-            "-1",
+            *extra,
         ],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_bench_cli_refuses_a_negative_poll_rate(tmp_path):
+    proc = bench_cli(tmp_path, "--poll-hz", "-1")
     assert proc.returncode == 2
     assert "--poll-hz must be 0 (AIPerf's own busy loop) or a rate per second, got -1" in proc.stderr
 

@@ -6,10 +6,6 @@ apart compared the host. In turns both seats run each level back to back with th
 and the decision judges the per-turn ratio, which drift that both seats share does not move.
 """
 
-import os
-import subprocess
-import sys
-
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import analysis, pairing, promotion, records
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import report
@@ -17,7 +13,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import r
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench.runner import run_sweep
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy
-from conftest import ROOT
+from test_bench import bench_cli
 from test_promotion import AIPERF_C4, DAY, NOW, record
 
 RECS = records.parse_profile_export(AIPERF_C4.read_text())
@@ -194,28 +190,7 @@ def test_the_sweep_in_turns_runs_both_seats_back_to_back_with_the_same_prompts()
 
 
 def test_bench_tool_needs_both_turns_options(tmp_path):
-    tokenizer = tmp_path / "tok"
-    tokenizer.mkdir()
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "seatwright-bench"),
-            "--evidence-dir",
-            str(tmp_path / "evidence" / "cand" / "20261203T120000Z"),
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "--model",
-            "m",
-            "--tokenizer",
-            str(tokenizer),
-            "--turns-with",
-            "lab",
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        check=False,
-    )
+    out = bench_cli(tmp_path, "--turns-with", "lab")
     assert out.returncode == 2 and "--turns-with SEAT and --turns-url URL go together" in out.stderr
     assert "Traceback" not in out.stderr
 
