@@ -259,6 +259,14 @@ def test_drain_that_never_reaches_zero_says_so(replay):
         router_client.client_for("litellm", url, KEY).drain("seat-a", url + "/metrics", timeout_s=0.05, poll_s=0.01)
 
 
+def test_drain_whose_gauge_cannot_be_read_names_the_page(replay):
+    url = replay("litellm", ["09-model-delete-no-db"])
+    Replay.routes[("POST", "/model/delete")] = {"status": 200, "headers": [], "body": "{}"}
+    Replay.routes[("GET", "/metrics")] = {"status": 503, "headers": [], "body": "down"}
+    with pytest.raises(RouterError, match=r"gave no running-requests figure at .*/metrics \(HTTP 503\)"):
+        router_client.client_for("litellm", url, KEY).drain("seat-a", url + "/metrics", timeout_s=0.05, poll_s=0.01)
+
+
 # ---------------------------------------------------------------- the admin key stays out
 
 

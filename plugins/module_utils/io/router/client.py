@@ -18,7 +18,20 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.router import ada
 # A one-token question: enough for the router to pick a seat and say which.
 # Largest router answer read: a listing of many workers fits many times over.
 MAX_ANSWER_BYTES = 4 * 2**20
+# The shortest wait for one read of an engine's running-requests gauge.
+MIN_METRICS_READ_S = 2.0
 PROBE = {"max_tokens": 1, "messages": [{"role": "user", "content": "which seat answers?"}]}
+
+
+def _gauge_text(running, page, metrics_url):
+    """What the last read of the running-requests gauge said, for a drain that timed out."""
+    if running is not None:
+        return "still has %s running requests" % running
+    if page["status"] == 200:
+        why = "the page has no running-requests gauge"
+    else:
+        why = page["problem"] or "HTTP %s" % page["status"]
+    return "gave no running-requests figure at %s (%s)" % (metrics_url, why)
 
 
 class RouterClient:
@@ -72,15 +85,16 @@ class RouterClient:
         """Wait for a seat that gets no new traffic to finish its running requests (gauge at 0)."""
         started = time.monotonic()
         while True:
-            page = get_text(metrics_url, timeout_s=min(10.0, timeout_s))
+            # A short drain still gives each read of the gauge time to answer on a loaded host.
+            page = get_text(metrics_url, timeout_s=min(10.0, max(timeout_s, MIN_METRICS_READ_S)))
             running = adapter.running_requests(page["text"]) if page["status"] == 200 else None
             waited = round(time.monotonic() - started, 2)
             if running == 0:
                 return {"seat": seat, "running": 0, "waited_s": waited}
             if waited >= timeout_s:
                 raise RouterError(
-                    "seat %s still has %s running requests after %.0f s of draining: wait longer or stop it by hand"
-                    % (seat, running, timeout_s)
+                    "seat %s %s after %.0f s of draining: wait longer or stop it by hand"
+                    % (seat, _gauge_text(running, page, metrics_url), timeout_s)
                 )
             time.sleep(poll_s)
 
