@@ -46,6 +46,7 @@ def _settings(name, **serving):
             "distributed_timeout_s": None,
             "moe_backend": None,
             "attention_backend": None,
+            "quantization": None,
             "speculation": None,
             "reasoning_parser": None,
             "tool_call_parser": None,
@@ -197,6 +198,7 @@ def test_every_flag_a_full_argv_uses_is_in_the_table(name):
             distributed_timeout_s=60,
             moe_backend="marlin",
             attention_backend="triton",
+            quantization="fp8_per_block",
             reasoning_parser="r",
             tool_call_parser="t",
             speculation={"method": "eagle", "num_speculative_tokens": 2},
@@ -314,3 +316,11 @@ def test_vllm_serves_an_smg_alias_ahead_of_its_own_name(aliases, names):
 def test_sglang_serves_one_name_so_an_alias_is_refused_with_what_to_do():
     with pytest.raises(SeatError, match="sglang serves one model name.*alias production.*LiteLLM"):
         server_argv(dict(_settings("sglang"), _served_aliases=("production",)), "/models/m")
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+@pytest.mark.parametrize("value,expected", [("fp8_per_block", ["--quantization", "fp8_per_block"]), (None, [])])
+def test_load_time_quantization_is_one_flag_or_none(name, value, expected):
+    argv = server_argv(_settings(name, quantization=value), "/models/m")
+    found = [argv[i : i + 2] for i, arg in enumerate(argv) if arg == "--quantization"]
+    assert found == ([expected] if expected else [])

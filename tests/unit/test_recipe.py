@@ -37,6 +37,7 @@ def test_every_seat_the_issue_lists_has_a_recipe():
             "glm53-vendor",
             "inkling-small",
             "lab-allcores",
+            "lab-fp8",
             "lab",
             "lab-seqs4",
             "lab-tp2",

@@ -123,6 +123,7 @@ VLLM = {
         _row("serving.distributed_timeout_s", "--distributed-timeout-seconds"),
         _row("serving.moe_backend", "--moe-backend"),
         _row("serving.attention_backend", "--attention-backend"),
+        _row("serving.quantization", "--quantization"),
         _row("serving.speculation", "--speculative-config", "vllm_speculative_config"),
         _row("serving.reasoning_parser", "--reasoning-parser"),
         _row("serving.tool_call_parser", "--tool-call-parser", "vllm_tool_parser", also=("--enable-auto-tool-choice",)),
@@ -189,6 +190,7 @@ SGLANG = {
         _row("serving.distributed_timeout_s", "--dist-timeout"),
         _row("serving.moe_backend", "--moe-runner-backend"),
         _row("serving.attention_backend", "--attention-backend"),
+        _row("serving.quantization", "--quantization"),
         _row(
             "serving.speculation",
             "--speculative-algorithm",

@@ -434,6 +434,7 @@ def _normalise(data):
         "distributed_timeout_s",
         "moe_backend",
         "attention_backend",
+        "quantization",
         "reasoning_parser",
         "tool_call_parser",
     ):
