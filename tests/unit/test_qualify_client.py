@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import openai_http
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import Endpoint, call
 from conftest import FIXTURES, ROOT
 
@@ -294,3 +295,16 @@ def test_cli_soak_of_half_reasoning_replies_reports_both_rates(tmp_path):
     assert soak["verdict"] == "pass" and soak["completed"] == soak["requests"] >= 2
     visible, thinking = soak["output_tok_s"], soak.get("reasoning_tok_s")
     assert visible and thinking and visible / (visible + thinking) == pytest.approx(0.5, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "page,expected",
+    [
+        ({"status": 200, "problem": None}, None),
+        ({"status": 503, "problem": None}, "HTTP 503"),
+        ({"status": None, "problem": "connection refused"}, "connection refused"),
+        ({"status": 200, "problem": "answer over 4 MiB"}, "answer over 4 MiB"),
+    ],
+)
+def test_page_failure_names_the_transport_problem_before_the_status(page, expected):
+    assert openai_http.page_failure(page) == expected

@@ -182,6 +182,12 @@ def test_misspelt_field_gets_a_suggestion():
         (("engine", "device"), "cpu", "topology: a CPU seat (engine.device: cpu) has topology.gpus_per_node 0"),
         (("serving", "max_num_seqs"), 4, "qualification.concurrency: 16 streams exceed serving.max_num_seqs 4"),
         (
+            ("serving", "quantization"),
+            "fp8_per_block",
+            "serving.quantization: 'fp8_per_block' quantizes a full-precision checkpoint as it loads, but "
+            "model.checkpoint.quantization is",
+        ),
+        (
             ("overrides",),
             [{"rule": "custom-allreduce-of", "reason": "a reason long enough"}],
             "overrides[0].rule: 'custom-allreduce-of' is not a rule id (did you mean custom-allreduce-off?)",

@@ -284,6 +284,10 @@ def _workload_profile_problems(qualification):
     return ["qualification.workload_profile: %s" % problem] if problem else []
 
 
+# Checkpoint formats an engine can quantize further as it loads them (serving.quantization).
+FULL_PRECISION = frozenset(("bf16", "fp16", "fp32"))
+
+
 def _cross_field_problems(recipe, rule_ids):
     """Problems the schema cannot express: fields that must agree with each other."""
     problems = []
@@ -310,6 +314,12 @@ def _cross_field_problems(recipe, rule_ids):
         )
     if checkpoint["bytes_status"] == "derived" and not checkpoint.get("bytes_source"):
         problems.append("model.checkpoint.bytes_source: missing; a derived size must say how it was derived")
+    if serving["quantization"] and str(checkpoint["quantization"]).lower() not in FULL_PRECISION:
+        problems.append(
+            "serving.quantization: %r quantizes a full-precision checkpoint as it loads, but "
+            "model.checkpoint.quantization is %r; drop serving.quantization or point the seat at the %s checkpoint"
+            % (serving["quantization"], checkpoint["quantization"], "/".join(sorted(FULL_PRECISION)))
+        )
     if model["revision_status"] == "local" and engine["device"] != "cpu" and model["repo"] is not None:
         problems.append(
             "model.revision_status: 'local' is for models built on the node; "

@@ -95,8 +95,9 @@ def scrape_metrics(base_url, api_key=None, timeout=10):
     page = openai_http.get_text(url, api_key, timeout)
     if page["problem"] is not None and page["answered"]:
         raise BenchIncomplete("reading %s: %s" % (url, page["problem"]))
-    if page["problem"] is not None or page["status"] != 200:
-        log("could not read %s: %s" % (url, page["problem"] or "HTTP %s" % page["status"]))
+    failure = openai_http.page_failure(page)
+    if failure:
+        log("could not read %s: %s" % (url, failure))
         return None
     return page["text"]
 

@@ -311,3 +311,10 @@ def get_text(url, api_key=None, timeout_s=10.0, limit=MAX_METRICS_BYTES):
         exchange.close()
     page["answered"] = exchange.sock is not None
     return page
+
+
+def page_failure(page):
+    """Why a get_text() page is not a 200 answer (the transport's problem, else its HTTP status), or None."""
+    if page["problem"] is None and page["status"] == 200:
+        return None
+    return page["problem"] or "HTTP %s" % page["status"]

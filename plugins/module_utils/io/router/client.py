@@ -12,7 +12,7 @@ import time
 import urllib.parse
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text, page_failure
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter
 
 # A one-token question: enough for the router to pick a seat and say which.
@@ -27,10 +27,7 @@ def _gauge_text(running, page, metrics_url):
     """What the last read of the running-requests gauge said, for a drain that timed out."""
     if running is not None:
         return "still has %s running requests" % running
-    if page["status"] == 200:
-        why = "the page has no running-requests gauge"
-    else:
-        why = page["problem"] or "HTTP %s" % page["status"]
+    why = page_failure(page) or "the page has no running-requests gauge"
     return "gave no running-requests figure at %s (%s)" % (metrics_url, why)
 
 
@@ -87,7 +84,7 @@ class RouterClient:
         while True:
             # A short drain still gives each read of the gauge time to answer on a loaded host.
             page = get_text(metrics_url, timeout_s=min(10.0, max(timeout_s, MIN_METRICS_READ_S)))
-            running = adapter.running_requests(page["text"]) if page["status"] == 200 else None
+            running = None if page_failure(page) else adapter.running_requests(page["text"])
             waited = round(time.monotonic() - started, 2)
             if running == 0:
                 return {"seat": seat, "running": 0, "waited_s": waited}
