@@ -9,7 +9,8 @@ description:
   - With I(mode=hold), sends a probe through the alias for I(hold_s) seconds, reads who answered from the
     router's header, adds synthetic load when the answers are too thin to judge, and judges the candidate's
     answers with the benchmark's own per-level analysis (C(plugins/module_utils/router/rollout.py) judge_hold).
-    A failed gate ends the hold at once; the module does not fail on it, it returns the verdict.
+    A failed gate ends the hold at once; the module does not fail on it, it returns the verdict. A hold still
+    too thin to judge at its time holds on for as long again (at least 30 s) before it is called a failure.
   - With I(mode=confirm), asks through the alias until answers come from I(seats) several times in a row and
     returns the seconds since I(since_epoch) (a rollback's measured time).
   - Progress lines go to C(SEATWRIGHT_PROGRESS_LOG) when it is set (C(tail -f) it while a hold runs).
@@ -103,6 +104,10 @@ figures:
   description: The hold's figures (requests, failed, error rate, TTFT p95, visible tok/s, who answered).
   returned: when mode is hold
   type: dict
+overtime_s:
+  description: Seconds the hold went on past I(hold_s) because it was too thin to judge (0 when it did not).
+  returned: when mode is hold
+  type: float
 rollback_s:
   description: Seconds from I(since_epoch) to the alias answering from I(seats) (I(mode=confirm)).
   returned: when mode is confirm

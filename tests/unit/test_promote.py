@@ -99,6 +99,29 @@ def test_candidate_records(records, named, expected):
     assert hold.candidate_records(records, "lab-fast", named) == expected
 
 
+@pytest.mark.parametrize("hold_s, overtime", [(1, 30.0), (8, 30.0), (60, 60.0), (300, 300.0)])
+def test_overtime(hold_s, overtime):
+    assert hold.overtime_s(hold_s) == overtime
+
+
+@pytest.mark.parametrize(
+    "elapsed_s, verdict, force_fail, ends",
+    [
+        (2, "fail", False, True),  # a failed gate ends the hold at once
+        (2, "pass", False, False),
+        (2, "too thin to judge", False, False),
+        (8, "pass", False, True),
+        (8, "too thin to judge", False, False),  # thin at its time: holds on
+        (37.9, "too thin to judge", False, False),
+        (38, "too thin to judge", False, True),  # end of the overtime: final judge() fails it
+        (20, "pass", False, True),  # enough answers in the overtime
+        (8, "too thin to judge", True, True),  # failing on purpose: no overtime to wait for
+    ],
+)
+def test_hold_ends(elapsed_s, verdict, force_fail, ends):
+    assert hold.hold_ends(elapsed_s, 8, {"verdict": verdict}, force_fail) is ends
+
+
 @pytest.mark.parametrize("hold_s, every", [(1, 0.5), (10, 2.0), (60, 5.0)])
 def test_check_every(hold_s, every):
     assert hold.check_every_s(hold_s) == every
@@ -209,6 +232,20 @@ def test_a_hold_through_the_alias_passes_and_sees_both_seats(fleet, lab_targets)
     # Too thin at first: synthetic load was added, and the person watching was told how far it came.
     assert verdict["synthetic_streams"] == 4
     assert any("of 3 s" in line and "%" in line for line in lines)
+
+
+def test_a_hold_too_thin_at_its_time_holds_on_for_a_verdict(fleet, lab_targets):
+    # One probe stream, no synthetic load, answers of ~0.8 s: 1 s holds one answer, 3 need overtime.
+    lines = []
+    point = io_hold.endpoint(fleet.router.url)
+    gates = dict(GATES, min_requests=3)
+    verdict = io_hold.run_hold(
+        point, "production", "lab", "all", 1, bench_record(), gates, synthetic_streams=0, emit=lines.append
+    )
+    assert verdict["verdict"] == "pass", verdict
+    assert 0 < verdict["overtime_s"] < hold.overtime_s(1)
+    assert verdict["figures"]["requests"] >= 3
+    assert any("holding on up to" in line for line in lines)
 
 
 def test_a_forced_failure_fails_the_gate(fleet, lab_targets):

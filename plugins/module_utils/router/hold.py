@@ -26,6 +26,9 @@ PROBE_REQUEST = {
 DEFAULT_SYNTHETIC_STREAMS = 4
 # A rollback is confirmed when this many answers in a row come from the previous targets.
 CONFIRM_ANSWERS = 5
+# A hold still too thin to judge when its time is up holds on for up to its own length again, and at
+# least this long: a loaded router that answers slowly must not fail a sound candidate for want of answers.
+MIN_OVERTIME_S = 30.0
 FORCED = "forced by the operator (force_gate_failure): the gate is failed on purpose to show the rollback"
 
 
@@ -103,7 +106,8 @@ def judge(records, candidate, duration_s, benchmark_record, gates, force_fail=Fa
         verdict = dict(
             verdict,
             verdict=rollout.FAIL,
-            reasons=verdict["reasons"] + ["still too thin to judge at the end of the hold, synthetic load included"],
+            reasons=verdict["reasons"]
+            + ["still too thin to judge at the end of the hold and its overtime, synthetic load included"],
         )
     if final and force_fail:
         verdict = dict(verdict, verdict=rollout.FAIL, reasons=[FORCED] + verdict["reasons"])
@@ -125,6 +129,22 @@ def progress_line(step, elapsed_s, hold_s, verdict, synthetic):
         "synthetic load at %d streams" % synthetic if synthetic else "probe only",
         verdict["verdict"],
     )
+
+
+def overtime_s(hold_s):
+    """How much longer than `hold_s` a hold that is still too thin to judge may go on."""
+    return max(float(hold_s), MIN_OVERTIME_S)
+
+
+def hold_ends(elapsed_s, hold_s, verdict, force_fail=False):
+    """Whether a hold ends now: at a failed gate at once; at its time when it has a verdict or is to
+    fail anyway (force_fail); too thin to judge, at the end of its overtime (then judge() with
+    final=True calls it a failure)."""
+    if verdict["verdict"] == rollout.FAIL:
+        return True
+    if elapsed_s < hold_s:
+        return False
+    return force_fail or verdict["verdict"] != rollout.THIN or elapsed_s >= hold_s + overtime_s(hold_s)
 
 
 def check_every_s(hold_s):
@@ -269,7 +289,7 @@ def document(course, events, outcome, started_epoch, ended_epoch):
 
 
 # What a hold's verdict keeps in the record (a registered module result also carries its invocation).
-VERDICT_KEYS = ("verdict", "reasons", "figures", "hold_s", "synthetic_streams", "failed_at_epoch")
+VERDICT_KEYS = ("verdict", "reasons", "figures", "hold_s", "overtime_s", "synthetic_streams", "failed_at_epoch")
 
 
 def _event(event):

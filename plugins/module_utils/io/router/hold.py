@@ -83,23 +83,31 @@ def run_hold(
     """Hold the alias for hold_s, judging as it goes; returns the verdict with its times.
 
     A probe stream runs throughout; synthetic streams are added once the answers are too thin to
-    judge. A failed gate ends the hold at once (`failed_at_epoch` is when it was seen)."""
+    judge. A failed gate ends the hold at once (`failed_at_epoch` is when it was seen); a hold still
+    too thin at its time holds on for its overtime (hold.overtime_s) before it is called a failure."""
     emit = emit or progress_emit
     synthetic_streams = hold.DEFAULT_SYNTHETIC_STREAMS if synthetic_streams is None else synthetic_streams
     gates = hold.gates_of(gates)
     lanes = _Lanes(point, alias)
     started_epoch, t0 = time.time(), time.monotonic()
     lanes.add(1)
-    synthetic, every = 0, hold.check_every_s(hold_s)
+    synthetic, every, told_overtime = 0, hold.check_every_s(hold_s), False
+    limit_s = hold_s + hold.overtime_s(hold_s)
     emit("hold %s: %d s through alias %s, judging every %.1f s" % (step, hold_s, alias, every))
     while True:
         elapsed = time.monotonic() - t0
-        time.sleep(max(0.0, min(every, hold_s - elapsed)))
+        time.sleep(max(0.0, min(every, (hold_s if elapsed < hold_s else limit_s) - elapsed)))
         elapsed = time.monotonic() - t0
         verdict = hold.judge(lanes.snapshot(), candidate, elapsed, benchmark_record, gates)
         emit(hold.progress_line(step, elapsed, hold_s, verdict, synthetic))
-        if verdict["verdict"] == rollout.FAIL or elapsed >= hold_s:
+        if hold.hold_ends(elapsed, hold_s, verdict, force_fail):
             break
+        if elapsed >= hold_s and not told_overtime:
+            told_overtime = True
+            emit(
+                "hold %s: too thin to judge at its %d s; holding on up to %.0f s more for a verdict"
+                % (step, hold_s, limit_s - elapsed)
+            )
         if verdict["verdict"] == rollout.THIN and not synthetic and synthetic_streams:
             synthetic = synthetic_streams
             lanes.add(synthetic)
@@ -113,6 +121,7 @@ def run_hold(
         started_at_epoch=round(started_epoch, 3),
         ended_at_epoch=round(ended, 3),
         hold_s=hold_s,
+        overtime_s=round(max(0.0, elapsed - hold_s), 1) if told_overtime else 0.0,
         synthetic_streams=synthetic,
         failed_at_epoch=round(ended, 3) if verdict["verdict"] == rollout.FAIL else None,
     )
