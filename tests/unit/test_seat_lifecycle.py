@@ -14,6 +14,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness im
     last_lines,
     ray_alive_verdict,
     readiness_verdict,
+    root_cause,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import (
     compare_running,
@@ -210,6 +211,57 @@ def test_exited_names_the_container_and_host():
 def test_readiness_needs_a_positive_timeout(timeout):
     with pytest.raises(SeatError, match="startup_timeout_s"):
         readiness_verdict({"containers": RUNNING}, 1, timeout, "lab")
+
+
+@pytest.mark.parametrize(
+    "log, cause",
+    [
+        # A real vLLM 0.32.0 CPU engine on a checkpoint path that is not there.
+        (
+            "vllm-cpu-missing-model.log",
+            "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+            "'namespace/repo_name': '/models/absent'. Use `repo_type` argument if needed.",
+        ),
+        # A real FP8 copy of the lab seat on an AMD EPYC node (no AMX): the worker's ValueError, not the
+        # engine core's wrappers that end the log.
+        (
+            "vllm-cpu-fp8-no-amx.log",
+            "ValueError: Failed to find a kernel that can implement the ScaledMM linear layer. Reasons: "
+            "CPUFp8W8A8BlockScaledMMKernel requires AMX tile support (Sapphire Rapids or newer).. "
+            "CPUFp8BlockScaledMMKernel requires AMX tile support (Sapphire Rapids or newer)..",
+        ),
+    ],
+)
+def test_root_cause_of_a_real_engine_failure(log, cause):
+    assert root_cause((FIXTURES / "engine" / log).read_text()) == cause
+
+
+@pytest.mark.parametrize(
+    "text, cause",
+    [
+        ("", None),
+        ("INFO 12-03 20:29:16 [a.py:1] all well\n", None),
+        # An error word inside a warning is not an exception the engine raised.
+        ("(APIServer pid=1) WARNING 12-03 20:28:37 [s.py:255] fd limit errors like `OSError: [Errno 24]`", None),
+        ("RuntimeError: Engine core initialization failed. See root cause above.", None),
+        (
+            "Exception: WorkerProc initialization failed due to an exception in a background process. See stack "
+            "trace for root cause.\nRuntimeError: out of memory",
+            "RuntimeError: out of memory",
+        ),
+        ("Exception: no model at /models/x", "Exception: no model at /models/x"),
+        ("KeyError: 'x'\n  File \"a.py\", line 1\n", "KeyError: 'x'"),
+        ("ValueError: " + "x" * 500, "ValueError: " + "x" * 385 + "..."),
+    ],
+)
+def test_root_cause(text, cause):
+    assert root_cause(text) == cause
+
+
+def test_exited_names_its_logs_first_error():
+    probe = {"containers": [dict(EXITED[0], root_cause="ValueError: needs AMX")]}
+    message = readiness_verdict(probe, 40, 300, "lab")["message"]
+    assert message.endswith("its log's first error: ValueError: needs AMX")
 
 
 def test_last_lines_of_a_real_engine_failure():

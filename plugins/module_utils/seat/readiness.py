@@ -20,6 +20,39 @@ WAITING_FOR = {
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f]")
 
 
+# vLLM's line prefix: "(Worker pid=39) ERROR 12-03 20:29:16 [multiproc_executor.py:953] ".
+_LOG_PREFIX = re.compile(r"^(\([\w ]+ pid=\d+\) )?((DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:.]+ \[[^\]]*\] ?)?")
+_EXCEPTION_LINE = re.compile(r"^(([A-Za-z_][\w.]*)?(Error|Exception|Exit|Interrupt))(: (.*))?$")
+# Exceptions that only report another process's failure: the root cause is logged before them.
+_WRAPPERS = ("see root cause above", "see stack trace for root cause", "engine core initialization failed")
+ROOT_CAUSE_CHARS = 400
+
+
+def root_cause(text):
+    """The first exception an engine's log raised that is not a wrapper of another ("Engine core
+    initialization failed. See root cause above."), with the lines that continue its message; None
+    when the log raised none. A dead engine's last lines are often only the wrappers."""
+    lines = []
+    for line in (text or "").splitlines():
+        prefix = _LOG_PREFIX.match(line.rstrip())
+        lines.append((prefix.group(1) or "", line.rstrip()[prefix.end() :]))
+    for index, (process, body) in enumerate(lines):
+        match = _EXCEPTION_LINE.match(body)
+        if not match or any(w in body.lower() for w in _WRAPPERS):
+            continue
+        parts = [body]
+        # The message goes on in the lines that follow from the same process, up to the next frame.
+        for other, more in lines[index + 1 : index + 4]:
+            if other != process or not more.strip() or _EXCEPTION_LINE.match(more):
+                break
+            if more.startswith((" ", "Traceback", "The above", "During handling")):
+                break
+            parts.append(more.strip())
+        cause = " ".join(parts)
+        return cause if len(cause) <= ROOT_CAUSE_CHARS else cause[: ROOT_CAUSE_CHARS - 3] + "..."
+    return None
+
+
 def last_lines(text, count=LOG_TAIL_LINES):
     """The last `count` non-empty lines of a log, oldest first."""
     lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
@@ -61,7 +94,14 @@ def _readiness(probe, elapsed_s, timeout_s, served_name):
             "done": True,
             "failed": True,
             "message": "engine container %s on %s is not running (exit code %s) after %.0f s, before it "
-            "became ready" % (first["name"], first.get("host", "?"), first.get("exit_code"), elapsed_s),
+            "became ready%s"
+            % (
+                first["name"],
+                first.get("host", "?"),
+                first.get("exit_code"),
+                elapsed_s,
+                "; its log's first error: %s" % first["root_cause"] if first.get("root_cause") else "",
+            ),
         }
     models = probe.get("models")
     healthy = probe.get("health_status") == 200

@@ -37,6 +37,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness im
     last_lines,
     ray_alive_verdict,
     readiness_verdict,
+    root_cause,
     wait_progress,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.running import (
@@ -277,6 +278,7 @@ def probe(names, base_url=None, api_key=None, log_tail=40, full_log=False, read_
         if state["exists"] and (log_tail or full_log):
             text = logs(name)
             entry["log_tail"] = last_lines(text, log_tail)
+            entry["root_cause"] = root_cause(text)
             if full_log:
                 entry["log"] = text
                 result["evidence_files"]["logs/%s-%s.log" % (host, name)] = text
