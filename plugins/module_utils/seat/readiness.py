@@ -37,8 +37,7 @@ def root_cause(text):
         prefix = _LOG_PREFIX.match(line.rstrip())
         lines.append((prefix.group(1) or "", line.rstrip()[prefix.end() :]))
     for index, (process, body) in enumerate(lines):
-        match = _EXCEPTION_LINE.match(body)
-        if not match or any(w in body.lower() for w in _WRAPPERS):
+        if not _EXCEPTION_LINE.match(body) or any(w in body.lower() for w in _WRAPPERS):
             continue
         parts = [body]
         # The message goes on in the lines that follow from the same process, up to the next frame.
