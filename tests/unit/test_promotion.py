@@ -407,3 +407,49 @@ def test_latest_record_skips_unbenchmarked_runs(tmp_path):
     assert folder == str(older)
     assert data["benchmark"]["summary"][0]["concurrency"] == 1
     assert os.path.exists(os.path.join(folder, "report.md"))
+
+
+@pytest.mark.parametrize(
+    "factor, decision",
+    [
+        # Passes 4 % either side of the median: a 3 % faster median overlaps the incumbent's passes.
+        (1.03, promotion.DO_NOT_PROMOTE),
+        # 20 % faster: the candidate's slowest pass (x0.96) is above the incumbent's fastest (x1.04).
+        (1.20, promotion.PROMOTE),
+        # Just apart: 1.09 x 0.96 = 1.046 > 1.04.
+        (1.09, promotion.PROMOTE),
+        # Just overlapping: 1.08 x 0.96 = 1.037 < 1.04.
+        (1.08, promotion.DO_NOT_PROMOTE),
+    ],
+)
+def test_a_win_on_the_mean_needs_one_level_beyond_the_noise(factor, decision):
+    candidate = record("fast", {c: r * factor for c, r in INCUMBENT_RATES.items()}, spread=0.04)
+    incumbent = record("qwen38", INCUMBENT_RATES, spread=0.04)
+    out = promotion.decide(candidate, {"qwen38": incumbent}, NOW, 14, 0.10)
+    assert out["decision"] == decision, out["reasons"]
+    rows = out["comparisons"][0]["levels"]
+    assert all(row["verdict"] == promotion.WIN for row in rows)
+    assert all(row["beyond_noise"] == (decision == promotion.PROMOTE) for row in rows)
+    said = any("wins beyond the noise at no level against incumbent qwen38" in r for r in out["reasons"])
+    assert said == (decision == promotion.DO_NOT_PROMOTE)
+
+
+def test_one_level_beyond_the_noise_is_enough_when_no_level_loses():
+    # x1.30 at c=16 apart from the incumbent's passes; c=1 and c=4 within them.
+    rates = {1: INCUMBENT_RATES[1] * 0.99, 4: INCUMBENT_RATES[4] * 1.02, 16: INCUMBENT_RATES[16] * 1.3}
+    out = promotion.decide(
+        record("fast", rates, spread=0.04), {"qwen38": record("qwen38", INCUMBENT_RATES, spread=0.04)}, NOW, 14, 0.10
+    )
+    assert out["decision"] == promotion.PROMOTE, out["reasons"]
+    assert [row["beyond_noise"] for row in out["comparisons"][0]["levels"]] == [False, False, True]
+    text = "\n".join(report.decision_lines(out))
+    assert "| 16 | x1.30 |" in text and "| win beyond the noise |" in text
+    assert "a win beyond the noise every candidate pass above the incumbent's fastest" in text
+
+
+@pytest.mark.parametrize(
+    "low, high, expected",
+    [(10.0, 9.9, True), (10.0, 10.0, False), (9.0, 10.0, False), (None, 1.0, False), (1.0, None, False)],
+)
+def test_apart(low, high, expected):
+    assert promotion.apart(low, high) is expected

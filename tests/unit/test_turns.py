@@ -128,6 +128,25 @@ def test_slower_in_every_turn_at_a_served_level_blocks_whatever_the_mean():
     assert out["comparisons"][0]["throughput_ratio"] > 1.2
 
 
+def test_in_turns_a_win_on_the_median_needs_a_level_faster_in_every_turn():
+    # The candidate 8 % faster at each level, but slower in the turn of pass 3: no level is beyond the noise.
+    jitter = {(c, 3): 0.9 for c in (1, 4, 16)}
+    rates = {1: 108.0, 4: 432.0, 16: 1015.2}
+    base = {1: 100.0, 4: 400.0, 16: 940.0}
+    out = promotion.decide(
+        candidate_in_turns(rates, base, jitter=jitter), {"lab": record("lab", base)}, NOW, 14, 0.10, levels=(1, 4, 16)
+    )
+    assert out["decision"] == promotion.DO_NOT_PROMOTE
+    assert any("wins beyond the noise at no level" in r and "slower in one turn" in r for r in out["reasons"])
+    assert [row["beyond_noise"] for row in out["comparisons"][0]["levels"]] == [False] * 3
+    # Faster in every turn at c=16 alone is enough.
+    del jitter[(16, 3)]
+    again = promotion.decide(
+        candidate_in_turns(rates, base, jitter=jitter), {"lab": record("lab", base)}, NOW, 14, 0.10, levels=(1, 4, 16)
+    )
+    assert [row["beyond_noise"] for row in again["comparisons"][0]["levels"]] == [False, False, True]
+
+
 def test_turns_with_another_incumbent_leave_the_others_on_their_records():
     candidate = candidate_in_turns({1: 130.0}, {1: 100.0}, incumbent="lab")
     old = record("other", {1: 100.0}, started=NOW - 30 * DAY)

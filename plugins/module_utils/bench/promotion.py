@@ -19,7 +19,11 @@ would have evicted seven services. So a candidate is promoted only when:
 - it beats each incumbent on aggregate output throughput (the geometric mean over the judged
   levels, kept as the summary); by the declared margin when it costs the fleet more (more nodes,
   or co-tenant services evicted). A multi-node seat that evicts co-tenants and does not clear the
-  margin is a lab result, not a seat.
+  margin is a lab result, not a seat;
+- and it wins beyond the noise at one judged level at least: there every pass of the candidate is
+  faster than every pass of the incumbent or, in turns, the candidate is faster in every turn. A
+  mean that no level's passes separate may be the host's noise: of two seats of equal speed,
+  either beats the other on the mean about half the time.
 A qualification pass alone never promotes. An incumbent record that is malformed (wrong types,
 missing fields, NaN) or dated in the future is not comparable, with the reason, never a crash.
 """
@@ -263,14 +267,24 @@ def level_verdict(candidate_median, incumbent_median, incumbent_lowest):
     return WITHIN_NOISE if candidate_median >= lowest else LOSS
 
 
+def apart(candidate_lowest, incumbent_highest):
+    """Whether a win is beyond the noise of both seats' passes: the candidate's slowest pass faster
+    than the incumbent's fastest (either missing: not known, so not apart)."""
+    return candidate_lowest is not None and incumbent_highest is not None and candidate_lowest > incumbent_highest
+
+
 def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
     """Output throughput at each judged level (the declared ones, else every level both measured):
-    ratio, both medians, the incumbent's lowest pass and the verdict."""
+    ratio, both medians, the incumbent's lowest and highest pass, the verdict and whether the win
+    is beyond the noise (`beyond_noise`)."""
     cand, inc = levels_by_concurrency(candidate), levels_by_concurrency(incumbent)
     rows = []
     for concurrency in sorted(set(levels) if levels else set(cand) & set(inc)):
         a, b = figure(cand.get(concurrency), HEADLINE), figure(inc.get(concurrency), HEADLINE)
         lowest = figure(inc.get(concurrency), HEADLINE, "min")
+        highest = figure(inc.get(concurrency), HEADLINE, "max")
+        slowest = figure(cand.get(concurrency), HEADLINE, "min")
+        both = concurrency in cand and concurrency in inc
         rows.append(
             {
                 "concurrency": concurrency,
@@ -278,8 +292,11 @@ def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
                 "candidate": a,
                 "incumbent": b,
                 "incumbent_lowest": lowest,
+                "incumbent_highest": highest,
+                "candidate_lowest": slowest,
                 "ratio": (a / b) if (a is not None and b) else None,
-                "verdict": level_verdict(a, b, lowest) if concurrency in cand and concurrency in inc else NO_FIGURE,
+                "verdict": level_verdict(a, b, lowest) if both else NO_FIGURE,
+                "beyond_noise": both and apart(slowest, highest),
             }
         )
     return rows
@@ -328,6 +345,7 @@ def judged_turns(candidate, turns, levels=DEFAULT_LEVELS):
                 "ratio": ratio.get("median") if _finite(ratio.get("median")) else None,
                 "turn_ratios": values,
                 "verdict": turn_verdict(values) if concurrency in pairs else NO_FIGURE,
+                "beyond_noise": concurrency in pairs and bool(values) and min(values) > 1.0,
             }
         )
     return rows
@@ -345,6 +363,20 @@ def _loss_text(name, row):
         "pass %.4g): a loss beyond the benchmark's noise at a level the fleet serves blocks "
         "promotion, whatever the mean"
         % (name, row["concurrency"], row["ratio"], row["candidate"], row["incumbent"], row["incumbent_lowest"])
+    )
+
+
+def _no_clear_win_text(name, judged):
+    in_turns = any("turn_ratios" in row for row in judged)
+    return (
+        "wins beyond the noise at no level against incumbent %s: at every judged level %s; a mean that "
+        "no level's passes separate may be the host's noise"
+        % (
+            name,
+            "the candidate was slower in one turn at least"
+            if in_turns
+            else "the candidate's slowest pass is no faster than the incumbent's fastest",
+        )
     )
 
 
@@ -483,6 +515,9 @@ def decide(
             ):
                 beats_all = False
                 reasons.append("incumbent %s: no output throughput to compare at c=%d" % (name, row["concurrency"]))
+        if not any(row["beyond_noise"] for row in judged):
+            beats_all = False
+            reasons.append(_no_clear_win_text(name, judged))
         compared = [r for r in judged if r["ratio"] is not None]
         ratio = _geomean([r["ratio"] for r in compared])
         extra = costs_more(c_cost, i_cost)

@@ -235,6 +235,12 @@ def _turns_or_lowest(row):
     return "lowest pass %s" % _num(row.get("incumbent_lowest"))
 
 
+def _verdict_cell(row):
+    if row["verdict"] == "loss":
+        return "**loss**"
+    return _cell(row["verdict"] + (" beyond the noise" if row.get("beyond_noise") else ""))
+
+
 def decision_lines(promotion):
     if not promotion:
         return ["No promotion decision yet (`tools/seatwright-promote --evidence-dir ...`)."]
@@ -277,9 +283,10 @@ def decision_lines(promotion):
             ttft = {lv["concurrency"]: lv.get("ttft_ms_p95") for lv in promotion.get("levels") or []}
             lines.append("")
             lines.append(
-                "Each level the fleet serves (a loss is %s; TTFT p95 bound: %s):"
+                "Each level the fleet serves (a loss is %s, a win beyond the noise %s; TTFT p95 bound: %s):"
                 % (
                     "the candidate slower in every turn" if in_turns else "a median below the incumbent's lowest pass",
+                    "faster in every turn" if in_turns else "every candidate pass above the incumbent's fastest",
                     "%s ms" % _num(float(bound)) if bound is not None else "none declared",
                 )
             )
@@ -300,14 +307,15 @@ def decision_lines(promotion):
                         if in_turns
                         else "%s / %s" % (_num(row.get("incumbent")), _num(row.get("incumbent_lowest"))),
                         _num(ttft.get(row["concurrency"])),
-                        "**%s**" % row["verdict"] if row["verdict"] == "loss" else _cell(row["verdict"]),
+                        _verdict_cell(row),
                     )
                 )
             if comp.get("throughput_ratio") is not None:
                 lines.append("")
                 lines.append(
                     "Summary: geometric mean of the output ratios x%s (needs x%s); a loss at any level blocks "
-                    "whatever the mean." % (_num(comp["throughput_ratio"], 2), _num(comp.get("required_ratio"), 2))
+                    "whatever the mean, and a win needs one level beyond the noise."
+                    % (_num(comp["throughput_ratio"], 2), _num(comp.get("required_ratio"), 2))
                 )
         if comp.get("rows"):
             lines.append("")
