@@ -4,8 +4,9 @@
 Talks to a router already running on 127.0.0.1 (see tests/fixtures/router/README.md for how each
 was started, in front of two tests/router_backend.py seats) and saves every exchange as JSON:
 {"step", "request": {"method", "path", "headers", "body"}, "response": {"status", "headers", "body"}}.
-The admin key (ROUTER_ADMIN_KEY in the environment, never on argv) is replaced by <redacted>
-before anything is written.
+The admin key (ROUTER_ADMIN_KEY in the environment, never on argv) and a seat key given in a body
+(ROUTER_SEAT_KEY, written in the JSON as $SEAT_KEY) are replaced by <redacted> before anything is
+written.
 
     ROUTER_ADMIN_KEY=... python tests/router_record.py litellm http://127.0.0.1:14000 STEP METHOD PATH [JSON]
 """
@@ -27,6 +28,9 @@ def main():
     impl, base, step, method, path = sys.argv[1:6]
     body = sys.argv[6] if len(sys.argv) > 6 else None
     key = os.environ.get("ROUTER_ADMIN_KEY", "")
+    seat_key = os.environ.get("ROUTER_SEAT_KEY", "")
+    if body and seat_key:
+        body = body.replace("$SEAT_KEY", seat_key)
     headers = {"Content-Type": "application/json"}
     if os.environ.get("RECORD_NO_AUTH") != "1":
         headers["Authorization"] = "Bearer " + key
@@ -45,8 +49,9 @@ def main():
         },
     }
     dumped = json.dumps(record, indent=1)
-    if key:
-        dumped = dumped.replace(key, REDACTED)
+    for secret in (key, seat_key):
+        if secret:
+            dumped = dumped.replace(secret, REDACTED)
     target = OUT / impl / ("%s.json" % step)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(dumped + "\n")

@@ -39,9 +39,9 @@ GROUP = "lab"
 # LiteLLM routes the alias to a model group and sends each seat the name it serves, as a vLLM seat's
 # --served-model-name, with the seats' key (the fake seats answer 404 for another name and 401
 # without the key, as vLLM does); smg routes by the served model name, so there both seats serve the
-# alias's own name (roles/router/README.md) and take no key.
+# alias's own name (roles/router/README.md), and smg sends them the key given with each worker.
 SERVED = {"litellm": "smollm2-135m-instruct", "smg": ALIAS}
-SEAT_KEY = {"litellm": "sk-seat-7d1e0b9c4a2f6e83", "smg": None}
+SEAT_KEY = {"litellm": "sk-seat-7d1e0b9c4a2f6e83", "smg": "sk-seat-5c0e2a71b9d4f386"}
 # Long enough for the four answers a verdict needs at a 50 % canary on a quiet host; a loaded one
 # (CI on 48d8363 saw three in 10 s) is covered by the hold's overtime (hold.overtime_s).
 HOLD_S = 8

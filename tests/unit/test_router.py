@@ -346,3 +346,24 @@ def test_the_aliases_a_seat_serves_first(router, seat, asked, expected):
 def test_an_alias_a_seat_cannot_serve_is_refused_with_what_to_do(router, seat, asked, message):
     with pytest.raises(RouterError, match=message):
         adapter.seat_aliases(router, seat, asked)
+
+
+def test_smg_register_sends_the_seat_key_as_recorded(replay):
+    # Recorded: smg 1.13.0 took {"url", "api_key"} (202), listed the worker without the key, and sent
+    # the key to the seat when the client sent none (200); a worker added without it got 401 from a
+    # keyed seat, and so did a request carrying the client's own Authorization (smg passes it through).
+    sent = recorded("smg", "18-post-worker-with-seat-key")["request"]["body"]
+    assert sorted(sent) == ["api_key", "url"] and sent["api_key"] == "<redacted>"
+    listing = recorded("smg", "20-workers-keyed-and-not")["response"]["body"]
+    assert "api_key" not in listing and "<redacted>" not in listing
+    assert recorded("smg", "21-chat-seat-given-the-key")["response"]["status"] == 200
+    assert recorded("smg", "22-chat-seat-not-given-the-key")["response"]["status"] == 401
+    passed = recorded("smg", "23-chat-client-key-passed-through")
+    assert passed["request"]["headers"].get("Authorization") and passed["response"]["status"] == 401
+    url = replay("smg", ["18-post-worker-with-seat-key"])
+    seat_key = "sk-seat-0c4e7a19b2d35f86"
+    smg = router_client.client_for("smg", url, KEY)
+    assert smg.register("seat-a", SEAT_A, "lab", seat_key=seat_key)["accepted"] == 202
+    (method, path, auth, body) = Replay.seen[-1]
+    assert (method, path, auth) == ("POST", "/workers", "Bearer " + KEY)
+    assert json.loads(body) == {"url": SEAT_A, "api_key": seat_key}

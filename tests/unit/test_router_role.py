@@ -2,10 +2,12 @@
 wiring: paths, ports, units, the front's text, the alias's config, smg's worker plan, the admin key
 kept to its 0600 file, and the contract promote.yml calls (roles/router/meta/argument_specs.yml)."""
 
+import http.server
 import json
 import os
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -13,6 +15,7 @@ import router_control
 import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
 from conftest import FIXTURES, ROOT
 
@@ -420,3 +423,61 @@ def test_a_reload_waits_only_for_its_own_masters_workers():
         subprocess.run(["pkill", "-P", str(master.pid)], check=False)
         master.kill()
         master.wait()
+
+
+# ---------------------------------------------------------------- the seats' key, for smg
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (deploy.env_file_text("smg", KEY, "seat-key-0123456789abcdef"), "seat-key-0123456789abcdef"),
+        (deploy.env_file_text("smg", KEY), None),
+        ("SMG_ADMIN_KEY=%s\n" % KEY, None),
+        ("%s=\n" % adapter.SEAT_KEY_ENV, None),
+        ("", None),
+    ],
+)
+def test_the_seat_key_is_read_back_from_the_env_file(text, expected):
+    assert deploy.seat_key_from_env_text(text) == expected
+
+
+def test_smg_gets_the_seat_key_with_each_worker():
+    assert deploy.smg_worker_body("http://10.0.0.5:8000") == {"url": "http://10.0.0.5:8000"}
+    body = deploy.smg_worker_body("http://10.0.0.5:8000", "seat-key-0123456789abcdef")
+    assert body == {"url": "http://10.0.0.5:8000", "api_key": "seat-key-0123456789abcdef"}
+    with pytest.raises(RouterError) as caught:
+        deploy.smg_worker_body("http://10.0.0.5:8000", "bad key with spaces")
+    assert "seat API key" in str(caught.value) and "bad key" not in str(caught.value)
+
+
+def test_the_seat_key_sent_to_smg_stays_out_of_logs_and_errors():
+    seat_key = "seat-key-0123456789abcdef"
+    seen = []
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(json.loads(body))
+            # A router that echoes what it refused: the error must still not carry the key.
+            data = b'{"error": "refused ' + body.replace(b'"', b"'") + b'"}'
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    lines = []
+    try:
+        client = router_client.client_for("smg", "http://127.0.0.1:%d" % server.server_port, KEY, log=lines.append)
+        with pytest.raises(RouterError) as caught:
+            client.register("lab", "http://10.0.0.5:8000", "production", seat_key=seat_key)
+    finally:
+        server.shutdown()
+    assert seen == [{"url": "http://10.0.0.5:8000", "api_key": seat_key}]
+    assert "HTTP 400" in str(caught.value) or "400" in str(caught.value)
+    assert seat_key not in str(caught.value) and all(seat_key not in line for line in lines) and lines

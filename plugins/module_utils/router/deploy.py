@@ -421,6 +421,25 @@ def key_from_env_text(kind, text):
     return None
 
 
+def seat_key_from_env_text(text):
+    """The key the seats take, from the environment file's text (None: they take none)."""
+    prefix = adapter.SEAT_KEY_ENV + "="
+    for line in (text or "").splitlines():
+        if line.startswith(prefix):
+            value = line[len(prefix) :].strip()
+            return None if value in ("", "none") else value
+    return None
+
+
+def smg_worker_body(url, seat_key=None):
+    """smg's POST /workers body: the seat's address and, for a seat that takes a key, the key smg
+    sends it as a bearer token (smg 1.13.0 keeps it out of its /workers listing; recorded)."""
+    body = {"url": url}
+    if seat_key:
+        body["api_key"] = check_admin_key(seat_key, "seat API key")
+    return body
+
+
 def upstream_text(port):
     """The file nginx includes for the upstream: one private port, the serving colour's."""
     check_port(port, "colour port")

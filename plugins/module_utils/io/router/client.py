@@ -13,7 +13,7 @@ import urllib.parse
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text, page_failure
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
 
 # A one-token question: enough for the router to pick a seat and say which.
 # Largest router answer read: a listing of many workers fits many times over.
@@ -37,12 +37,23 @@ class RouterClient:
     def __init__(self, base_url, admin_key=None, timeout_s=30.0, log=None):
         self.base_url = base_url.rstrip("/")
         self._key = admin_key
+        self._hidden = []
         self.timeout_s = timeout_s
         self._log = log
 
+    def hide(self, secret):
+        """Keep another secret (a seat's key sent in a body) out of every log line and error."""
+        if secret:
+            self._hidden.append(secret)
+
+    def _scrub(self, value):
+        for secret in [self._key] + self._hidden:
+            value = adapter.scrub(value, secret)
+        return value
+
     def log(self, text):
         if self._log is not None:
-            self._log(adapter.scrub(text, self._key))
+            self._log(self._scrub(text))
 
     def call(self, method, path, body=None):
         """(status, [(header, value)], text) of one exchange; RouterError when none could be had."""
@@ -59,9 +70,7 @@ class RouterClient:
             conn.close()
         except (OSError, http.client.HTTPException) as exc:
             raise RouterError(
-                adapter.scrub(
-                    "%s at %s did not answer %s %s: %s" % (self.kind, self.base_url, method, path, exc), self._key
-                )
+                self._scrub("%s at %s did not answer %s %s: %s" % (self.kind, self.base_url, method, path, exc))
             )
         self.log("%s %s %s -> %s" % (self.kind, method, path, result[0]))
         return result
@@ -69,7 +78,7 @@ class RouterClient:
     def expect(self, call, method, path, body=None, ok=(200,)):
         status, headers, text = self.call(method, path, body)
         if status not in ok:
-            raise RouterError(adapter.scrub(str(adapter.refused(self.kind, call, status, text)), self._key))
+            raise RouterError(self._scrub(str(adapter.refused(self.kind, call, status, text))))
         return status, headers, text
 
     def drain(self, seat, metrics_url, timeout_s=120.0, poll_s=1.0):
@@ -140,9 +149,14 @@ class SmgClient(RouterClient):
     def seats(self):
         return adapter.scrub(adapter.smg_workers(self.expect("the worker listing", "GET", "/workers")[2]), self._key)
 
-    def register(self, seat, api_base, alias, weight=1):
+    def register(self, seat, api_base, alias, weight=1, seat_key=None):
+        self.hide(seat_key)
         status, _headers, text = self.expect(
-            "registering seat %s" % seat, "POST", "/workers", {"url": api_base}, ok=(200, 201, 202)
+            "registering seat %s" % seat,
+            "POST",
+            "/workers",
+            deploy.smg_worker_body(api_base, seat_key),
+            ok=(200, 201, 202),
         )
         answer = json.loads(text) if text.startswith("{") else {}
         return {"seat": seat, "api_base": api_base, "worker_id": answer.get("worker_id"), "accepted": status}

@@ -49,6 +49,16 @@ def read_key(lay):
     return key
 
 
+def read_seat_key(lay):
+    """The key the seats take, from the router's env file (None when they take none or it is unreadable:
+    the role wrote it, and a seat that needs one then refuses smg's health checks, which the move sees)."""
+    try:
+        with open(lay["env_file"]) as handle:
+            return deploy.seat_key_from_env_text(handle.read())
+    except OSError:
+        return None
+
+
 def read_config(path):
     """The serving colour's config as seatwright wrote it (JSON, which LiteLLM reads as YAML)."""
     try:
@@ -405,8 +415,11 @@ class Router:
         names = dict(self.state().get("names", {}))
         names.update({target["api_base"]: seat for seat, target in want.items()})
         atomic_write_json(self.lay["state_file"], {"names": names})
+        seat_key = read_seat_key(self.lay) if add else None
+        client.hide(seat_key)
         for url in add:
-            client.expect("registering %s" % url, "POST", "/workers", {"url": url}, ok=(200, 201, 202))
+            body = deploy.smg_worker_body(url, seat_key)
+            client.expect("registering %s" % url, "POST", "/workers", body, ok=(200, 201, 202))
         for worker_id in remove:
             client.expect("removing worker %s" % worker_id, "DELETE", "/workers/%s" % worker_id, ok=(200, 202, 204))
 
