@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -68,6 +68,18 @@ lab-seat-test:
 # forced rollback and --check (tests/integration/test_promote_lab.py; under the lab lock).
 lab-promote-test:
 	$(FLEET_LOCK) env SEATWRIGHT_LAB_PROMOTE=1 $(VENV)/python -m pytest tests/integration/test_promote_lab.py -v
+
+# The same checks through SGLang's model gateway (lab/router/smg.yml: smg on node-b, LiteLLM left on
+# node-a): installs it, relaunches both seats to lead their served names with the alias smg routes by,
+# then runs the tests through it. Needs what make lab left.
+SMG_LAB := -i inventory/lab -e @lab/router/smg.yml
+lab-promote-test-smg:
+	$(FLEET_LOCK) $(VENV)/ansible-playbook $(SMG_LAB) playbooks/router.yml
+	$(FLEET_LOCK) $(VENV)/ansible-playbook $(SMG_LAB) playbooks/seat.yml -e seat=lab -e seat_measure=false
+	$(FLEET_LOCK) $(VENV)/ansible-playbook $(SMG_LAB) playbooks/seat.yml -e seat=lab-allcores \
+	  -e seat_alias=production -e seat_measure=false
+	$(FLEET_LOCK) env SEATWRIGHT_LAB_PROMOTE=1 SEATWRIGHT_LAB_ROUTER=smg $(VENV)/python -m pytest \
+	  tests/integration/test_promote_lab.py -v
 
 lab-down:
 	molecule destroy
