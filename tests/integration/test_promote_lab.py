@@ -31,6 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload  # noqa: E402
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.counters import parse_exposition  # noqa: E402
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner  # noqa: E402
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer  # noqa: E402
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter  # noqa: E402
@@ -100,11 +101,8 @@ def _metrics(seat):
 def served(seat):
     """Requests the seat's engine has finished (vLLM's request_success_total, every finish reason):
     through smg, which names no seat in its answers, the engines' counters say who answered."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in _metrics(seat).splitlines()
-        if line.startswith("vllm:request_success_total")
-    )
+    samples = parse_exposition(_metrics(seat))
+    return sum(value for _labels, value in samples.get("vllm:request_success_total", []))
 
 
 def counts_once_idle(seat, timeout_s=60):

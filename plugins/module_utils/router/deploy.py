@@ -405,30 +405,35 @@ def smg_wrapper_text(lay, policy="round_robin"):
     )
 
 
+# What the env file holds for seats that take no key (LiteLLM's config still names the variable).
+NO_SEAT_KEY = "none"
+
+
 def env_file_text(kind, key, seat_key=None):
     """The 0600 environment file the router's unit reads: the admin key under its variable, and the
-    key the seats take (SEAT_KEY_ENV; "none" for seats that take none)."""
-    seat_key = check_admin_key(seat_key, "seat API key") if seat_key else "none"
+    key the seats take (SEAT_KEY_ENV; NO_SEAT_KEY for seats that take none)."""
+    seat_key = check_admin_key(seat_key, "seat API key") if seat_key else NO_SEAT_KEY
     return "%s=%s\n%s=%s\n" % (KEY_ENV[adapter.check_kind(kind)], check_admin_key(key), adapter.SEAT_KEY_ENV, seat_key)
 
 
-def key_from_env_text(kind, text):
-    """The admin key from the environment file's text, or None when it holds none."""
-    prefix = KEY_ENV[adapter.check_kind(kind)] + "="
+def _env_value(text, name):
+    """The value of `name` in an environment file's text, or None when it is absent or empty."""
+    prefix = name + "="
     for line in (text or "").splitlines():
         if line.startswith(prefix):
             return line[len(prefix) :].strip() or None
     return None
 
 
+def key_from_env_text(kind, text):
+    """The admin key from the environment file's text, or None when it holds none."""
+    return _env_value(text, KEY_ENV[adapter.check_kind(kind)])
+
+
 def seat_key_from_env_text(text):
     """The key the seats take, from the environment file's text (None: they take none)."""
-    prefix = adapter.SEAT_KEY_ENV + "="
-    for line in (text or "").splitlines():
-        if line.startswith(prefix):
-            value = line[len(prefix) :].strip()
-            return None if value in ("", "none") else value
-    return None
+    value = _env_value(text, adapter.SEAT_KEY_ENV)
+    return None if value == NO_SEAT_KEY else value
 
 
 def smg_worker_body(url, seat_key=None):

@@ -113,7 +113,7 @@ class LiteLLMClient(RouterClient):
 
     def seats(self):
         text = self.expect("the deployment listing", "GET", "/v1/model/info")[2]
-        return adapter.scrub(adapter.litellm_deployments(text), self._key)
+        return self._scrub(adapter.litellm_deployments(text))
 
     def register(self, seat, api_base, alias, weight=1):
         body = adapter.litellm_deployment(alias, seat, api_base, weight)
@@ -137,7 +137,7 @@ class LiteLLMClient(RouterClient):
         status, headers, _text = self.expect(
             "a request through %s" % alias, "POST", "/v1/chat/completions", dict(PROBE, model=alias)
         )
-        return adapter.scrub(dict(adapter.litellm_who_answered(headers), status=status), self._key)
+        return self._scrub(dict(adapter.litellm_who_answered(headers), status=status))
 
 
 class SmgClient(RouterClient):
@@ -147,7 +147,7 @@ class SmgClient(RouterClient):
     kind = "smg"
 
     def seats(self):
-        return adapter.scrub(adapter.smg_workers(self.expect("the worker listing", "GET", "/workers")[2]), self._key)
+        return self._scrub(adapter.smg_workers(self.expect("the worker listing", "GET", "/workers")[2]))
 
     def register(self, seat, api_base, alias, weight=1, seat_key=None):
         self.hide(seat_key)

@@ -34,14 +34,19 @@ def systemd_running():
     return os.path.isdir("/run/systemd/system")
 
 
-def read_key(lay):
+def read_env_text(lay):
+    """The router's env file (the admin key and the seats' key), or a RouterError naming the role."""
     try:
         with open(lay["env_file"]) as handle:
-            key = deploy.key_from_env_text(lay["kind"], handle.read())
+            return handle.read()
     except OSError as exc:
         raise RouterError(
             "cannot read the router's env file %s: %s (run the router role first)" % (lay["env_file"], exc)
         )
+
+
+def read_key(lay):
+    key = deploy.key_from_env_text(lay["kind"], read_env_text(lay))
     if key is None:
         raise RouterError(
             "%s holds no %s: run the router role with router_admin_key" % (lay["env_file"], lay["key_env"])
@@ -50,13 +55,8 @@ def read_key(lay):
 
 
 def read_seat_key(lay):
-    """The key the seats take, from the router's env file (None when they take none or it is unreadable:
-    the role wrote it, and a seat that needs one then refuses smg's health checks, which the move sees)."""
-    try:
-        with open(lay["env_file"]) as handle:
-            return deploy.seat_key_from_env_text(handle.read())
-    except OSError:
-        return None
+    """The key the seats take, from the router's env file (None when they take none)."""
+    return deploy.seat_key_from_env_text(read_env_text(lay))
 
 
 def read_config(path):
