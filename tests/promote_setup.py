@@ -23,9 +23,10 @@ RUN_ID = "20261201T120000Z"
 GATES = {"min_requests": 4, "min_visible_ratio": 0.1}
 
 
-def start_seat(name):
+def start_seat(name, *extra):
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "router_backend.py"), "--name", name, "--model", "lab", "--port", "0"],
+        [sys.executable, str(ROOT / "tests" / "router_backend.py"), "--name", name, "--model", "lab", "--port", "0"]
+        + list(extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -34,6 +34,7 @@ class Backend(BaseHTTPRequestHandler):
     lock = threading.Lock()
     api_key = None
     strict_model = False
+    chunk_s = CHUNK_S
 
     def log_message(self, fmt, *args):
         sys.stderr.write("%s %s\n" % (self.name, fmt % args))
@@ -102,7 +103,7 @@ class Backend(BaseHTTPRequestHandler):
         chat = path == "/v1/chat/completions"
         usage = {"prompt_tokens": 3, "completion_tokens": tokens, "total_tokens": 3 + tokens}
         if not request.get("stream"):
-            time.sleep(CHUNK_S * tokens)
+            time.sleep(self.chunk_s * tokens)
             text = " ".join(words[:tokens])
             choice = {"index": 0, "finish_reason": "length" if tokens <= 3 else "stop"}
             choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
@@ -119,7 +120,7 @@ class Backend(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         for i, word in enumerate(words[:tokens]):
-            time.sleep(CHUNK_S)
+            time.sleep(self.chunk_s)
             piece = word if i == 0 else " " + word
             delta = {"content": piece} if chat else None
             choice = {"index": 0, "finish_reason": None}
@@ -141,7 +142,9 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--key-env", help="answer 401 without `Bearer $KEY_ENV` (the key never on argv)")
     parser.add_argument("--strict-model", action="store_true", help="answer 404 for a name it does not serve")
+    parser.add_argument("--chunk-s", type=float, default=CHUNK_S, help="seconds between streamed tokens")
     args = parser.parse_args()
+    Backend.chunk_s = args.chunk_s
     Backend.name = args.name
     Backend.api_key = os.environ.get(args.key_env) if args.key_env else None
     Backend.strict_model = args.strict_model

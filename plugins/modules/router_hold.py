@@ -11,15 +11,18 @@ description:
     answers with the benchmark's own per-level analysis (C(plugins/module_utils/router/rollout.py) judge_hold).
     A failed gate ends the hold at once; the module does not fail on it, it returns the verdict. A hold still
     too thin to judge at its time holds on for as long again (at least 30 s) before it is called a failure.
+    The candidate's visible tok/s is judged against I(baseline) when given, else against its benchmark.
+  - With I(mode=baseline), holds the alias the same way while I(candidate) (then the incumbent) carries it
+    alone, and returns its figures, the baseline every later hold of the promotion is judged against.
   - With I(mode=confirm), asks through the alias until answers come from I(seats) several times in a row and
     returns the seconds since I(since_epoch) (a rollback's measured time).
   - Progress lines go to C(SEATWRIGHT_PROGRESS_LOG) when it is set (C(tail -f) it while a hold runs).
   - Runs on the controller (C(delegate_to) localhost); the logic is in C(plugins/module_utils/io/router/hold.py).
 options:
   mode:
-    description: C(hold) or C(confirm).
+    description: C(hold), C(baseline) or C(confirm).
     type: str
-    choices: [hold, confirm]
+    choices: [hold, baseline, confirm]
     default: hold
   router_url:
     description: The router's address (C(http://host:port)); requests go to its C(/v1).
@@ -33,7 +36,7 @@ options:
     type: str
     required: true
   candidate:
-    description: The seat being promoted (I(mode=hold)).
+    description: The seat being promoted (I(mode=hold)), or the incumbent measured (I(mode=baseline)).
     type: str
   step:
     description: The step's name, for progress and the verdict.
@@ -59,6 +62,14 @@ options:
     description: Streams of synthetic load added when the answers are too thin to judge.
     type: int
     default: 4
+  synthetic_at_start:
+    description: Streams of synthetic load from the start (the count the baseline hold ended with).
+    type: int
+    default: 0
+  baseline:
+    description: The baseline hold's C(figures) (I(mode=hold)); empty, the candidate's benchmark is the reference.
+    type: dict
+    default: {}
   seats:
     description: The seats a confirmed rollback must be answered by (I(mode=confirm)).
     type: list
@@ -119,7 +130,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Sea
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold
 
 ARGUMENT_SPEC = dict(
-    mode=dict(type="str", choices=["hold", "confirm"], default="hold"),
+    mode=dict(type="str", choices=["hold", "baseline", "confirm"], default="hold"),
     router_url=dict(type="str", required=True),
     api_key=dict(type="str", no_log=True),
     alias=dict(type="str", required=True),
@@ -130,6 +141,8 @@ ARGUMENT_SPEC = dict(
     gates=dict(type="dict", default={}),
     force_fail=dict(type="bool", default=False),
     synthetic_streams=dict(type="int", default=4),
+    synthetic_at_start=dict(type="int", default=0),
+    baseline=dict(type="dict", default={}),
     seats=dict(type="list", elements="str", default=[]),
     since_epoch=dict(type="float", default=0),
 )
@@ -137,18 +150,15 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC, required_if=[("mode", "hold", ("candidate",))], supports_check_mode=True
+        argument_spec=ARGUMENT_SPEC,
+        required_if=[("mode", "hold", ("candidate",)), ("mode", "baseline", ("candidate",))],
+        supports_check_mode=True,
     )
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, verdict="not run", reasons=["check mode"], figures={})
-    point = hold.endpoint(p["router_url"], p["api_key"])
     try:
-        if p["mode"] == "confirm":
-            result = hold.confirm_serving(point, p["alias"], p["seats"], p["since_epoch"])
-        else:
-            args = (p["alias"], p["candidate"], p["step"], p["hold_s"], p["benchmark_record"], p["gates"])
-            result = hold.run_hold(point, *args, force_fail=p["force_fail"], synthetic_streams=p["synthetic_streams"])
+        result = hold.run_from(p)
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

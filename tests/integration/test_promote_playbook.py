@@ -151,8 +151,15 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(collection, fleet, t
     assert {a["seat"] for a in after} == {"lab-fast"} and all(a["ok"] for a in after)
     document = json.loads((Path(folder) / "promotion-rollout.json").read_text())
     assert document["outcome"] == "moved" and document["rollback_s"] is None
-    assert [s["step"] for s in document["steps"]] == ["register", "canary 50%", "all", "drain", "deregister"]
-    assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass", "pass"]
+    steps = ["register", "baseline", "canary 50%", "all", "drain", "deregister"]
+    assert [s["step"] for s in document["steps"]] == steps
+    # Every gated hold was judged against the incumbent's baseline hold, not the benchmark alone.
+    baseline = document["steps"][1]["verdict"]["figures"]
+    for step in document["steps"][2:4]:
+        figures = step["verdict"]["figures"]
+        assert figures["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"], step
+        assert figures["expected_from"].startswith("the incumbent's baseline hold"), step
+    assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass"] * 3
     assert "## Rollout" in (Path(folder) / "report.md").read_text()
     assert KEY not in out and KEY not in evidence_text(folder)
 
@@ -189,9 +196,10 @@ def test_check_mode_shows_each_step_and_touches_nothing(collection, fleet, tmp_p
     assert done.returncode == 0, out[-4000:]
     for line in (
         "1. register: register lab-fast; production -> lab weight 100",
-        "2. canary 50%: set_alias; production -> lab weight 50, lab-fast weight 50; hold 3 s",
-        "3. all: set_alias; production -> lab-fast weight 100; hold 3 s",
-        "4. drain: drain lab",
+        "2. baseline: measure lab carrying production alone for 3 s, the visible tok/s every later hold",
+        "3. canary 50%: set_alias; production -> lab weight 50, lab-fast weight 50; hold 3 s",
+        "4. all: set_alias; production -> lab-fast weight 100; hold 3 s",
+        "5. drain: drain lab",
         "a gate that fails puts production back on lab weight 100",
     ):
         # The YAML callback folds long lines: compare with the whitespace made single spaces.

@@ -305,7 +305,7 @@ def test_check_mode_shows_the_steps_and_changes_nothing(router, tmp_path):
     done, out = router.promote(tmp_path, "--check")
     assert done.returncode == 0, out[-6000:]
     flat = " ".join(out.split())
-    assert "1. register: register lab-fast" in flat and "4. drain: drain lab" in flat, out[-3000:]
+    assert "1. register: register lab-fast" in flat and "5. drain: drain lab" in flat, out[-3000:]
     assert router.targets() == targets
     assert router.snapshot() == before
     assert not (Path(folder) / "promotion-rollout.json").exists()
@@ -346,7 +346,14 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     assert done.returncode == 0, out[-6000:]
     document = rollout_of(folder)
     assert document["outcome"] == "moved" and document["rollback_s"] is None
-    assert [s["step"] for s in document["steps"]] == ["register", "canary 50%", "all", "drain", "deregister"]
+    steps = ["register", "baseline", "canary 50%", "all", "drain", "deregister"]
+    assert [s["step"] for s in document["steps"]] == steps
+    # Every gated hold was judged against the incumbent's baseline hold, not the benchmark alone.
+    baseline = document["steps"][1]["verdict"]["figures"]
+    for step in document["steps"][2:4]:
+        figures = step["verdict"]["figures"]
+        assert figures["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"], step
+        assert figures["expected_from"].startswith("the incumbent's baseline hold"), step
     moved = next(s for s in document["steps"] if s["step"] == "all")
     # When the role's move returned: the router lists only the candidate from then on.
     moved_at = float(moved["applied_at_epoch"])
@@ -369,6 +376,6 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     assert len(after) > 20 and {r["seat"] for r in after} == {"lab-fast"}
     assert {r["seat"] for r in load.records} == {"lab", "lab-fast"}
     assert router.targets() == {"lab-fast": 1 if router.kind == "smg" else 100}
-    assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass", "pass"]
+    assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass"] * 3
     assert KEY not in out and KEY not in evidence_text(folder)
     assert not SEAT_KEY[router.kind] or (SEAT_KEY[router.kind] not in out + evidence_text(folder))

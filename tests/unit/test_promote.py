@@ -21,7 +21,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence impor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold as io_hold
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold
 from conftest import ROOT
-from promote_setup import GATES, KEY, Fleet, evidence_folder
+from promote_setup import GATES, KEY, Fleet, evidence_folder, start_seat
 
 
 @pytest.fixture(scope="module")
@@ -155,17 +155,19 @@ def test_plan_steps_and_lines(tmp_path):
     assert course["refusal"] is None and course["incumbent"] == "lab"
     assert [s["step"] for s in course["steps"]] == [
         "register",
+        "baseline",
         "canary 10%",
         "canary 50%",
         "all",
         "drain",
         "deregister",
     ]
-    assert course["steps"][1]["router_targets"] == {
+    assert course["steps"][2]["router_targets"] == {
         "lab": {"api_base": "http://127.0.0.1:1/v1", "weight": 90},
         "lab-fast": {"api_base": "http://c/v1", "weight": 10},
     }
     text = "\n".join(course["lines"])
+    assert "2. baseline: measure lab carrying production alone for 30 s, the visible tok/s every later hold" in text
     assert "canary 10%: set_alias; production -> lab weight 90, lab-fast weight 10; hold 30 s" in text
     assert "ttft_ms_p95 2000" in text and "failed on purpose" in text
     assert "a gate that fails puts production back on lab weight 100" in text
@@ -246,6 +248,40 @@ def test_a_hold_too_thin_at_its_time_holds_on_for_a_verdict(fleet, lab_targets):
     assert 0 < verdict["overtime_s"] < hold.overtime_s(1)
     assert verdict["figures"]["requests"] >= 3
     assert any("holding on up to" in line for line in lines)
+
+
+def test_a_slow_candidate_fails_against_the_incumbents_baseline(fleet, lab_targets):
+    lines = []
+    point = io_hold.endpoint(fleet.router.url)
+    base = io_hold.run_hold(
+        point, "production", "lab", "baseline", 2, {}, GATES, baseline=hold.BASELINE, emit=lines.append
+    )
+    assert base["verdict"] == "pass", base
+    assert base["figures"]["answered_by"] == {"lab": base["figures"]["all_requests"]}
+    assert base["synthetic_streams"] == 4 and any("judging the baseline of lab" in line for line in lines)
+    # A candidate streaming six times slower than the incumbent did under the same probe.
+    proc, slow = start_seat("lab-slow", "--chunk-s", "0.3")
+    try:
+        fleet.router.targets["production"] = {"lab-slow": {"api_base": slow, "weight": 100}}
+        verdict = io_hold.run_hold(
+            point,
+            "production",
+            "lab-slow",
+            "all",
+            2,
+            {},
+            dict(GATES, min_visible_ratio=0.5),
+            baseline=base["figures"],
+            synthetic_at_start=base["synthetic_streams"],
+            emit=lines.append,
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert verdict["verdict"] == "fail", verdict
+    assert "of the incumbent's baseline hold" in verdict["reasons"][0], verdict["reasons"]
+    # The candidate ran under the baseline's traffic from its first second.
+    assert verdict["synthetic_streams"] == 4 and any("synthetic load at 4 streams" in line for line in lines[-8:])
 
 
 def test_a_forced_failure_fails_the_gate(fleet, lab_targets):
@@ -414,7 +450,7 @@ def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_it
     course = io_hold.course(
         "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
     )
-    register, canary = course["steps"][0], course["steps"][1]
+    register, canary = course["steps"][0], course["steps"][2]
     assert canary["router_targets"]["lab-fast"] == {
         "api_base": "http://172.30.99.11:8003/v1",
         "weight": 10,

@@ -66,21 +66,31 @@ def test_promotion_allowed():
 
 def test_litellm_steps_move_by_weight_and_drain_last():
     steps = rollout.rollout_steps("litellm", "production", "lab", "lab-fast", shares=(10, 50), hold_s=30)
-    assert [s["step"] for s in steps] == ["register", "canary 10%", "canary 50%", "all", "drain", "deregister"]
+    assert [s["step"] for s in steps] == [
+        "register",
+        "baseline",
+        "canary 10%",
+        "canary 50%",
+        "all",
+        "drain",
+        "deregister",
+    ]
     assert steps[0]["targets"] == {"lab": 100}
-    assert steps[1]["targets"] == {"lab": 90, "lab-fast": 10}
-    assert steps[2]["targets"] == {"lab": 50, "lab-fast": 50}
-    assert steps[3]["targets"] == {"lab-fast": 100}
-    assert [s.get("gate") for s in steps] == [None, True, True, True, None, None]
-    assert steps[4]["seat"] == steps[5]["seat"] == "lab"
+    # The incumbent is measured carrying the alias alone, for as long as a gated hold.
+    assert steps[1] == {"step": "baseline", "action": "baseline", "seat": "lab", "targets": {"lab": 100}, "hold_s": 30}
+    assert steps[2]["targets"] == {"lab": 90, "lab-fast": 10}
+    assert steps[3]["targets"] == {"lab": 50, "lab-fast": 50}
+    assert steps[4]["targets"] == {"lab-fast": 100}
+    assert [s.get("gate") for s in steps] == [None, None, True, True, True, None, None]
+    assert steps[5]["seat"] == steps[6]["seat"] == "lab"
     # Nothing is ever stopped by a rollout.
-    assert {s["action"] for s in steps} == {"register", "set_alias", "drain", "deregister"}
+    assert {s["action"] for s in steps} == {"register", "baseline", "set_alias", "drain", "deregister"}
 
 
 def test_smg_steps_have_one_canary_of_one_worker_in_two():
     steps = rollout.rollout_steps("smg", "production", "lab", "lab-fast", shares=(10,), hold_s=30)
-    assert [s["step"] for s in steps] == ["register", "canary 50%", "all", "drain", "deregister"]
-    assert "no weights" in steps[1]["note"]
+    assert [s["step"] for s in steps] == ["register", "baseline", "canary 50%", "all", "drain", "deregister"]
+    assert "no weights" in steps[2]["note"]
 
 
 @pytest.mark.parametrize(
@@ -108,8 +118,9 @@ def test_a_clean_hold_passes_against_the_lab_benchmark():
     assert verdict["verdict"] == rollout.PASS, verdict
     figures = verdict["figures"]
     assert figures["requests"] == 16 and figures["error_rate"] == 0
-    # 2.3 requests in flight on average: judged against the lab's c=4 level, the nearest at or above.
-    assert figures["expected_at_concurrency"] == 4
+    # 2.3 requests in flight on average, and no baseline: judged against the lab's c=4 level, the
+    # nearest at or above.
+    assert figures["expected_from"] == "the benchmark at c=4"
     assert figures["expected_visible_tok_s_p50"] == pytest.approx(19.85, abs=0.01)
 
 
@@ -130,7 +141,7 @@ def slowed(records, factor):
     [
         (RECORDS, {"ttft_ms_p95": 500.0}, "TTFT p95 624.1 ms over the gate's 500 ms"),
         # 111 tok/s per stream here; 20 times slower is under 80 % of the lab's 19.8 at c=4.
-        (slowed(RECORDS, 20), {}, "under 80 % of the 19.8 the benchmark measured at c=4"),
+        (slowed(RECORDS, 20), {}, "under 80 % of the 19.8 of the benchmark at c=4"),
     ],
 )
 def test_slow_answers_fail_the_gate(records, gates, fragment):
@@ -148,7 +159,7 @@ def test_a_thin_hold_asks_for_synthetic_load():
 def test_a_candidate_without_a_benchmark_cannot_pass():
     verdict = rollout.judge_hold(RECORDS, SPAN_S, {}, {"min_requests": 10})
     assert verdict["verdict"] == rollout.FAIL
-    assert "no visible tok/s figure" in verdict["reasons"][0]
+    assert "no baseline hold and no benchmark visible tok/s figure" in verdict["reasons"][0]
 
 
 @pytest.mark.parametrize("in_flight, level", [(0.5, 1), (1, 1), (2.3, 4), (16, 16), (40, 16)])
@@ -158,3 +169,51 @@ def test_expected_visible_uses_the_nearest_level_at_or_above(in_flight, level):
 
 def test_answered_by():
     assert rollout.answered_by(["lab-fast", "lab-fast", None, "lab"], "lab-fast") == (2, 2)
+
+
+def test_the_baseline_hold_measures_the_incumbent_and_judges_nothing():
+    broken = [dict(r, ok=False, error="HTTP 500") if i == 0 else r for i, r in enumerate(RECORDS)]
+    verdict = rollout.judge_baseline(broken, SPAN_S, {"min_requests": 10})
+    # The incumbent's own failure is recorded, not held against the promotion.
+    assert verdict["verdict"] == rollout.PASS, verdict
+    assert verdict["figures"]["failed"] == 1 and verdict["figures"]["visible_tok_s_p50"] > 0
+    assert verdict["reasons"][0].startswith("baseline: the incumbent's visible tok/s per stream p50 ")
+
+
+def test_a_thin_baseline_asks_for_synthetic_load():
+    assert rollout.judge_baseline(RECORDS[:3], SPAN_S)["verdict"] == rollout.THIN
+
+
+@pytest.mark.parametrize(
+    "factor, ratio, verdict",
+    [
+        # The same answers as the baseline: 100 % of it.
+        (1, 0.8, rollout.PASS),
+        # Decode twice as slow: about 52 % of the baseline per stream, under 80 %, over 30 %.
+        (2, 0.8, rollout.FAIL),
+        (2, 0.3, rollout.PASS),
+        # 20 times slower fails even a lenient 30 %.
+        (20, 0.3, rollout.FAIL),
+    ],
+)
+def test_a_hold_is_judged_against_the_baseline_not_the_benchmark(factor, ratio, verdict):
+    baseline = rollout.judge_baseline(RECORDS, SPAN_S, {"min_requests": 10})["figures"]
+    gates = {"min_requests": 10, "min_visible_ratio": ratio}
+    # An empty benchmark: with a baseline the benchmark is not needed.
+    judged = rollout.judge_hold(slowed(RECORDS, factor), SPAN_S, {}, gates, baseline=baseline)
+    assert judged["verdict"] == verdict, judged
+    assert judged["figures"]["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"]
+    assert judged["figures"]["expected_from"].startswith("the incumbent's baseline hold")
+    if verdict == rollout.FAIL:
+        assert "of the incumbent's baseline hold" in judged["reasons"][0]
+
+
+def test_a_node_slower_than_the_benchmark_is_not_the_candidates_fault():
+    # The field's case behind the baseline (the lab's make lab-promote-test): everything through the
+    # alias runs far slower than the candidate's benchmark alone, for the incumbent as much as for the
+    # candidate. Against the benchmark it fails; against the baseline under the same traffic it passes.
+    busy = slowed(RECORDS, 20)
+    gates = {"min_requests": 10}
+    assert rollout.judge_hold(busy, SPAN_S, LAB, gates)["verdict"] == rollout.FAIL
+    baseline = rollout.judge_baseline(slowed(RECORDS, 24), SPAN_S, gates)["figures"]
+    assert rollout.judge_hold(busy, SPAN_S, LAB, gates, baseline=baseline)["verdict"] == rollout.PASS

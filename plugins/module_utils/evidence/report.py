@@ -516,8 +516,9 @@ def rollout_lines(rollout_doc):
     if steps:
         lines += [
             "",
-            "| step | targets | seconds | verdict | answers (failed) | TTFT p95 ms | visible tok/s p50 |",
-            "|---|---|---|---|---|---|---|",
+            "| step | targets | seconds | verdict | answers (failed) | TTFT p95 ms | visible tok/s p50 "
+            "| judged against |",
+            "|---|---|---|---|---|---|---|---|",
         ]
     for step in steps:
         figs = (step.get("verdict") or {}).get("figures") or {}
@@ -526,7 +527,7 @@ def rollout_lines(rollout_doc):
         )
         span = step.get("ended_at_epoch", 0) - step.get("started_at_epoch", 0) if step.get("started_at_epoch") else None
         lines.append(
-            "| %s | %s | %s | %s | %s | %s | %s |"
+            "| %s | %s | %s | %s | %s | %s | %s | %s |"
             % (
                 step.get("step"),
                 targets,
@@ -535,6 +536,7 @@ def rollout_lines(rollout_doc):
                 "%s (%s)" % (figs["all_requests"], figs.get("all_failed")) if "all_requests" in figs else "",
                 _num(figs.get("ttft_ms_p95")),
                 _num(figs.get("visible_tok_s_p50")),
+                _against(figs),
             )
         )
         for reason in (step.get("verdict") or {}).get("reasons") or []:
@@ -542,6 +544,13 @@ def rollout_lines(rollout_doc):
                 lines.append("")
                 lines.append("- %s: %s" % (step.get("step"), reason))
     return lines + [""]
+
+
+def _against(figures):
+    """What a hold's visible tok/s was judged against: the figure and whose it is."""
+    if figures.get("expected_visible_tok_s_p50") is None:
+        return ""
+    return "%s (%s)" % (_num(figures["expected_visible_tok_s_p50"]), figures.get("expected_from") or "benchmark")
 
 
 def _evicted_name(entry):

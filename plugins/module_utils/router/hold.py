@@ -29,6 +29,8 @@ CONFIRM_ANSWERS = 5
 # A hold still too thin to judge when its time is up holds on for up to its own length again, and at
 # least this long: a loaded router that answers slowly must not fail a sound candidate for want of answers.
 MIN_OVERTIME_S = 30.0
+# What `judge` is told in place of a baseline's figures when the hold measures the baseline itself.
+BASELINE = "measure"
 FORCED = "forced by the operator (force_gate_failure): the gate is failed on purpose to show the rollback"
 
 
@@ -89,13 +91,18 @@ def candidate_records(records, candidate, named):
     return [r for r in records if r.get("seat") == candidate]
 
 
-def judge(records, candidate, duration_s, benchmark_record, gates, force_fail=False, final=False):
-    """The hold's verdict so far (rollout.judge_hold on the candidate's answers), plus what every answer
-    through the alias showed: `all_requests`, `all_failed` and `answered_by` {seat: count}."""
+def judge(records, seat, duration_s, benchmark_record, gates, force_fail=False, final=False, baseline=None):
+    """The hold's verdict so far, plus what every answer through the alias showed: `all_requests`,
+    `all_failed` and `answered_by` {seat: count}. `seat` is the candidate (rollout.judge_hold on its
+    answers, against `baseline`), or the incumbent in the baseline hold (`baseline` is BASELINE:
+    rollout.judge_baseline)."""
     named = any(r.get("seat") for r in records)
-    verdict = rollout.judge_hold(
-        candidate_records(records, candidate, named), max(duration_s, 0.001), benchmark_record, gates
-    )
+    mine, span = candidate_records(records, seat, named), max(duration_s, 0.001)
+    if baseline == BASELINE:
+        verdict = rollout.judge_baseline(mine, span, gates)
+        force_fail = False
+    else:
+        verdict = rollout.judge_hold(mine, span, benchmark_record, gates, baseline=baseline)
     by = {}
     for r in records:
         by[r.get("seat") or "not named"] = by.get(r.get("seat") or "not named", 0) + 1
@@ -242,6 +249,12 @@ def plan_lines(course):
         % (course["candidate"], course["alias"], course["kind"], course["incumbent"], course["evidence_dir"])
     ]
     for number, step in enumerate(course["steps"], start=1):
+        if step["action"] == "baseline":
+            lines.append(
+                "%d. %s: measure %s carrying %s alone for %d s, the visible tok/s every later hold is judged against"
+                % (number, step["step"], step["seat"], course["alias"], step["hold_s"])
+            )
+            continue
         text = "%d. %s: %s" % (number, step["step"], step["action"])
         if step.get("seat"):
             text += " %s" % step["seat"]

@@ -10,6 +10,13 @@ alias had before the first step. A seat is never stopped by a rollout.
 The gates are computed with the benchmark's own per-level analysis (bench/analysis.py
 analyse_level) on the requests the candidate answered in the hold, so a live window and a
 benchmark level mean the same thing by "error rate", "TTFT p95" and "visible tok/s".
+
+The visible tok/s gate compares like with like. Before the first move the incumbent carries the
+alias alone for a hold (the baseline): the same probe, the same router, the clients' own traffic.
+Each later hold judges the candidate's answers against that figure, as canary analysis compares a
+canary with its baseline (Kayenta, Flagger). A seat's benchmark was measured alone, without the
+router, other seats or the clients' traffic on the node; it is the reference only when no baseline
+was measured.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import analyse_level
@@ -32,7 +39,7 @@ DEFAULT_CANARY_SHARES = (10,)
 DEFAULT_HOLD_S = 60
 # What a hold must show. min_requests: fewer answers than this cannot be judged, so synthetic load
 # is sent through the alias. min_visible_ratio: the candidate's per-stream visible tok/s p50 against
-# its own benchmark at the nearest level at or above the traffic seen.
+# the incumbent's in the baseline hold (else its own benchmark at the traffic seen).
 DEFAULT_GATES = {"max_error_rate": 0.0, "ttft_ms_p95": None, "min_visible_ratio": 0.8, "min_requests": 20}
 PASS, FAIL, THIN = "pass", "fail", "too thin to judge"
 
@@ -111,7 +118,12 @@ def rollout_steps(kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARE
     if hold_s < 1:
         raise RouterError("hold of %r s: give 1 s or more, enough answers to judge" % (hold_s,))
     before = {incumbent: WEIGHT_TOTAL}
-    steps = [{"step": "register", "action": "register", "seat": candidate, "targets": before}]
+    # The candidate is registered with no share, and the incumbent is measured carrying the alias: the
+    # baseline every later hold is judged against.
+    steps = [
+        {"step": "register", "action": "register", "seat": candidate, "targets": before},
+        {"step": "baseline", "action": "baseline", "seat": incumbent, "targets": before, "hold_s": hold_s},
+    ]
     if kind == "smg":
         shares = (WEIGHT_TOTAL // 2,)
     for share in shares:
@@ -140,15 +152,12 @@ def _check_shares(shares):
     return shares
 
 
-def judge_hold(records, duration_s, benchmark_record, gates=None):
-    """A hold's verdict from the requests the candidate answered in it (`records` in the benchmark's
-    request shape). {verdict, reasons, figures}: PASS, FAIL (a gate failed: roll back) or THIN (too
-    few answers: send synthetic load through the alias and judge again)."""
-    gates = dict(DEFAULT_GATES, **(gates or {}))
+def hold_figures(records, duration_s):
+    """What a hold's answers show, by the benchmark's per-level analysis at the concurrency they ran."""
     seen = mean_in_flight(records) or 1.0
     level = analyse_level(max(1, int(round(seen))), 0, records, None, None, duration_s)
     count = level["requests"]
-    figures = {
+    return {
         "requests": count,
         "failed": level["failed"],
         "error_rate": level["failed"] / count if count else None,
@@ -157,28 +166,77 @@ def judge_hold(records, duration_s, benchmark_record, gates=None):
         "output_tok_s": level["figures"]["output_tok_s"],
         "in_flight": round(seen, 2),
     }
-    if count < gates["min_requests"]:
-        reason = "%d answers in %.0f s, fewer than the %d a verdict needs" % (count, duration_s, gates["min_requests"])
-        return {"verdict": THIN, "reasons": [reason], "figures": figures}
-    reasons = []
+
+
+def _thin(figures, duration_s, gates):
+    count = figures["requests"]
+    if count >= gates["min_requests"]:
+        return None
+    reason = "%d answers in %.0f s, fewer than the %d a verdict needs" % (count, duration_s, gates["min_requests"])
+    return {"verdict": THIN, "reasons": [reason], "figures": figures}
+
+
+def judge_baseline(records, duration_s, gates=None):
+    """The baseline hold's verdict from the incumbent's answers while it carries the alias alone: PASS
+    once they are enough to measure (their figures are the baseline), THIN before. The incumbent's own
+    errors are recorded, not judged: the promotion is not the incumbent's to fail."""
+    gates = dict(DEFAULT_GATES, **(gates or {}))
+    figures = hold_figures(records, duration_s)
+    thin = _thin(figures, duration_s, gates)
+    if thin:
+        return thin
+    if figures["visible_tok_s_p50"] is None:
+        return {
+            "verdict": FAIL,
+            "reasons": ["the incumbent's answers carry no visible tok/s to judge the candidate against"],
+            "figures": figures,
+        }
+    reason = "baseline: the incumbent's visible tok/s per stream p50 %s at %.1f in flight" % (
+        figure_text(figures["visible_tok_s_p50"]),
+        figures["in_flight"],
+    )
+    return {"verdict": PASS, "reasons": [reason], "figures": figures}
+
+
+def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None):
+    """A hold's verdict from the requests the candidate answered in it (`records` in the benchmark's
+    request shape). {verdict, reasons, figures}: PASS, FAIL (a gate failed: roll back) or THIN (too
+    few answers: send synthetic load through the alias and judge again). `baseline` is the baseline
+    hold's figures (judge_baseline); without one the candidate's benchmark is the reference."""
+    gates = dict(DEFAULT_GATES, **(gates or {}))
+    figures = hold_figures(records, duration_s)
+    thin = _thin(figures, duration_s, gates)
+    if thin:
+        return thin
+    count, reasons = figures["requests"], []
     if figures["error_rate"] > gates["max_error_rate"]:
         reasons.append(
             "error rate %.1f %% (%d of %d) over the gate's %.1f %%"
-            % (100 * figures["error_rate"], level["failed"], count, 100 * gates["max_error_rate"])
+            % (100 * figures["error_rate"], figures["failed"], count, 100 * gates["max_error_rate"])
         )
     bound = gates["ttft_ms_p95"]
     if bound is not None and (figures["ttft_ms_p95"] is None or figures["ttft_ms_p95"] > bound):
         reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (figure_text(figures["ttft_ms_p95"]), bound))
-    expected, at = expected_visible(benchmark_record, seen)
-    figures["expected_visible_tok_s_p50"], figures["expected_at_concurrency"] = expected, at
+    expected, source = visible_reference(benchmark_record, figures["in_flight"], baseline)
+    figures["expected_visible_tok_s_p50"], figures["expected_from"] = expected, source
     if expected is None:
-        reasons.append("the candidate's benchmark has no visible tok/s figure to judge the traffic against")
+        reasons.append("no baseline hold and no benchmark visible tok/s figure to judge the candidate against")
     elif figures["visible_tok_s_p50"] is None or figures["visible_tok_s_p50"] < gates["min_visible_ratio"] * expected:
         reasons.append(
-            "visible tok/s per stream p50 %s, under %.0f %% of the %.1f the benchmark measured at c=%d"
-            % (figure_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, at)
+            "visible tok/s per stream p50 %s, under %.0f %% of the %.1f of %s"
+            % (figure_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, source)
         )
     return {"verdict": FAIL if reasons else PASS, "reasons": reasons or ["every gate held"], "figures": figures}
+
+
+def visible_reference(benchmark_record, in_flight, baseline=None):
+    """(visible tok/s per stream p50, what it is) the candidate's answers are judged against: the
+    incumbent's in the baseline hold when one was measured, else the candidate's own benchmark."""
+    measured = (baseline or {}).get("visible_tok_s_p50")
+    if measured is not None:
+        return measured, "the incumbent's baseline hold (%.1f in flight)" % (baseline.get("in_flight") or 0)
+    expected, at = expected_visible(benchmark_record, in_flight)
+    return expected, None if expected is None else "the benchmark at c=%d" % at
 
 
 def expected_visible(benchmark_record, in_flight):

@@ -78,27 +78,46 @@ class _Lanes:
 
 
 def run_hold(
-    point, alias, candidate, step, hold_s, benchmark_record, gates, force_fail=False, synthetic_streams=None, emit=None
+    point,
+    alias,
+    candidate,
+    step,
+    hold_s,
+    benchmark_record,
+    gates,
+    force_fail=False,
+    synthetic_streams=None,
+    emit=None,
+    baseline=None,
+    synthetic_at_start=0,
 ):
     """Hold the alias for hold_s, judging as it goes; returns the verdict with its times.
 
     A probe stream runs throughout; synthetic streams are added once the answers are too thin to
-    judge. A failed gate ends the hold at once (`failed_at_epoch` is when it was seen); a hold still
-    too thin at its time holds on for its overtime (hold.overtime_s) before it is called a failure."""
+    judge, or from the start when the baseline hold needed them (`synthetic_at_start`), so that the
+    candidate is judged under the traffic its baseline saw. A failed gate ends the hold at once
+    (`failed_at_epoch` is when it was seen); a hold still too thin at its time holds on for its
+    overtime (hold.overtime_s) before it is called a failure. With `baseline` hold.BASELINE,
+    `candidate` is the incumbent and the hold measures it (hold.judge)."""
     emit = emit or progress_emit
+    force_fail = force_fail and baseline != hold.BASELINE
     synthetic_streams = hold.DEFAULT_SYNTHETIC_STREAMS if synthetic_streams is None else synthetic_streams
     gates = hold.gates_of(gates)
     lanes = _Lanes(point, alias)
     started_epoch, t0 = time.time(), time.monotonic()
-    lanes.add(1)
-    synthetic, every, told_overtime = 0, hold.check_every_s(hold_s), False
+    synthetic, every, told_overtime = max(0, int(synthetic_at_start or 0)), hold.check_every_s(hold_s), False
+    lanes.add(1 + synthetic)
+    judged = "the baseline of %s" % candidate if baseline == hold.BASELINE else candidate
+    emit(
+        "hold %s: %d s through alias %s, judging %s every %.1f s%s"
+        % (step, hold_s, alias, judged, every, ", synthetic load at %d streams" % synthetic if synthetic else "")
+    )
     limit_s = hold_s + hold.overtime_s(hold_s)
-    emit("hold %s: %d s through alias %s, judging every %.1f s" % (step, hold_s, alias, every))
     while True:
         elapsed = time.monotonic() - t0
         time.sleep(max(0.0, min(every, (hold_s if elapsed < hold_s else limit_s) - elapsed)))
         elapsed = time.monotonic() - t0
-        verdict = hold.judge(lanes.snapshot(), candidate, elapsed, benchmark_record, gates)
+        verdict = hold.judge(lanes.snapshot(), candidate, elapsed, benchmark_record, gates, baseline=baseline)
         emit(hold.progress_line(step, elapsed, hold_s, verdict, synthetic))
         if hold.hold_ends(elapsed, hold_s, verdict, force_fail):
             break
@@ -114,7 +133,9 @@ def run_hold(
             emit("hold %s: too thin to judge; synthetic load through %s at %d streams" % (step, alias, synthetic))
     records = lanes.finish()
     elapsed = time.monotonic() - t0
-    verdict = hold.judge(records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True)
+    verdict = hold.judge(
+        records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True, baseline=baseline
+    )
     ended = time.time()
     verdict.update(
         step=step,
@@ -127,6 +148,21 @@ def run_hold(
     )
     emit("hold %s: %s (%s)" % (step, verdict["verdict"], "; ".join(verdict["reasons"])))
     return verdict
+
+
+def run_from(params):
+    """The router_hold module's work from its parameters: a hold, a baseline hold, or a confirmation."""
+    point = endpoint(params["router_url"], params["api_key"])
+    if params["mode"] == "confirm":
+        return confirm_serving(point, params["alias"], params["seats"], params["since_epoch"])
+    return run_hold(
+        point,
+        *(params[key] for key in ("alias", "candidate", "step", "hold_s", "benchmark_record", "gates")),
+        force_fail=params["force_fail"],
+        synthetic_streams=params["synthetic_streams"],
+        synthetic_at_start=params["synthetic_at_start"],
+        baseline=hold.BASELINE if params["mode"] == "baseline" else (params["baseline"] or None),
+    )
 
 
 def confirm_serving(point, alias, seats, since_epoch, needed=hold.CONFIRM_ANSWERS, timeout_s=120.0, emit=None):
