@@ -432,6 +432,24 @@ def test_the_hold_cli(tmp_path, capsys, fleet, lab_targets, extra, code):
         assert "hold hold:" in out.err
 
 
+def test_the_hold_cli_measures_a_baseline_and_judges_against_it(tmp_path, capsys, fleet, lab_targets):
+    argv = ["--router-url", fleet.router.url, "--alias", "production", "--candidate", "lab", "--hold-s", "2"]
+    argv += ["--evidence-root", str(tmp_path / "evidence"), "--gate", "min_requests=2", "--json"]
+    # No evidence folder: a baseline and a hold judged against it need no benchmark.
+    assert load_tool().main(argv + ["--measure-baseline"]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["verdict"] == "pass" and measured["reasons"][0].startswith("baseline: ")
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(measured))
+    assert load_tool().main(argv + ["--baseline", str(baseline)]) == 0
+    judged = json.loads(capsys.readouterr().out)
+    assert judged["figures"]["expected_visible_tok_s_p50"] == measured["figures"]["visible_tok_s_p50"]
+    assert judged["synthetic_streams"] == measured["synthetic_streams"]
+    baseline.write_text(json.dumps({"verdict": "fail", "figures": {}}))
+    assert load_tool().main(argv + ["--baseline", str(baseline)]) == 2
+    assert "is not a passed baseline verdict" in capsys.readouterr().err
+
+
 def write_plan(tmp_path, gates=None):
     plan = {
         "ranks": [{"serve": "172.30.99.11:8003"}],
