@@ -212,7 +212,7 @@ def promote(tmp_path, *extra):
 
 def under_load(tmp_path, idle, *extra):
     key = client_key()
-    aiperf = AIPerfLoad(tmp_path / "aiperf", key, duration_s=4 * HOLD_S + 60)
+    aiperf = AIPerfLoad(tmp_path / "aiperf", key, duration_s=6 * HOLD_S + 60)
     aiperf.thread.start()
     with Load(KIND, ROUTER, key=key, model=ALIAS, interval_s=0.5, max_tokens=8) as probe:
         done, out = promote(tmp_path, *extra)
@@ -227,6 +227,27 @@ def under_load(tmp_path, idle, *extra):
 def latest_rollout():
     _record, folder = writer.latest_record(str(ROOT / "evidence"), CANDIDATE)
     return json.loads(Path(folder, "promotion-rollout.json").read_text()), folder
+
+
+def holds(rollout_doc):
+    """Each held step's verdict, visible tok/s per stream p50 and what it was judged against."""
+    found = []
+    for step in rollout_doc["steps"]:
+        verdict = step.get("verdict") or {}
+        figures = verdict.get("figures") or {}
+        if verdict and step["step"] != "rollback":
+            found.append(
+                {
+                    "step": step["step"],
+                    "verdict": verdict.get("verdict"),
+                    "answered_by": figures.get("answered_by"),
+                    "visible_tok_s_p50": figures.get("visible_tok_s_p50"),
+                    "judged_against": figures.get("expected_visible_tok_s_p50"),
+                    "against": figures.get("expected_from"),
+                    "synthetic_streams": verdict.get("synthetic_streams"),
+                }
+            )
+    return found
 
 
 def note(name, value):
@@ -278,6 +299,7 @@ def test_a_forced_gate_failure_rolls_back_under_aiperf_load_with_no_failed_reque
             "probe_requests": len(probe.records),
             "probe_by_seat": probe.by_seat(),
             "engine_counts": counts,
+            "holds": holds(rollout_doc),
         },
     )
 
@@ -308,6 +330,7 @@ def test_the_promotion_moves_the_alias_under_aiperf_load_with_no_failed_request(
             "probe_after_move": len(after),
             "probe_by_seat": probe.by_seat(),
             "engine_counts": counts,
+            "holds": holds(rollout_doc),
             "steps": [
                 (s["step"], round(s.get("ended_at_epoch", 0) - s.get("started_at_epoch", 0), 2))
                 for s in rollout_doc["steps"]
