@@ -6,7 +6,7 @@ import json
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.records import parse_profile_export
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import rollout
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import hold, rollout
 from conftest import FIXTURES
 
 # AIPerf 0.13.0 against the lab's vLLM CPU engine: 16 requests at concurrency 4, none failed.
@@ -217,3 +217,30 @@ def test_a_node_slower_than_the_benchmark_is_not_the_candidates_fault():
     assert rollout.judge_hold(busy, SPAN_S, LAB, gates)["verdict"] == rollout.FAIL
     baseline = rollout.judge_baseline(slowed(RECORDS, 24), SPAN_S, gates)["figures"]
     assert rollout.judge_hold(busy, SPAN_S, LAB, gates, baseline=baseline)["verdict"] == rollout.PASS
+
+
+@pytest.mark.parametrize(
+    "baseline, carried, streams",
+    [
+        # The baseline runs the synthetic load from its first second, and each later hold runs what it ran.
+        (hold.BASELINE, 0, 4),
+        ({"visible_tok_s_p50": 39.4}, 4, 4),
+        ({"visible_tok_s_p50": 39.4}, 0, 0),
+        # With no baseline a hold adds its load only when too thin to judge.
+        (None, 4, 0),
+    ],
+)
+def test_holds_start_with_the_baselines_load(baseline, carried, streams):
+    assert hold.starting_streams(baseline, carried) == streams
+
+
+def test_a_gate_seen_failing_stands_when_the_last_answers_arrive():
+    # make lab, 2026-12-04: the canary failed at 15 s, and the answers still in flight at the end
+    # turned the verdict over all of them into a pass. A failure ends the hold and stands.
+    seen = {"verdict": rollout.FAIL, "reasons": ["visible tok/s per stream p50 9.1, under 30 %"], "figures": {}}
+    final = {"verdict": rollout.PASS, "reasons": ["every gate held"], "figures": {}}
+    assert hold.settled(seen, final)["verdict"] == rollout.FAIL
+    assert hold.settled(seen, final)["reasons"] == seen["reasons"]
+    assert hold.settled({"verdict": rollout.PASS}, final) is final
+    forced = dict(final, verdict=rollout.FAIL, reasons=[hold.FORCED])
+    assert hold.settled({"verdict": rollout.PASS}, forced) is forced

@@ -121,6 +121,24 @@ def judge(records, seat, duration_s, benchmark_record, gates, force_fail=False, 
     return verdict
 
 
+def settled(seen, final):
+    """The hold's verdict from the last one seen while holding and the one over every answer: a gate
+    seen failing ends the hold, and the answers still in flight when it ended do not overturn it."""
+    if seen and seen.get("verdict") == rollout.FAIL and final.get("verdict") != rollout.FAIL:
+        return dict(seen, reasons=list(seen.get("reasons") or []))
+    return final
+
+
+def starting_streams(baseline, carried, streams=DEFAULT_SYNTHETIC_STREAMS):
+    """Synthetic streams a hold runs from its first second. A baseline hold starts with `streams`, and
+    each later hold with what the baseline ran (`carried`): per-stream speed falls as the streams
+    rise, so the candidate is judged under the load its baseline was measured at. A canary's share
+    of the same load is smaller, which errs lenient. Without a baseline, none until too thin."""
+    if baseline == BASELINE:
+        return streams
+    return max(0, int(carried or 0)) if baseline else 0
+
+
 def progress_line(step, elapsed_s, hold_s, verdict, synthetic):
     """One line a person watching a hold reads: how far, how many answers, from whom, the verdict so far."""
     figs = verdict["figures"]

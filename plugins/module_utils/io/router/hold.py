@@ -93,9 +93,10 @@ def run_hold(
 ):
     """Hold the alias for hold_s, judging as it goes; returns the verdict with its times.
 
-    A probe stream runs throughout; synthetic streams are added once the answers are too thin to
-    judge, or from the start when the baseline hold needed them (`synthetic_at_start`), so that the
-    candidate is judged under the traffic its baseline saw. A failed gate ends the hold at once
+    A probe stream runs throughout, with synthetic streams from the start as hold.starting_streams
+    says (a baseline hold's, and then what the baseline ran: `synthetic_at_start`), so that the
+    candidate is judged under the traffic its baseline saw; a hold that starts with none adds them once
+    its answers are too thin to judge. A failed gate ends the hold at once, and stands (hold.settled)
     (`failed_at_epoch` is when it was seen); a hold still too thin at its time holds on for its
     overtime (hold.overtime_s) before it is called a failure. With `baseline` hold.BASELINE,
     `candidate` is the incumbent and the hold measures it (hold.judge)."""
@@ -105,7 +106,8 @@ def run_hold(
     gates = hold.gates_of(gates)
     lanes = _Lanes(point, alias)
     started_epoch, t0 = time.time(), time.monotonic()
-    synthetic, every, told_overtime = max(0, int(synthetic_at_start or 0)), hold.check_every_s(hold_s), False
+    synthetic = hold.starting_streams(baseline, synthetic_at_start, synthetic_streams)
+    every, told_overtime = hold.check_every_s(hold_s), False
     lanes.add(1 + synthetic)
     judged = "the baseline of %s" % candidate if baseline == hold.BASELINE else candidate
     emit(
@@ -133,8 +135,11 @@ def run_hold(
             emit("hold %s: too thin to judge; synthetic load through %s at %d streams" % (step, alias, synthetic))
     records = lanes.finish()
     elapsed = time.monotonic() - t0
-    verdict = hold.judge(
-        records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True, baseline=baseline
+    verdict = hold.settled(
+        verdict,
+        hold.judge(
+            records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True, baseline=baseline
+        ),
     )
     ended = time.time()
     verdict.update(
