@@ -220,6 +220,58 @@ def test_a_node_slower_than_the_benchmark_is_not_the_candidates_fault():
 
 
 @pytest.mark.parametrize(
+    "candidate, incumbent, verdict",
+    [
+        # make lab-promote-test, 2026-12-04: in the canary the whole node slowed under AIPerf and the two
+        # engines sharing its cores. Both seats slowed alike: judged beside the incumbent, it passes.
+        (20, 20, rollout.PASS),
+        # The candidate alone slowed, 20 times against the incumbent beside it: it fails.
+        (20, 1, rollout.FAIL),
+        # The same per-stream rate as the incumbent beside it, whatever the baseline hold showed.
+        (1, 1, rollout.PASS),
+    ],
+)
+def test_a_canary_is_judged_beside_the_incumbent_in_the_same_hold(candidate, incumbent, verdict):
+    # The baseline hold ran on an idle node: 24 times faster than the canary's node.
+    gates = {"min_requests": 10, "min_visible_ratio": 0.3}
+    baseline = rollout.judge_baseline(RECORDS, SPAN_S, gates)["figures"]
+    judged = rollout.judge_hold(
+        slowed(RECORDS, candidate), SPAN_S, LAB, gates, baseline=baseline, beside=slowed(RECORDS, incumbent)
+    )
+    assert judged["verdict"] == verdict, judged
+    assert judged["figures"]["expected_from"] == "the incumbent beside it in this hold (16 answers, 2.3 in flight)"
+    assert judged["figures"]["incumbent_beside"]["requests"] == 16
+    if verdict == rollout.FAIL:
+        assert "of the incumbent beside it in this hold" in judged["reasons"][0]
+    # Against the idle baseline alone, a node slowed 20 times fails the candidate.
+    alone = rollout.judge_hold(slowed(RECORDS, 20), SPAN_S, LAB, gates, baseline=baseline)
+    assert alone["verdict"] == rollout.FAIL
+
+
+def test_an_incumbent_too_thin_beside_the_candidate_leaves_the_baseline_as_reference():
+    gates = {"min_requests": 10}
+    baseline = rollout.judge_baseline(RECORDS, SPAN_S, gates)["figures"]
+    judged = rollout.judge_hold(RECORDS, SPAN_S, LAB, gates, baseline=baseline, beside=RECORDS[:9])
+    assert judged["figures"]["expected_from"].startswith("the incumbent's baseline hold")
+    assert "incumbent_beside" not in judged["figures"]
+
+
+def test_a_hold_through_a_router_names_the_incumbents_answers_beside_the_candidates():
+    # LiteLLM names who answered: the canary's other answers are the incumbent's. smg names nobody:
+    # every answer is judged as the candidate's and the baseline stays the reference.
+    gates = hold.gates_of({"min_requests": 10})
+    baseline = rollout.judge_baseline(RECORDS, SPAN_S, gates)["figures"]
+    named = [dict(r, seat="lab-fast") for r in slowed(RECORDS, 20)] + [dict(r, seat="lab") for r in slowed(RECORDS, 20)]
+    verdict = hold.judge(named, "lab-fast", SPAN_S, LAB, gates, baseline=baseline)
+    assert verdict["verdict"] == rollout.PASS, verdict
+    assert verdict["figures"]["answered_by"] == {"lab-fast": 16, "lab": 16}
+    assert verdict["figures"]["expected_from"].startswith("the incumbent beside it in this hold")
+    unnamed = [dict(r, seat=None) for r in slowed(RECORDS, 20)]
+    verdict = hold.judge(unnamed, "lab-fast", SPAN_S, LAB, gates, baseline=baseline)
+    assert verdict["figures"]["expected_from"].startswith("the incumbent's baseline hold")
+
+
+@pytest.mark.parametrize(
     "baseline, carried, streams",
     [
         # The baseline runs the synthetic load from its first second, and each later hold runs what it ran.

@@ -102,7 +102,9 @@ def judge(records, seat, duration_s, benchmark_record, gates, force_fail=False, 
         verdict = rollout.judge_baseline(mine, span, gates)
         force_fail = False
     else:
-        verdict = rollout.judge_hold(mine, span, benchmark_record, gates, baseline=baseline)
+        # A canary's other answers are the incumbent's, in the same window: its reference when enough.
+        beside = [r for r in records if named and r.get("seat") and r.get("seat") != seat]
+        verdict = rollout.judge_hold(mine, span, benchmark_record, gates, baseline=baseline, beside=beside)
     by = {}
     for r in records:
         by[r.get("seat") or "not named"] = by.get(r.get("seat") or "not named", 0) + 1

@@ -17,6 +17,12 @@ Each later hold judges the candidate's answers against that figure, as canary an
 canary with its baseline (Kayenta, Flagger). A seat's benchmark was measured alone, without the
 router, other seats or the clients' traffic on the node; it is the reference only when no baseline
 was measured.
+
+In a canary the incumbent still answers its share beside the candidate, in the same window, on
+the same nodes and router, under the same traffic. When it gave enough answers there, the
+candidate is judged against those (Kayenta runs its baseline beside the canary for this reason):
+whatever else loads the fleet during the canary, it loads both seats, which a baseline measured a
+hold earlier cannot show.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import analyse_level
@@ -198,13 +204,17 @@ def judge_baseline(records, duration_s, gates=None):
     return {"verdict": PASS, "reasons": [reason], "figures": figures}
 
 
-def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None):
+def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None, beside=None):
     """A hold's verdict from the requests the candidate answered in it (`records` in the benchmark's
     request shape). {verdict, reasons, figures}: PASS, FAIL (a gate failed: roll back) or THIN (too
-    few answers: send synthetic load through the alias and judge again). `baseline` is the baseline
-    hold's figures (judge_baseline); without one the candidate's benchmark is the reference."""
+    few answers: send synthetic load through the alias and judge again). `beside` is what the
+    incumbent answered in the same hold (a canary); `baseline` is the baseline hold's figures
+    (judge_baseline); without either the candidate's benchmark is the reference."""
     gates = dict(DEFAULT_GATES, **(gates or {}))
     figures = hold_figures(records, duration_s)
+    incumbent = beside_figures(beside, duration_s, gates)
+    if incumbent:
+        figures["incumbent_beside"] = incumbent
     thin = _thin(figures, duration_s, gates)
     if thin:
         return thin
@@ -217,7 +227,7 @@ def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None)
     bound = gates["ttft_ms_p95"]
     if bound is not None and (figures["ttft_ms_p95"] is None or figures["ttft_ms_p95"] > bound):
         reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (figure_text(figures["ttft_ms_p95"]), bound))
-    expected, source = visible_reference(benchmark_record, figures["in_flight"], baseline)
+    expected, source = visible_reference(benchmark_record, figures["in_flight"], baseline, incumbent)
     figures["expected_visible_tok_s_p50"], figures["expected_from"] = expected, source
     if expected is None:
         reasons.append("no baseline hold and no benchmark visible tok/s figure to judge the candidate against")
@@ -229,9 +239,26 @@ def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None)
     return {"verdict": FAIL if reasons else PASS, "reasons": reasons or ["every gate held"], "figures": figures}
 
 
-def visible_reference(benchmark_record, in_flight, baseline=None):
+def beside_figures(records, duration_s, gates):
+    """The incumbent's figures from its answers in the candidate's hold, or None when it gave too few
+    to stand as the reference (the gate's own min_requests) or none carry a visible tok/s."""
+    if not records:
+        return None
+    figures = hold_figures(records, duration_s)
+    if figures["requests"] < gates["min_requests"] or figures["visible_tok_s_p50"] is None:
+        return None
+    return figures
+
+
+def visible_reference(benchmark_record, in_flight, baseline=None, beside=None):
     """(visible tok/s per stream p50, what it is) the candidate's answers are judged against: the
-    incumbent's in the baseline hold when one was measured, else the candidate's own benchmark."""
+    incumbent's beside it in the same hold when it answered enough there, else the incumbent's in the
+    baseline hold when one was measured, else the candidate's own benchmark."""
+    if beside:
+        return beside["visible_tok_s_p50"], "the incumbent beside it in this hold (%d answers, %.1f in flight)" % (
+            beside["requests"],
+            beside["in_flight"],
+        )
     measured = (baseline or {}).get("visible_tok_s_p50")
     if measured is not None:
         return measured, "the incumbent's baseline hold (%.1f in flight)" % (baseline.get("in_flight") or 0)
