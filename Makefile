@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-refused lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -80,6 +80,18 @@ lab-promote-test-smg:
 	  -e seat_alias=production -e seat_measure=false
 	$(FLEET_LOCK) env SEATWRIGHT_LAB_PROMOTE=1 SEATWRIGHT_LAB_ROUTER=smg $(VENV)/python -m pytest \
 	  tests/integration/test_promote_lab.py -v
+
+# Issue 26's other outcome, on what make lab left: the lab-seqs4 candidate (a batch of at most 4) is
+# brought up, qualified, benchmarked and decided against the lab seat, then promote.yml refuses to move
+# production onto it and the alias stays where it was. Not in make lab, which must stay under 45 minutes.
+lab-refused:
+	@mkdir -p $(RUN_DIR)
+	$(FLEET_LOCK) env ANSIBLE_LOG_PATH=$(RUN_DIR)/seat-lab-seqs4.log $(VENV)/ansible-playbook -i inventory/lab \
+	  playbooks/seat.yml -e seat=lab-seqs4
+	$(FLEET_LOCK) env ANSIBLE_LOG_PATH=$(RUN_DIR)/promote-lab-seqs4.log $(VENV)/ansible-playbook -i inventory/lab \
+	  playbooks/promote.yml -e seat=lab-seqs4 -e alias=production -e promote_refusal_fails=false
+	@$(VENV)/python tools/lab-alias evidence lab-seqs4 | tee $(RUN_DIR)/lab-refused.txt
+	@grep -q ", lab-seqs4 refused: " $(RUN_DIR)/lab-refused.txt || { echo "lab-seqs4 was not refused" >&2; exit 1; }
 
 lab-down:
 	molecule destroy
