@@ -210,3 +210,57 @@ def test_promote_reports_a_malformed_incumbent_record_without_a_traceback(tmp_pa
         saved = json.loads((tmp_path / "cand" / CANDIDATE_RUN / "promotion.json").read_text())
         assert saved["comparisons"][0]["comparable"] is False
         assert saved["actions"] == ["re-measure incumbent lab with this harness and workload"]
+
+
+def measured(passes):
+    """A record's benchmark summary from each level's output tok/s per pass."""
+    summary = []
+    for concurrency, values in passes.items():
+        ordered = sorted(values)
+        stats = {"values": values, "min": ordered[0], "median": ordered[len(ordered) // 2], "max": ordered[-1]}
+        summary.append({"concurrency": concurrency, "figures": {promotion.HEADLINE: stats}})
+    return {"benchmark": {"summary": summary}}
+
+
+# The lab on 2026-12-04 (bench/results/router/lab-2026-12-04-canary/output-tok-s-passes.json): each
+# level's three passes, output tok/s, for the lab seat and two candidates against it.
+LAB_SEAT = {1: [25.82, 29.69, 28.22], 4: [75.0, 67.66, 73.95], 8: [81.98, 92.43, 90.19], 16: [98.05, 96.34, 95.6]}
+# lab-seqs4 caps the batch at 4 sequences: at one stream it is the lab seat's very setting.
+LAB_SEQS4 = {1: [29.19, 25.79, 24.38], 4: [69.41, 65.85, 65.97], 8: [61.71, 60.53, 62.87], 16: [68.89, 67.93, 65.63]}
+LAB_ALLCORES = {
+    1: [23.0, 22.62, 23.42],
+    4: [77.53, 64.54, 85.09],
+    8: [88.55, 93.58, 102.13],
+    16: [121.13, 102.28, 122.85],
+}
+
+
+@pytest.mark.parametrize(
+    "candidate, verdicts",
+    [
+        # The same setting at c=1 with its median (25.79) just under the lab seat's slowest pass (25.82):
+        # the old rule called that a loss beyond the noise. Its fastest pass (29.19) is not apart from the
+        # lab seat's. At c=8 and 16 the batch cap separates every pass.
+        (LAB_SEQS4, ["loss within noise", "loss within noise", "loss", "loss"]),
+        # Every one-stream pass of lab-allcores is below every one of the lab seat's: a loss, apart.
+        (LAB_ALLCORES, ["loss", "win", "win", "win"]),
+    ],
+)
+def test_a_loss_needs_every_pass_apart_as_a_win_does(candidate, verdicts):
+    rows = promotion.judged_levels(measured(candidate), measured(LAB_SEAT), (1, 4, 8, 16))
+    assert [row["verdict"] for row in rows] == verdicts
+
+
+@pytest.mark.parametrize(
+    "median, highest, verdict",
+    [
+        (25.79, 29.19, promotion.WITHIN_NOISE),
+        (25.79, 25.80, promotion.LOSS),
+        # A record with no pass figures: the median stands for the fastest pass.
+        (25.79, None, promotion.LOSS),
+        (26.0, None, promotion.WITHIN_NOISE),
+        (28.3, 28.3, promotion.WIN),
+    ],
+)
+def test_level_verdict(median, highest, verdict):
+    assert promotion.level_verdict(median, 28.22, 25.82, highest) == verdict

@@ -12,10 +12,13 @@ would have evicted seven services. So a candidate is promoted only when:
 - it was measured at every concurrency level the fleet declares it serves, and its TTFT p95 stays
   within the fleet's bound at each of them;
 - at no judged level (the declared ones, or else every level both seats measured) does it lose
-  beyond the benchmark's own noise: its median below the incumbent's lowest pass there or, when
+  beyond the benchmark's own noise: every pass of it slower than every pass of the incumbent there or, when
   the candidate's run measured the incumbent in turns with it (bench/pairing.py), slower in every
   turn; turns are judged on their ratios, which the host's drift between passes does not move. A mean
-  over levels cannot buy back a loss at the level the fleet serves (x1.25 overall, x0.85 at c=16);
+  over levels cannot buy back a loss at the level the fleet serves (x1.25 overall, x0.85 at c=16).
+  A loss and a win need the same separation, the exact one-sided rank test's 1 in 20 at three passes
+  each: a median below the incumbent's slowest pass happens to two seats of equal speed 1 time in 5
+  per level (the lab's lab-seqs4, the lab seat's very setting at one stream, "lost" so);
 - it beats each incumbent on aggregate output throughput (the geometric mean over the judged
   levels, kept as the summary); by the declared margin when it costs the fleet more (more nodes,
   or co-tenant services evicted). A multi-node seat that evicts co-tenants and does not clear the
@@ -257,14 +260,16 @@ def candidate_levels(candidate, levels=DEFAULT_LEVELS, ttft_p95_ms=DEFAULT_TTFT_
     return rows, blocking
 
 
-def level_verdict(candidate_median, incumbent_median, incumbent_lowest):
-    """Win, loss within the incumbent's own pass-to-pass noise, or loss (below its lowest pass)."""
+def level_verdict(candidate_median, incumbent_median, incumbent_lowest, candidate_highest=None):
+    """Win, loss within the two seats' pass-to-pass noise, or loss (the candidate's fastest pass below
+    the incumbent's slowest; a missing pass figure falls back to the median)."""
     if candidate_median is None or incumbent_median is None:
         return NO_FIGURE
     if candidate_median >= incumbent_median:
         return WIN
     lowest = incumbent_median if incumbent_lowest is None else incumbent_lowest
-    return WITHIN_NOISE if candidate_median >= lowest else LOSS
+    fastest = candidate_median if candidate_highest is None else candidate_highest
+    return WITHIN_NOISE if fastest >= lowest else LOSS
 
 
 def apart(candidate_lowest, incumbent_highest):
@@ -284,6 +289,7 @@ def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
         lowest = figure(inc.get(concurrency), HEADLINE, "min")
         highest = figure(inc.get(concurrency), HEADLINE, "max")
         slowest = figure(cand.get(concurrency), HEADLINE, "min")
+        fastest = figure(cand.get(concurrency), HEADLINE, "max")
         both = concurrency in cand and concurrency in inc
         rows.append(
             {
@@ -294,8 +300,9 @@ def judged_levels(candidate, incumbent, levels=DEFAULT_LEVELS):
                 "incumbent_lowest": lowest,
                 "incumbent_highest": highest,
                 "candidate_lowest": slowest,
+                "candidate_highest": fastest,
                 "ratio": (a / b) if (a is not None and b) else None,
-                "verdict": level_verdict(a, b, lowest) if both else NO_FIGURE,
+                "verdict": level_verdict(a, b, lowest, fastest) if both else NO_FIGURE,
                 "beyond_noise": both and apart(slowest, highest),
             }
         )
@@ -358,11 +365,20 @@ def _loss_text(name, row):
             "slower in every turn): a loss at a level the fleet serves blocks promotion, whatever the mean"
             % (name, row["concurrency"], row["ratio"], ", ".join("%.3g" % v for v in row["turn_ratios"]))
         )
+    fastest = row.get("candidate_highest")
     return (
-        "loses to incumbent %s at c=%d: output x%.2f (%.4g tok/s against its median %.4g and lowest "
+        "loses to incumbent %s at c=%d: output x%.2f (%.4g tok/s%s against its median %.4g and lowest "
         "pass %.4g): a loss beyond the benchmark's noise at a level the fleet serves blocks "
         "promotion, whatever the mean"
-        % (name, row["concurrency"], row["ratio"], row["candidate"], row["incumbent"], row["incumbent_lowest"])
+        % (
+            name,
+            row["concurrency"],
+            row["ratio"],
+            row["candidate"],
+            "" if fastest is None else ", fastest pass %.4g," % fastest,
+            row["incumbent"],
+            row["incumbent_lowest"],
+        )
     )
 
 

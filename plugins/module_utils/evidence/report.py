@@ -285,7 +285,9 @@ def decision_lines(promotion):
             lines.append(
                 "Each level the fleet serves (a loss is %s, a win beyond the noise %s; TTFT p95 bound: %s):"
                 % (
-                    "the candidate slower in every turn" if in_turns else "a median below the incumbent's lowest pass",
+                    "the candidate slower in every turn"
+                    if in_turns
+                    else "every candidate pass below the incumbent's slowest",
                     "faster in every turn" if in_turns else "every candidate pass above the incumbent's fastest",
                     "%s ms" % _num(float(bound)) if bound is not None else "none declared",
                 )

@@ -181,7 +181,7 @@ VARIABLES = (
         None,
         "a list of concurrency levels (whole numbers from 1 to 4096), each once, such as [1, 4, 16]",
         "the concurrency levels the fleet serves: a candidate not benchmarked at one of them, or whose "
-        "median there falls below the incumbent's lowest pass, is not promoted, whatever its mean over "
+        "every pass there is slower than the incumbent's slowest, is not promoted, whatever its mean over "
         "levels (`[]`: every level both seats measured)",
     ),
     Variable(
