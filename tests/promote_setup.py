@@ -111,3 +111,20 @@ class Clients:
 
     def failed(self):
         return [a for a in self.answers if not a["ok"]]
+
+
+def assert_judged_against_the_incumbent(document, named):
+    """Every gated hold of a moved rollout was judged against the incumbent, not the benchmark alone:
+    beside it in the same hold when the router names who answered and it answered enough there (a
+    canary), else against its baseline hold."""
+    baseline = document["steps"][1]["verdict"]["figures"]
+    for step in document["steps"][2:4]:
+        figures = step["verdict"]["figures"]
+        beside = figures.get("incumbent_beside")
+        if beside:
+            assert named and step["step"] != "all", step
+            assert figures["expected_visible_tok_s_p50"] == beside["visible_tok_s_p50"], step
+            assert figures["expected_from"].startswith("the incumbent beside it in this hold"), step
+        else:
+            assert figures["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"], step
+            assert figures["expected_from"].startswith("the incumbent's baseline hold"), step

@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from promote_setup import GATES, KEY, Clients, Fleet, evidence_folder  # noqa: E402
+from promote_setup import GATES, KEY, Clients, Fleet, assert_judged_against_the_incumbent, evidence_folder  # noqa: E402
 
 STUB = {
     "read_targets.yml": [
@@ -153,12 +153,7 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(collection, fleet, t
     assert document["outcome"] == "moved" and document["rollback_s"] is None
     steps = ["register", "baseline", "canary 50%", "all", "drain", "deregister"]
     assert [s["step"] for s in document["steps"]] == steps
-    # Every gated hold was judged against the incumbent's baseline hold, not the benchmark alone.
-    baseline = document["steps"][1]["verdict"]["figures"]
-    for step in document["steps"][2:4]:
-        figures = step["verdict"]["figures"]
-        assert figures["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"], step
-        assert figures["expected_from"].startswith("the incumbent's baseline hold"), step
+    assert_judged_against_the_incumbent(document, named=True)
     assert [s["verdict"]["verdict"] for s in document["steps"] if s.get("verdict")] == ["pass"] * 3
     assert "## Rollout" in (Path(folder) / "report.md").read_text()
     assert KEY not in out and KEY not in evidence_text(folder)

@@ -31,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy  # noqa: E402
-from promote_setup import GATES, KEY, evidence_folder  # noqa: E402
+from promote_setup import GATES, KEY, assert_judged_against_the_incumbent, evidence_folder  # noqa: E402
 from router_load import Load  # noqa: E402
 
 ALIAS = "production"
@@ -348,12 +348,7 @@ def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     assert document["outcome"] == "moved" and document["rollback_s"] is None
     steps = ["register", "baseline", "canary 50%", "all", "drain", "deregister"]
     assert [s["step"] for s in document["steps"]] == steps
-    # Every gated hold was judged against the incumbent's baseline hold, not the benchmark alone.
-    baseline = document["steps"][1]["verdict"]["figures"]
-    for step in document["steps"][2:4]:
-        figures = step["verdict"]["figures"]
-        assert figures["expected_visible_tok_s_p50"] == baseline["visible_tok_s_p50"], step
-        assert figures["expected_from"].startswith("the incumbent's baseline hold"), step
+    assert_judged_against_the_incumbent(document, named=router.kind == "litellm")
     moved = next(s for s in document["steps"] if s["step"] == "all")
     # When the role's move returned: the router lists only the candidate from then on.
     moved_at = float(moved["applied_at_epoch"])
