@@ -525,6 +525,18 @@ def test_lab_alias_tool_prints_the_recorded_outcome(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("alias production: stays on lab, lab-fast refused: seat lab-fast's latest record")
+    expected = subprocess.run(
+        [sys.executable] + tool + [str(tmp_path / "evidence"), "lab-fast", "--expect", "refused"],
+        capture_output=True,
+        text=True,
+    )
+    assert expected.returncode == 0, expected.stderr
+    other = subprocess.run(
+        [sys.executable] + tool + [str(tmp_path / "evidence"), "lab-fast", "--expect", "moved"],
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 1 and "expected 'moved', the rollout says 'refused'" in other.stderr
     none = subprocess.run([sys.executable] + tool + [str(tmp_path / "evidence"), "lab"], capture_output=True, text=True)
     assert none.returncode in (1, 2) and "lab" in none.stdout + none.stderr
 
