@@ -70,6 +70,11 @@ options:
     description: The baseline hold's C(figures) (I(mode=hold)); empty, the candidate's benchmark is the reference.
     type: dict
     default: {}
+  contended:
+    description:
+      - What a canary's two seats both compute on (the step's C(contended), from the plans); the
+        candidate's visible tok/s is then recorded, not judged, since it measures their contention.
+    type: str
   seats:
     description: The seats a confirmed rollback must be answered by (I(mode=confirm)).
     type: list
@@ -143,6 +148,7 @@ ARGUMENT_SPEC = dict(
     synthetic_streams=dict(type="int", default=4),
     synthetic_at_start=dict(type="int", default=0),
     baseline=dict(type="dict", default={}),
+    contended=dict(type="str"),
     seats=dict(type="list", elements="str", default=[]),
     since_epoch=dict(type="float", default=0),
 )

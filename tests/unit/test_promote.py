@@ -486,6 +486,23 @@ def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_it
     assert course["gates"]["min_visible_ratio"] == 0.9 and course["gates"]["ttft_ms_p95"] == 20000
 
 
+def test_the_course_marks_a_canary_on_the_incumbents_cores_from_both_plans(tmp_path):
+    evidence_folder(tmp_path)
+    plan_file = write_plan(tmp_path)
+    plan = json.loads(open(plan_file, encoding="utf-8").read())
+    plan["ranks"][0].update(host="node-a", gpus=[])
+    open(plan_file, "w", encoding="utf-8").write(json.dumps(plan))
+    args = ("production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {})
+    # Without the incumbent's plan beside it nothing is known to be shared.
+    assert not any(s.get("contended") for s in io_hold.course(*args, plan_file=plan_file)["steps"])
+    (tmp_path / "lab.json").write_text(json.dumps({"ranks": [{"host": "node-a", "gpus": [], "serve": "x:8000"}]}))
+    course = io_hold.course(*args, plan_file=plan_file)
+    canary = next(s for s in course["steps"] if s["step"].startswith("canary"))
+    assert canary["contended"] == "node-a's CPU cores"
+    assert next(s for s in course["steps"] if s["step"] == "all").get("contended") is None
+    assert any("not judged: both seats compute on node-a's CPU cores" in line for line in course["lines"])
+
+
 def test_a_refusal_is_recorded_as_refused_with_nothing_moved(tmp_path):
     folder = evidence_folder(tmp_path, decision="do not promote")
     course = io_hold.course("production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {})

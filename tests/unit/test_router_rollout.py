@@ -296,3 +296,52 @@ def test_a_gate_seen_failing_stands_when_the_last_answers_arrive():
     assert hold.settled({"verdict": rollout.PASS}, final) is final
     forced = dict(final, verdict=rollout.FAIL, reasons=[hold.FORCED])
     assert hold.settled({"verdict": rollout.PASS}, forced) is forced
+
+
+@pytest.mark.parametrize(
+    "candidate, incumbent, shared",
+    [
+        # The lab (2026-12-04 plans): lab and lab-allcores both on node-a, no GPUs: the node's cores.
+        ([{"host": "node-a", "gpus": []}], [{"host": "node-a", "gpus": []}], "node-a's CPU cores"),
+        # lab-allcores beside the two-node lab-tp2: node-a's cores are still both seats'.
+        ([{"host": "node-a", "gpus": []}], [{"host": "node-a"}, {"host": "node-b"}], "node-a's CPU cores"),
+        # GPU seats on one workstation: shared only where their GPUs overlap.
+        ([{"host": "ws1", "gpus": [0, 1]}], [{"host": "ws1", "gpus": [1]}], "ws1's GPUs 1"),
+        ([{"host": "ws1", "gpus": [0]}], [{"host": "ws1", "gpus": [1]}], None),
+        ([{"host": "ws1", "gpus": [0, 1]}], [{"host": "ws2", "gpus": [0, 1]}], None),
+        # A CPU seat beside a GPU seat on one host: the GPU seat's compute is its GPUs.
+        ([{"host": "ws1", "gpus": []}], [{"host": "ws1", "gpus": [0]}], None),
+        # No plan for one of them: nothing known to be shared.
+        ([{"host": "node-a", "gpus": []}], None, None),
+        ([{"serve": "172.30.99.11:8003"}], [{"host": "node-a", "gpus": []}], None),
+    ],
+)
+def test_shared_compute(candidate, incumbent, shared):
+    assert rollout.shared_compute(candidate, incumbent) == shared
+
+
+def test_a_canary_on_shared_cores_records_its_visible_rate_and_judges_errors_and_ttft():
+    # make lab, 2026-12-04 (bare machine): in the canary lab-allcores streamed 6.0 tok/s per stream
+    # against the lab seat's 33.2 beside it, both engines on node-a's two cores. That is their
+    # contention, not the candidate: recorded, not judged; errors and TTFT still are.
+    gates = {"min_requests": 10, "min_visible_ratio": 0.3}
+    baseline = rollout.judge_baseline(RECORDS, SPAN_S, gates)["figures"]
+    args = (slowed(RECORDS, 20), SPAN_S, LAB, gates)
+    kwargs = {"baseline": baseline, "beside": RECORDS}
+    assert rollout.judge_hold(*args, **kwargs)["verdict"] == rollout.FAIL
+    judged = rollout.judge_hold(*args, contended="node-a's CPU cores", **kwargs)
+    assert judged["verdict"] == rollout.PASS, judged
+    assert judged["figures"]["visible_not_judged"] == "both seats compute on node-a's CPU cores in this hold"
+    assert judged["reasons"][0].startswith("error rate and TTFT held; visible tok/s recorded, not judged")
+    assert judged["figures"]["visible_tok_s_p50"] is not None
+    failed = [dict(r, ok=False) for r in RECORDS[:2]] + slowed(RECORDS, 20)[2:]
+    assert rollout.judge_hold(failed, SPAN_S, LAB, gates, contended="node-a's CPU cores")["verdict"] == rollout.FAIL
+    ttft = rollout.judge_hold(RECORDS, SPAN_S, LAB, dict(gates, ttft_ms_p95=500.0), contended="node-a's CPU cores")
+    assert ttft["verdict"] == rollout.FAIL and "TTFT p95" in ttft["reasons"][0]
+
+
+def test_only_the_canaries_are_marked_contended():
+    steps = rollout.rollout_steps("litellm", "production", "lab", "lab-allcores", (10, 50), 30, "node-a's CPU cores")
+    marked = [s["step"] for s in steps if s.get("contended")]
+    assert marked == ["canary 10%", "canary 50%"]
+    assert not any(s.get("contended") for s in rollout.rollout_steps("litellm", "production", "lab", "lab-fast"))

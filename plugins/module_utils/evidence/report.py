@@ -549,7 +549,9 @@ def rollout_lines(rollout_doc):
 
 
 def _against(figures):
-    """What a hold's visible tok/s was judged against: the figure and whose it is."""
+    """What a hold's visible tok/s was judged against: the figure and whose it is (or why it was not)."""
+    if figures.get("visible_not_judged"):
+        return "not judged: %s" % figures["visible_not_judged"]
     if figures.get("expected_visible_tok_s_p50") is None:
         return ""
     return "%s (%s)" % (_num(figures["expected_visible_tok_s_p50"]), figures.get("expected_from") or "benchmark")

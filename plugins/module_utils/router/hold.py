@@ -91,11 +91,13 @@ def candidate_records(records, candidate, named):
     return [r for r in records if r.get("seat") == candidate]
 
 
-def judge(records, seat, duration_s, benchmark_record, gates, force_fail=False, final=False, baseline=None):
+def judge(
+    records, seat, duration_s, benchmark_record, gates, force_fail=False, final=False, baseline=None, contended=None
+):
     """The hold's verdict so far, plus what every answer through the alias showed: `all_requests`,
     `all_failed` and `answered_by` {seat: count}. `seat` is the candidate (rollout.judge_hold on its
-    answers, against `baseline`), or the incumbent in the baseline hold (`baseline` is BASELINE:
-    rollout.judge_baseline)."""
+    answers, against `baseline`; `contended` as it says), or the incumbent in the baseline hold
+    (`baseline` is BASELINE: rollout.judge_baseline)."""
     named = any(r.get("seat") for r in records)
     mine, span = candidate_records(records, seat, named), max(duration_s, 0.001)
     if baseline == BASELINE:
@@ -104,7 +106,9 @@ def judge(records, seat, duration_s, benchmark_record, gates, force_fail=False, 
     else:
         # A canary's other answers are the incumbent's, in the same window: its reference when enough.
         beside = [r for r in records if named and r.get("seat") and r.get("seat") != seat]
-        verdict = rollout.judge_hold(mine, span, benchmark_record, gates, baseline=baseline, beside=beside)
+        verdict = rollout.judge_hold(
+            mine, span, benchmark_record, gates, baseline=baseline, beside=beside, contended=contended
+        )
     by = {}
     for r in records:
         by[r.get("seat") or "not named"] = by.get(r.get("seat") or "not named", 0) + 1
@@ -204,7 +208,7 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
 
     `current` is the alias's targets now {seat: {api_base, weight}}; `record` the candidate's latest
     record (its `promotion` decided the move); options: shares, hold_s, gates, force_gate_failure,
-    stop_old."""
+    stop_old, and contended (rollout.shared_compute of the candidate and the incumbent)."""
     weights = weights_of(current)
     # What a refusal keeps: enough for promotion-rollout.json to say which move was refused and why.
     refused = {
@@ -235,6 +239,7 @@ def plan(alias, kind, current, candidate, candidate_api_base, record, evidence_d
         candidate,
         options.get("shares") or rollout.DEFAULT_CANARY_SHARES,
         options.get("hold_s") or rollout.DEFAULT_HOLD_S,
+        options.get("contended"),
     ):
         if "targets" in step:
             step = dict(step, router_targets=step_targets(step["targets"], addresses, models))
@@ -285,6 +290,8 @@ def plan_lines(course):
             )
         if step.get("hold_s"):
             text += "; hold %d s, gates: %s" % (step["hold_s"], gates)
+            if step.get("contended"):
+                text += " (visible tok/s recorded, not judged: both seats compute on %s)" % step["contended"]
             if course.get("force_gate_failure"):
                 text += " (failed on purpose: force_gate_failure)"
         lines.append(text)

@@ -113,11 +113,14 @@ def smg_alias_refusal(kind, alias, candidate, served_aliases):
     )
 
 
-def rollout_steps(kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARES, hold_s=DEFAULT_HOLD_S):
-    """The ordered steps of one promotion, each {step, action, seat?, targets?, hold_s?, gate?}.
+def rollout_steps(
+    kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARES, hold_s=DEFAULT_HOLD_S, contended=None
+):
+    """The ordered steps of one promotion, each {step, action, seat?, targets?, hold_s?, gate?, contended?}.
 
     On smg, which has no weights, a canary is the candidate serving the alias beside the incumbent:
-    its share is one of two workers, whatever `shares` says, and the step says so.
+    its share is one of two workers, whatever `shares` says, and the step says so. `contended`
+    (shared_compute) marks the canaries, where both seats compute at once on what they share.
     """
     check_kind(kind)
     shares = _check_shares(shares)
@@ -140,6 +143,8 @@ def rollout_steps(kind, alias, incumbent, candidate, shares=DEFAULT_CANARY_SHARE
         }
         if kind == "smg":
             step["note"] = "smg has no weights: the candidate is one of two workers serving the alias name"
+        if contended:
+            step["contended"] = contended
         steps.append(dict(step, hold_s=hold_s, gate=True))
     steps.append(
         {"step": "all", "action": "set_alias", "targets": {candidate: WEIGHT_TOTAL}, "hold_s": hold_s, "gate": True}
@@ -204,12 +209,14 @@ def judge_baseline(records, duration_s, gates=None):
     return {"verdict": PASS, "reasons": [reason], "figures": figures}
 
 
-def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None, beside=None):
+def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None, beside=None, contended=None):
     """A hold's verdict from the requests the candidate answered in it (`records` in the benchmark's
     request shape). {verdict, reasons, figures}: PASS, FAIL (a gate failed: roll back) or THIN (too
     few answers: send synthetic load through the alias and judge again). `beside` is what the
     incumbent answered in the same hold (a canary); `baseline` is the baseline hold's figures
-    (judge_baseline); without either the candidate's benchmark is the reference."""
+    (judge_baseline); without either the candidate's benchmark is the reference. `contended` (a
+    canary on compute the incumbent shares, shared_compute) leaves the visible rate recorded, not
+    judged: there it measures the two engines' contention, and the "all" hold judges it alone."""
     gates = dict(DEFAULT_GATES, **(gates or {}))
     figures = hold_figures(records, duration_s)
     incumbent = beside_figures(beside, duration_s, gates)
@@ -229,14 +236,52 @@ def judge_hold(records, duration_s, benchmark_record, gates=None, baseline=None,
         reasons.append("TTFT p95 %s ms over the gate's %.0f ms" % (figure_text(figures["ttft_ms_p95"]), bound))
     expected, source = visible_reference(benchmark_record, figures["in_flight"], baseline, incumbent)
     figures["expected_visible_tok_s_p50"], figures["expected_from"] = expected, source
-    if expected is None:
+    if contended:
+        figures["visible_not_judged"] = "both seats compute on %s in this hold" % contended
+    elif expected is None:
         reasons.append("no baseline hold and no benchmark visible tok/s figure to judge the candidate against")
     elif figures["visible_tok_s_p50"] is None or figures["visible_tok_s_p50"] < gates["min_visible_ratio"] * expected:
         reasons.append(
             "visible tok/s per stream p50 %s, under %.0f %% of the %.1f of %s"
             % (figure_text(figures["visible_tok_s_p50"]), 100 * gates["min_visible_ratio"], expected, source)
         )
-    return {"verdict": FAIL if reasons else PASS, "reasons": reasons or ["every gate held"], "figures": figures}
+    held = ["every gate held"]
+    if contended:
+        held = ["error rate and TTFT held; visible tok/s recorded, not judged: %s" % figures["visible_not_judged"]]
+    return {"verdict": FAIL if reasons else PASS, "reasons": reasons or held, "figures": figures}
+
+
+def shared_compute(candidate_ranks, incumbent_ranks):
+    """What the candidate computes on that the incumbent computes on too, as text, or None.
+
+    In a canary both seats answer at once, so on shared compute each slows the other: on the lab's two
+    cores lab-allcores' second OpenMP thread waits on the core the lab seat's thread is bound to (6.0
+    visible tok/s per stream against the lab seat's 33.2 in make lab's canary, 2026-12-04). A seat
+    with no GPUs computes on its host's CPU cores; GPU seats share a host's GPUs they both list.
+    Ranks are the plans' ({host, gpus}); a seat whose plan is missing shares nothing known.
+    """
+    mine, theirs = _compute_of(candidate_ranks), _compute_of(incumbent_ranks)
+    shared = []
+    for host in sorted(set(mine) & set(theirs)):
+        if mine[host] is None and theirs[host] is None:
+            shared.append("%s's CPU cores" % host)
+        elif mine[host] and theirs[host] and mine[host] & theirs[host]:
+            shared.append("%s's GPUs %s" % (host, ", ".join(str(g) for g in sorted(mine[host] & theirs[host]))))
+    return " and ".join(shared) or None
+
+
+def _compute_of(ranks):
+    """{host: set of GPU indices, or None for a rank that computes on the CPU}."""
+    found = {}
+    for rank in ranks or ():
+        if not isinstance(rank, dict) or not rank.get("host"):
+            continue
+        gpus = {str(g) for g in rank.get("gpus") or ()}
+        if not gpus:
+            found[rank["host"]] = None
+        elif found.get(rank["host"], set()) is not None:
+            found[rank["host"]] = found.get(rank["host"], set()) | gpus
+    return found
 
 
 def beside_figures(records, duration_s, gates):

@@ -90,6 +90,7 @@ def run_hold(
     emit=None,
     baseline=None,
     synthetic_at_start=0,
+    contended=None,
 ):
     """Hold the alias for hold_s, judging as it goes; returns the verdict with its times.
 
@@ -99,7 +100,8 @@ def run_hold(
     its answers are too thin to judge. A failed gate ends the hold at once, and stands (hold.settled)
     (`failed_at_epoch` is when it was seen); a hold still too thin at its time holds on for its
     overtime (hold.overtime_s) before it is called a failure. With `baseline` hold.BASELINE,
-    `candidate` is the incumbent and the hold measures it (hold.judge)."""
+    `candidate` is the incumbent and the hold measures it (hold.judge); `contended` is the compute a
+    canary's two seats share (rollout.shared_compute)."""
     emit = emit or progress_emit
     force_fail = force_fail and baseline != hold.BASELINE
     synthetic_streams = hold.DEFAULT_SYNTHETIC_STREAMS if synthetic_streams is None else synthetic_streams
@@ -119,7 +121,9 @@ def run_hold(
         elapsed = time.monotonic() - t0
         time.sleep(max(0.0, min(every, (hold_s if elapsed < hold_s else limit_s) - elapsed)))
         elapsed = time.monotonic() - t0
-        verdict = hold.judge(lanes.snapshot(), candidate, elapsed, benchmark_record, gates, baseline=baseline)
+        verdict = hold.judge(
+            lanes.snapshot(), candidate, elapsed, benchmark_record, gates, baseline=baseline, contended=contended
+        )
         emit(hold.progress_line(step, elapsed, hold_s, verdict, synthetic))
         if hold.hold_ends(elapsed, hold_s, verdict, force_fail):
             break
@@ -138,7 +142,15 @@ def run_hold(
     verdict = hold.settled(
         verdict,
         hold.judge(
-            records, candidate, elapsed, benchmark_record, gates, force_fail=force_fail, final=True, baseline=baseline
+            records,
+            candidate,
+            elapsed,
+            benchmark_record,
+            gates,
+            force_fail=force_fail,
+            final=True,
+            baseline=baseline,
+            contended=contended,
         ),
     )
     ended = time.time()
@@ -167,6 +179,7 @@ def run_from(params):
         synthetic_streams=params["synthetic_streams"],
         synthetic_at_start=params["synthetic_at_start"],
         baseline=hold.BASELINE if params["mode"] == "baseline" else (params["baseline"] or None),
+        contended=params.get("contended") or None,
     )
 
 
@@ -224,6 +237,7 @@ def course(
     declared = dict(planned.get("gates") or {})
     reason = declared.pop("reason", None)
     options = dict(options, gates=dict(declared, **(options.get("gates") or {})))
+    options["contended"] = _contended(plan_file, planned, current_targets, alias)
     found = hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model)
     unserved = rollout.smg_alias_refusal(kind, alias, seat, planned.get("served_aliases")) if planned else None
     if unserved and not found.get("refusal"):
@@ -240,6 +254,24 @@ def course_from(params):
     return course(*args, **{key: params[key] for key in ("candidate_api_base", "plan_file", "candidate_model")})
 
 
+def _contended(plan_file, planned, current_targets, alias):
+    """What the candidate and the alias's current seat both compute on (rollout.shared_compute), from
+    their plans side by side in the plan folder; None when either plan is not there."""
+    try:
+        incumbent = rollout.current_seat(alias, hold.weights_of(current_targets))
+    except RouterError:
+        return None
+    theirs = os.path.join(os.path.dirname(plan_file or ""), incumbent + ".json")
+    if not planned or not os.path.isfile(theirs):
+        return None
+    try:
+        with open(theirs, encoding="utf-8") as handle:
+            ranks = json.load(handle).get("ranks")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return rollout.shared_compute(planned.get("ranks"), ranks)
+
+
 def _plan_target(plan_file, seat):
     """The candidate's OpenAI base URL (rank 0's serve address, as bring-up used it), served model
     name and declared rollout gates from its plan; {} without a plan."""
@@ -252,6 +284,7 @@ def _plan_target(plan_file, seat):
         model = (found.get("model") or {}).get("served_name")
         gates = (found.get("qualification") or {}).get("rollout_gates")
         served_aliases = (found.get("model") or {}).get("served_aliases")
+        ranks = [{"host": r.get("host"), "gpus": r.get("gpus") or []} for r in found["ranks"]]
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise RouterError(
             "seat %s's plan %s has no rank 0 serve address (%s): re-plan it or give candidate_api_base"
@@ -262,6 +295,7 @@ def _plan_target(plan_file, seat):
         "model": model,
         "gates": gates,
         "served_aliases": served_aliases,
+        "ranks": ranks,
     }
 
 
