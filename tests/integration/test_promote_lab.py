@@ -244,6 +244,8 @@ def holds(rollout_doc):
                     "visible_tok_s_p50": figures.get("visible_tok_s_p50"),
                     "judged_against": figures.get("expected_visible_tok_s_p50"),
                     "against": figures.get("expected_from"),
+                    # A canary on the cores the incumbent computes on: its visible rate is recorded only.
+                    "not_judged": figures.get("visible_not_judged"),
                     "synthetic_streams": verdict.get("synthetic_streams"),
                 }
             )
