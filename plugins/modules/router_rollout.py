@@ -33,13 +33,13 @@ options:
     type: dict
     default: {}
   candidate_api_base:
-    description: The candidate's OpenAI base URL; default, rank 0's serve address in I(plan_file).
+    description: The candidate's OpenAI base URL; default, rank 0's serve address in its plan.
     type: str
   candidate_model:
-    description: The name the candidate serves, which the router sends it; default, the served name in I(plan_file).
+    description: The name the candidate serves, which the router sends it; default, the served name in its plan.
     type: str
-  plan_file:
-    description: The candidate's plan (C(.cache/plans/<seat>.json)).
+  plan_dir:
+    description: The plan folder (C(.cache/plans)) holding the candidate's plan and the alias's current seat's.
     type: path
   evidence_root:
     description: The folder holding C(<seat>/<UTC>/) evidence folders (I(action=plan)).
@@ -126,7 +126,7 @@ ARGUMENT_SPEC = dict(
     current_targets=dict(type="dict", default={}),
     candidate_api_base=dict(type="str"),
     candidate_model=dict(type="str"),
-    plan_file=dict(type="path"),
+    plan_dir=dict(type="path"),
     evidence_root=dict(type="path"),
     options=dict(type="dict", default={}),
     evidence_dir=dict(type="path"),

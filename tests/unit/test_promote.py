@@ -466,7 +466,7 @@ def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_it
     declared = {"min_visible_ratio": 0.3, "ttft_ms_p95": 20000, "reason": "a two-core node shared during the move"}
     plan_file = write_plan(tmp_path, declared)
     course = io_hold.course(
-        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_dir=str(tmp_path)
     )
     register, canary = course["steps"][0], course["steps"][2]
     assert canary["router_targets"]["lab-fast"] == {
@@ -481,7 +481,7 @@ def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_it
     # What the operator gives on the command line wins over the recipe.
     options = {"gates": {"min_visible_ratio": 0.9}}
     course = io_hold.course(
-        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), options, plan_file=plan_file
+        "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), options, plan_dir=str(tmp_path)
     )
     assert course["gates"]["min_visible_ratio"] == 0.9 and course["gates"]["ttft_ms_p95"] == 20000
 
@@ -494,9 +494,9 @@ def test_the_course_marks_a_canary_on_the_incumbents_cores_from_both_plans(tmp_p
     open(plan_file, "w", encoding="utf-8").write(json.dumps(plan))
     args = ("production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {})
     # Without the incumbent's plan beside it nothing is known to be shared.
-    assert not any(s.get("contended") for s in io_hold.course(*args, plan_file=plan_file)["steps"])
+    assert not any(s.get("contended") for s in io_hold.course(*args, plan_dir=str(tmp_path))["steps"])
     (tmp_path / "lab.json").write_text(json.dumps({"ranks": [{"host": "node-a", "gpus": [], "serve": "x:8000"}]}))
-    course = io_hold.course(*args, plan_file=plan_file)
+    course = io_hold.course(*args, plan_dir=str(tmp_path))
     canary = next(s for s in course["steps"] if s["step"].startswith("canary"))
     assert canary["contended"] == "node-a's CPU cores"
     assert next(s for s in course["steps"] if s["step"] == "all").get("contended") is None
@@ -574,7 +574,7 @@ def test_an_smg_move_needs_a_candidate_that_serves_the_alias_first(tmp_path, ser
     plan["model"]["served_aliases"] = served_aliases
     open(plan_file, "w", encoding="utf-8").write(json.dumps(plan))
     course = io_hold.course(
-        "production", "smg", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+        "production", "smg", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_dir=str(tmp_path)
     )
     if refused:
         assert course["steps"] == [] and "seat_alias=production" in course["refusal"]
@@ -584,7 +584,7 @@ def test_an_smg_move_needs_a_candidate_that_serves_the_alias_first(tmp_path, ser
     # LiteLLM sends each seat its own name: the same plans move there.
     assert (
         io_hold.course(
-            "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_file=plan_file
+            "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_dir=str(tmp_path)
         )["refusal"]
         is None
     )

@@ -315,3 +315,42 @@ def test_every_name_asked_of_the_lookup_exists():
                     unknown.append("%s: %s" % (path.relative_to(ROOT), name))
     assert unknown == []
     assert {"state_dir", "config_dir", "seat_name_pattern", "probe_threshold", "bench_passes"} <= seen
+
+
+@pytest.mark.parametrize(
+    "plan_dir, seat, expected",
+    [
+        ("/p/.cache/plans", "lab", "/p/.cache/plans/lab.json"),
+        ("/p/.cache/plans/", "lab-allcores", "/p/.cache/plans/lab-allcores.json"),
+        (".cache/plans", "glm53", ".cache/plans/glm53.json"),
+    ],
+)
+def test_a_seats_plan_file_is_named_in_one_place(plan_dir, seat, expected):
+    assert defaults.plan_file(plan_dir, seat) == expected
+
+
+@pytest.mark.parametrize("seat", ["../lab", "lab/x", "Lab", "", None, "a" * 64])
+def test_a_plan_file_for_a_name_that_is_not_a_dns_label_is_refused(seat):
+    with pytest.raises(ValueError, match="not a DNS label"):
+        defaults.plan_file("/p/.cache/plans", seat)
+
+
+def test_the_filter_names_the_bad_seat_instead_of_a_traceback():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.seatwright.fleet.plugins.filter.plan_file import FilterModule
+
+    found = FilterModule().filters()["plan_file"]
+    assert found("/p/plans", "lab") == "/p/plans/lab.json"
+    with pytest.raises(AnsibleFilterError, match="'../x' is not a DNS label"):
+        found("/p/plans", "../x")
+
+
+def test_no_play_or_role_spells_a_plan_files_name_itself():
+    spelled = re.compile(r"""\bseat(_name)?\s*~\s*'\.json'""")
+    found = [
+        str(path.relative_to(ROOT))
+        for folder in ("playbooks", "roles")
+        for path in (ROOT / folder).rglob("*.yml")
+        if spelled.search(path.read_text())
+    ]
+    assert found == [], "spell <plan_dir>/<seat>.json with seatwright.fleet.plan_file: %s" % found

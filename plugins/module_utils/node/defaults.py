@@ -12,6 +12,8 @@ value comes from; the plan shows, for each seat node, the value in effect (the i
 sets one, else the default) and its source.
 """
 
+import os
+import re
 from collections import namedtuple
 
 # seatwright's folders on every node; everything below derives from these two.
@@ -37,6 +39,14 @@ PLAN_DIR = ".cache/plans"
 
 # A seat's name: a DNS label, so it can name containers, files and evidence folders unchanged.
 SEAT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+
+
+def plan_file(plan_dir, seat):
+    """A seat's plan in the plan folder: the one place its file name is decided (plan.yml writes it,
+    bring-up and promote.yml read it, promote.yml reads the incumbent's beside the candidate's)."""
+    if not isinstance(seat, str) or not re.match(SEAT_NAME_PATTERN, seat):
+        raise ValueError("seat name %r is not a DNS label (%s): name the seat as in seats/" % (seat, SEAT_NAME_PATTERN))
+    return os.path.join(plan_dir, seat + ".json")
 
 # Node defaults the field did not measure; LABELLED_DEFAULTS below says where each comes from.
 FABRIC_MTU = 9000

@@ -16,6 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import 
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit as progress_emit
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import use_redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
+from ansible_collections.seatwright.fleet.plugins.module_utils.node import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, hold, rollout
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER
 
@@ -224,20 +225,20 @@ def course(
     evidence_root,
     options,
     candidate_api_base=None,
-    plan_file=None,
+    plan_dir=None,
     candidate_model=None,
 ):
     """The promotion's course (router/hold.plan) from the candidate's latest record, its address and
     the name it serves (given, else from its plan)."""
     record, folder = writer.latest_record(evidence_root, seat)
-    planned = _plan_target(plan_file, seat)
+    planned = _plan_target(_plan_file(plan_dir, seat), seat)
     address = candidate_api_base or planned.get("api_base")
     model = candidate_model or planned.get("model")
     # The recipe's gates (qualification.rollout_gates), under what the operator gives (-e promote_gates).
     declared = dict(planned.get("gates") or {})
     reason = declared.pop("reason", None)
     options = dict(options, gates=dict(declared, **(options.get("gates") or {})))
-    options["contended"] = _contended(plan_file, planned, current_targets, alias)
+    options["contended"] = _contended(plan_dir, planned, current_targets, alias)
     found = hold.plan(alias, kind, current_targets, seat, address, record, folder, options, candidate_model=model)
     unserved = rollout.smg_alias_refusal(kind, alias, seat, planned.get("served_aliases")) if planned else None
     if unserved and not found.get("refusal"):
@@ -251,18 +252,31 @@ def course(
 def course_from(params):
     """course() from the router_rollout module's parameters."""
     args = [params[key] for key in ("alias", "kind", "seat", "current_targets", "evidence_root", "options")]
-    return course(*args, **{key: params[key] for key in ("candidate_api_base", "plan_file", "candidate_model")})
+    return course(*args, **{key: params[key] for key in ("candidate_api_base", "plan_dir", "candidate_model")})
 
 
-def _contended(plan_file, planned, current_targets, alias):
+def _plan_file(plan_dir, seat):
+    """The seat's plan in the plan folder (defaults.plan_file), or None without a folder."""
+    if not plan_dir:
+        return None
+    try:
+        return defaults.plan_file(plan_dir, seat)
+    except ValueError as exc:
+        raise RouterError(str(exc))
+
+
+def _contended(plan_dir, planned, current_targets, alias):
     """What the candidate and the alias's current seat both compute on (rollout.shared_compute), from
     their plans side by side in the plan folder; None when either plan is not there."""
     try:
         incumbent = rollout.current_seat(alias, hold.weights_of(current_targets))
     except RouterError:
         return None
-    theirs = os.path.join(os.path.dirname(plan_file or ""), incumbent + ".json")
-    if not planned or not os.path.isfile(theirs):
+    try:
+        theirs = _plan_file(plan_dir, incumbent)
+    except RouterError:
+        return None
+    if not planned or not theirs or not os.path.isfile(theirs):
         return None
     try:
         with open(theirs, encoding="utf-8") as handle:
