@@ -481,3 +481,113 @@ def test_the_seat_key_sent_to_smg_stays_out_of_logs_and_errors():
     assert seen == [{"url": "http://10.0.0.5:8000", "api_key": seat_key}]
     assert "HTTP 400" in str(caught.value) or "400" in str(caught.value)
     assert seat_key not in str(caught.value) and all(seat_key not in line for line in lines) and lines
+
+
+# ---------------------------------------------------------------- smg launched as the role wrote it
+
+
+class FakeManager:
+    """The process manager as Router uses it: what runs, and each start and restart."""
+
+    def __init__(self, running):
+        self.up, self.calls = running, []
+
+    def running(self, spec):
+        return self.up
+
+    def start(self, spec):
+        self.calls.append("start")
+        self.up = True
+
+    def restart(self, spec):
+        self.calls.append("restart")
+        self.up = True
+
+
+class FakeSmg:
+    """smg's worker listing, emptied by a restart as the real one is (it keeps workers in memory)."""
+
+    def __init__(self, manager, workers):
+        self.manager, self.workers, self.posted = manager, list(workers), []
+
+    def seats(self):
+        if self.manager.calls and self.manager.calls[-1] == "restart" and not self.posted:
+            return []
+        return self.workers
+
+    def hide(self, *secrets):
+        pass
+
+    def expect(self, what, method, path, body=None, ok=(200,)):
+        self.posted.append(body)
+        return 202, {}, "{}"
+
+
+def smg_router(tmp_path, monkeypatch, running, workers=(), launched=None, wrapper="exec smg --policy round_robin\n"):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import switch
+
+    found = deploy.layout("smg", 4100, str(tmp_path / "etc"), str(tmp_path / "var"))
+    os.makedirs(os.path.dirname(found["wrapper"]))
+    os.makedirs(found["state_dir"])
+    open(found["wrapper"], "w").write(wrapper)
+    open(found["env_file"], "w").write(deploy.env_file_text("smg", "sk-admin-0123456789abcdef"))
+    if launched is not None:
+        json.dump({"names": {"http://10.0.0.1:8000": "lab"}, "launched": launched}, open(found["state_file"], "w"))
+    router = switch.Router(found, deploy.service_specs(found, "seatwright-router"), "processes")
+    router.manager = FakeManager(running)
+    smg = FakeSmg(router.manager, workers)
+    monkeypatch.setattr(router, "client", lambda key: smg)
+    monkeypatch.setattr(router, "wait_healthy", lambda spec, what, timeout_s: None)
+    return router, smg, found
+
+
+LISTED = [
+    {"id": "w1", "url": "http://10.0.0.1:8000", "status": "ready"},
+    {"id": "w2", "url": "http://10.0.0.1:8003", "status": "draining"},
+]
+
+
+def test_smg_running_the_launch_the_role_wrote_is_left_alone(tmp_path, monkeypatch):
+    digest = deploy.launch_digest("exec smg --policy round_robin\n")
+    router, smg, _found = smg_router(tmp_path, monkeypatch, True, LISTED, launched=digest)
+    assert router.started() == {"changed": False}
+    assert router.manager.calls == [] and smg.posted == []
+
+
+@pytest.mark.parametrize("launched", [None, deploy.launch_digest("exec smg --policy cache_aware\n")])
+def test_smg_running_an_older_launch_is_restarted_and_gets_its_workers_back(tmp_path, monkeypatch, launched):
+    router, smg, found = smg_router(tmp_path, monkeypatch, True, LISTED, launched=launched)
+    result = router.started()
+    assert router.manager.calls == ["restart"]
+    # The draining worker was on its way out: only the serving one is registered again.
+    assert result == {"changed": True, "restarted": [found["unit"]], "registered_again": ["http://10.0.0.1:8000"]}
+    assert [body["url"] for body in smg.posted] == ["http://10.0.0.1:8000"]
+    state = json.load(open(found["state_file"]))
+    assert state["launched"] == deploy.launch_digest("exec smg --policy round_robin\n")
+    if launched is not None:
+        assert state["names"] == {"http://10.0.0.1:8000": "lab"}
+
+
+def test_smg_restart_in_check_mode_is_shown_and_nothing_moves(tmp_path, monkeypatch):
+    router, smg, found = smg_router(tmp_path, monkeypatch, True, LISTED, launched="0" * 16)
+    assert router.started(check_mode=True) == {"changed": True, "restarted": [found["unit"]]}
+    assert router.manager.calls == [] and smg.posted == [] and json.load(open(found["state_file"]))["launched"] == "0" * 16
+
+
+def test_smg_not_running_is_started_and_its_launch_recorded(tmp_path, monkeypatch):
+    router, _smg, found = smg_router(tmp_path, monkeypatch, False)
+    assert router.started() == {"changed": True, "started": [found["unit"]]}
+    assert router.manager.calls == ["start"]
+    assert json.load(open(found["state_file"]))["launched"] == deploy.launch_digest("exec smg --policy round_robin\n")
+
+
+@pytest.mark.parametrize(
+    "workers, expected",
+    [
+        ([], []),
+        (LISTED, ["http://10.0.0.1:8000"]),
+        ([{"url": "http://b:1", "status": "ready"}, {"url": "http://a:1", "status": "pending"}], ["http://a:1", "http://b:1"]),
+    ],
+)
+def test_smg_reregisters_what_it_served(workers, expected):
+    assert deploy.smg_reregister(workers) == expected

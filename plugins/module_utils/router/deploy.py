@@ -377,6 +377,18 @@ def unit_text(spec, description):
     return "\n".join(lines)
 
 
+def launch_digest(text):
+    """What a router process was launched with (its wrapper's text), as the state records it: a
+    running router whose record differs was started from an older launch."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
+
+
+def smg_reregister(workers):
+    """The worker URLs to register again after smg restarts (it keeps workers only in memory): the
+    ones it listed, less those already draining out."""
+    return sorted({worker["url"] for worker in workers if worker.get("status") != "draining"})
+
+
 def smg_wrapper_text(lay, policy="round_robin"):
     """smg 1.13.0 takes its control-plane key only on argv: this shell reads it from the environment
     (filled from the 0600 env file) when it starts, so it is in no unit, task or log; it is still in

@@ -312,17 +312,46 @@ class Router:
         base = "http://127.0.0.1:%d" % self.lay["port"]
         return router_client.client_for(self.lay["kind"], base, key, timeout_s=30.0, log=self.log)
 
+    def _started_smg(self, check_mode, timeout_s):
+        """smg running with the launch the role wrote: started when it is not running; restarted when
+        it runs an older launch (its argv changed), with the workers it had registered again, since
+        smg keeps its workers in memory and reads its argv only when it starts."""
+        spec = self.specs["smg"]
+        launch = deploy.launch_digest(read_text(self.lay["wrapper"]))
+        running = self.manager.running(spec)
+        if running and self.state().get("launched") == launch:
+            return {"changed": False}
+        if check_mode:
+            return {"changed": True, "restarted" if running else "started": [spec["unit"]]}
+        if not running:
+            self.manager.start(spec)
+            self.wait_healthy(spec, "smg", timeout_s)
+            atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
+            return {"changed": True, "started": [spec["unit"]]}
+        key = read_key(self.lay)
+        urls = deploy.smg_reregister(self.client(key).seats())
+        self.manager.restart(spec)
+        self.wait_healthy(spec, "smg", timeout_s)
+        atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
+        client = self.client(key)
+        seat_key = read_seat_key(self.lay) if urls else None
+        client.hide(seat_key)
+        for url in urls:
+            body = deploy.smg_worker_body(url, seat_key)
+            client.expect("registering %s again after the restart" % url, "POST", "/workers", body, ok=(200, 201, 202))
+
+        def listed():
+            shown = {worker["url"] for worker in client.seats()}
+            return True if set(urls) <= shown else "listed %s of %s" % (sorted(shown), urls)
+
+        wait_until("smg did not list its workers again after the restart", listed, timeout_s)
+        return {"changed": True, "restarted": [spec["unit"]], "registered_again": urls}
+
     def started(self, check_mode=False, timeout_s=120.0):
         """Start what is not running: smg's unit; or LiteLLM's serving colour (blue, with no seat, on
         first start) and the front. Returns {changed, ...}."""
         if self.lay["kind"] == "smg":
-            spec = self.specs["smg"]
-            if self.manager.running(spec):
-                return {"changed": False}
-            if not check_mode:
-                self.manager.start(spec)
-                self.wait_healthy(spec, "smg", timeout_s)
-            return {"changed": True, "started": [spec["unit"]]}
+            return self._started_smg(check_mode, timeout_s)
         active = self.state().get("active")
         colour = active or deploy.COLOURS[0]
         spec, started = self.specs[colour], []
@@ -414,7 +443,7 @@ class Router:
             return {"changed": True, "targets": want, "added": add, "removed": remove}
         names = dict(self.state().get("names", {}))
         names.update({target["api_base"]: seat for seat, target in want.items()})
-        atomic_write_json(self.lay["state_file"], {"names": names})
+        atomic_write_json(self.lay["state_file"], dict(self.state(), names=names))
         seat_key = read_seat_key(self.lay) if add else None
         client.hide(seat_key)
         for url in add:
