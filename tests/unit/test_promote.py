@@ -464,7 +464,7 @@ def write_plan(tmp_path, gates=None):
 def test_the_course_takes_the_candidates_address_name_and_declared_gates_from_its_plan(tmp_path):
     evidence_folder(tmp_path)
     declared = {"min_visible_ratio": 0.3, "ttft_ms_p95": 20000, "reason": "a two-core node shared during the move"}
-    plan_file = write_plan(tmp_path, declared)
+    write_plan(tmp_path, declared)
     course = io_hold.course(
         "production", "litellm", "lab-fast", current(), str(tmp_path / "evidence"), {}, plan_dir=str(tmp_path)
     )

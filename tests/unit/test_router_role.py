@@ -110,6 +110,8 @@ def test_smg_key_reaches_its_argv_only_inside_the_wrapper():
     wrapper = deploy.smg_wrapper_text(found)
     assert '--control-plane-api-keys "seatwright:seatwright:admin:${SMG_ADMIN_KEY}"' in wrapper
     assert "--port 4100" in wrapper and wrapper.startswith("#!/bin/sh\n")
+    # A load-aware policy: round robin kept feeding a stalled canary half the alias (docs/router.md).
+    assert "--policy least_load " in wrapper
 
 
 # ---------------------------------------------------------------- the admin key
@@ -571,7 +573,9 @@ def test_smg_running_an_older_launch_is_restarted_and_gets_its_workers_back(tmp_
 def test_smg_restart_in_check_mode_is_shown_and_nothing_moves(tmp_path, monkeypatch):
     router, smg, found = smg_router(tmp_path, monkeypatch, True, LISTED, launched="0" * 16)
     assert router.started(check_mode=True) == {"changed": True, "restarted": [found["unit"]]}
-    assert router.manager.calls == [] and smg.posted == [] and json.load(open(found["state_file"]))["launched"] == "0" * 16
+    assert (
+        router.manager.calls == [] and smg.posted == [] and json.load(open(found["state_file"]))["launched"] == "0" * 16
+    )
 
 
 def test_smg_not_running_is_started_and_its_launch_recorded(tmp_path, monkeypatch):
@@ -586,7 +590,10 @@ def test_smg_not_running_is_started_and_its_launch_recorded(tmp_path, monkeypatc
     [
         ([], []),
         (LISTED, ["http://10.0.0.1:8000"]),
-        ([{"url": "http://b:1", "status": "ready"}, {"url": "http://a:1", "status": "pending"}], ["http://a:1", "http://b:1"]),
+        (
+            [{"url": "http://b:1", "status": "ready"}, {"url": "http://a:1", "status": "pending"}],
+            ["http://a:1", "http://b:1"],
+        ),
     ],
 )
 def test_smg_reregisters_what_it_served(workers, expected):

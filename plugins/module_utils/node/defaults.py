@@ -48,6 +48,7 @@ def plan_file(plan_dir, seat):
         raise ValueError("seat name %r is not a DNS label (%s): name the seat as in seats/" % (seat, SEAT_NAME_PATTERN))
     return os.path.join(plan_dir, seat + ".json")
 
+
 # Node defaults the field did not measure; LABELLED_DEFAULTS below says where each comes from.
 FABRIC_MTU = 9000
 PROBE_THRESHOLD = 0.9

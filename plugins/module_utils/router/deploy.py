@@ -389,7 +389,14 @@ def smg_reregister(workers):
     return sorted({worker["url"] for worker in workers if worker.get("status") != "draining"})
 
 
-def smg_wrapper_text(lay, policy="round_robin"):
+# smg's policy: least_load sends a request to the worker with the least expected wait from the load
+# the engines report and what smg has in flight, so a seat that falls behind (a canary on shared
+# cores stalled 80 s in the lab, 2026-12-04) stops taking new requests. round_robin kept sending it
+# half the alias's traffic, and 30-67 requests per run waited past a client's 60 s.
+SMG_POLICY = "least_load"
+
+
+def smg_wrapper_text(lay, policy=SMG_POLICY):
     """smg 1.13.0 takes its control-plane key only on argv: this shell reads it from the environment
     (filled from the 0600 env file) when it starts, so it is in no unit, task or log; it is still in
     smg's /proc/PID/cmdline, which local users can read (docs/router.md)."""
