@@ -312,6 +312,15 @@ class Router:
         base = "http://127.0.0.1:%d" % self.lay["port"]
         return router_client.client_for(self.lay["kind"], base, key, timeout_s=30.0, log=self.log)
 
+    def _register_workers(self, client, urls, why=""):
+        """POST each URL to smg's /workers with the key the seats take (kept out of logs)."""
+        seat_key = read_seat_key(self.lay) if urls else None
+        client.hide(seat_key)
+        for url in urls:
+            body = deploy.smg_worker_body(url, seat_key)
+            what = " ".join(part for part in ("registering", url, why) if part)
+            client.expect(what, "POST", "/workers", body, ok=(200, 201, 202))
+
     def _started_smg(self, check_mode, timeout_s):
         """smg running with the launch the role wrote: started when it is not running; restarted when
         it runs an older launch (its argv changed), with the workers it had registered again, since
@@ -334,11 +343,7 @@ class Router:
         self.wait_healthy(spec, "smg", timeout_s)
         atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
         client = self.client(key)
-        seat_key = read_seat_key(self.lay) if urls else None
-        client.hide(seat_key)
-        for url in urls:
-            body = deploy.smg_worker_body(url, seat_key)
-            client.expect("registering %s again after the restart" % url, "POST", "/workers", body, ok=(200, 201, 202))
+        self._register_workers(client, urls, "again after the restart")
 
         def listed():
             shown = {worker["url"] for worker in client.seats()}
@@ -444,11 +449,7 @@ class Router:
         names = dict(self.state().get("names", {}))
         names.update({target["api_base"]: seat for seat, target in want.items()})
         atomic_write_json(self.lay["state_file"], dict(self.state(), names=names))
-        seat_key = read_seat_key(self.lay) if add else None
-        client.hide(seat_key)
-        for url in add:
-            body = deploy.smg_worker_body(url, seat_key)
-            client.expect("registering %s" % url, "POST", "/workers", body, ok=(200, 201, 202))
+        self._register_workers(client, add)
         for worker_id in remove:
             client.expect("removing worker %s" % worker_id, "DELETE", "/workers/%s" % worker_id, ok=(200, 202, 204))
 
