@@ -159,7 +159,11 @@ def test_a_definition_listing_a_patch_without_its_changes_line_is_refused(tmp_pa
     text = "\n".join(line for line in MLA_PATCH.read_text().splitlines() if not line.startswith("# changes:"))
     (folder / "example-mla-gate.patch").write_text(text + "\n")
     with pytest.raises(ImageError, match="name each file the diff changes and the function"):
-        build_inputs(_options(tmp_path, patch_dirs=[str(folder)], extra_patches=["example-mla-gate"]))
+        build_inputs(
+            _options(
+                tmp_path, patch_dirs=[str(ROLE / "files" / "patches"), str(folder)], extra_patches=["example-mla-gate"]
+            )
+        )
 
 
 def test_content_tag_moves_with_every_input_and_only_then():
@@ -204,7 +208,12 @@ def test_build_inputs_of_the_lab_image_and_a_rebuild_only_when_an_input_moves(tm
     assert build_inputs(_options(tmp_path))["tag"] == plan["tag"]
     assert build_inputs(_options(tmp_path, base_image_id="sha256:" + "2" * 64))["tag"] != plan["tag"]
     moved = build_inputs(_options(tmp_path, extra_patches=["example-mla-gate"]))
-    assert moved["tag"] != plan["tag"] and [p["id"] for p in moved["patches"]] == ["example-mla-gate"]
+    # The lab image's own patch first (images/lab-vllm-cpu.yml), then the operator's extra one.
+    assert [p["id"] for p in plan["patches"]] == ["lab-shm-reader-parks"]
+    assert moved["tag"] != plan["tag"] and [p["id"] for p in moved["patches"]] == [
+        "lab-shm-reader-parks",
+        "example-mla-gate",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -569,3 +578,15 @@ def test_only_ranks_that_run_the_engine_have_their_flags_checked(role, argv, ref
     rank = {"rank": 1, "host": "node-b", "role": role, "argv": argv}
     found = [item["detail"].split(" passes ")[1].split(",")[0] for item in flag_refusals(recipe, [rank], lab_facts())]
     assert found == refused
+
+
+def test_no_task_names_a_regex_group_in_a_replacement():
+    # In a folded task value `'\\g<1>'` reaches re.sub as a backslash and `g<1>`: the build context once
+    # held patches/\g<1>.patch, not the patch (found by the first build that shipped one).
+    found = [
+        str(path.relative_to(ROOT))
+        for folder in ("roles", "playbooks")
+        for path in sorted((ROOT / folder).rglob("*.yml"))
+        if "\\g<" in path.read_text()
+    ]
+    assert found == []
