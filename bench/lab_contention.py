@@ -14,14 +14,13 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
-BODY = {
-    "model": "production",
-    "max_tokens": 16,
-    "temperature": 0,
-    "stream": True,
-    "messages": [{"role": "user", "content": "Count from one to twenty in words."}],
-}
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+# The promotion hold's own request, so the engines see what a canary sends them.
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.hold import PROBE_REQUEST  # noqa: E402
 
 
 def engine(text):
@@ -36,7 +35,7 @@ def one(url, key, model):
     start, error = time.time(), None
     request = urllib.request.Request(
         url + "/v1/chat/completions",
-        json.dumps(dict(BODY, model=model)).encode(),
+        json.dumps(dict(PROBE_REQUEST, model=model)).encode(),
         {"Content-Type": "application/json", "Authorization": "Bearer " + key},
     )
     try:
