@@ -10,8 +10,12 @@ so no disk sets the pace and the price of hashing shows:
   verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
             digests (--piece-mb), and every piece is hashed and checked on whichever stream got it,
             with the digest the node picks (BLAKE3 where Python has the blake3 package)
-  plain_pieces  the verified path's own transport (pieces, streams, fetch workers, writes) with the
-            hashing taken out: verified against it is the price of hashing alone
+  plain_pieces  the verified path's own transport (pieces, streams, fetch workers, splices into the
+            file) with the hashing taken out: verified against it is the price of hashing alone
+  plain_pieces_buffered  the same with splice turned off
+  verified_lane  verified with each spliced pipeful hashed on the stream's hash lane, not in line
+  verified_buffered  verified with splice turned off: each piece received into buffers, hashed
+            there and written (what a file opened for direct I/O gets), timed beside the spliced path
   verified_sha256  the same with sha256 pieces forced: what a node without blake3 does
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them
@@ -52,7 +56,25 @@ from shim import link_shim  # noqa: E402  (bench/staging/shim.py)
 
 FIELD_GB_S = (9.97, 11.33)
 HASH_BLOCK = 64 * 1024 * 1024
-KINDS = ("plain", "plain_pieces", "verified", "verified_sha256", "whole")
+KINDS = (
+    "plain",
+    "plain_pieces",
+    "plain_pieces_buffered",
+    "verified",
+    "verified_lane",
+    "verified_buffered",
+    "verified_sha256",
+    "whole",
+)
+# /proc/stat's clock ticks per second (USER_HZ).
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def machine_ticks():
+    """{field: ticks} of /proc/stat's cpu line: every core's time, whichever process or interrupt spent it."""
+    with open("/proc/stat") as handle:
+        values = [int(v) for v in handle.readline().split()[1:9]]
+    return dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"), values))
 
 
 def log(text):
@@ -94,7 +116,7 @@ def serve_source(staging_source, made, work, kind, secret, piece_bytes):
     return server, listing
 
 
-def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_kib=0, switch_us=0, depth=0):
+def pull_command(kind, streams, shim, url, work, dest, revision, state, tuning):
     """The argv of one pull in a fresh process (this script's --pull mode), reading the token in `work`."""
     return [
         sys.executable,
@@ -115,13 +137,7 @@ def pull_command(kind, streams, shim, url, work, dest, revision, state, chunk_ki
         revision,
         "--state",
         str(state),
-        "--chunk-kib",
-        str(chunk_kib),
-        "--switch-us",
-        str(switch_us),
-        "--depth",
-        str(depth),
-    ]
+    ] + tuning
 
 
 def blake3_module():
@@ -196,11 +212,25 @@ def pull_once(args):
     if args.pull == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
-    if args.pull == "plain_pieces":
-        # The verified path's own transport (pieces, streams, workers, writes) with its hashing taken out.
+    if args.pipe_kib or args.hash_lane:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE_PIPE_BYTES = (args.pipe_kib * 1024) or swarm.SPLICE_PIPE_BYTES
+        swarm.HASH_IN_LINE = not args.hash_lane
+    if args.pull == "verified_lane":
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.HASH_IN_LINE = False
+    if args.pull in ("verified_buffered", "plain_pieces_buffered"):
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = False
+    if args.pull in ("plain_pieces", "plain_pieces_buffered"):
+        # The verified path's own transport (pieces, streams, workers, splices) with its hashing taken out.
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.piece_hasher = lambda _algo: Nothing()
+        swarm._hash_range = lambda _digest, _fd, _start, _end: None
         made = swarm.Swarm.__init__
 
         def unhashed(self, *given):
@@ -211,6 +241,7 @@ def pull_once(args):
     forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
+    ticks, started = machine_ticks(), time.perf_counter()
     result = staging_pull.stage(
         dict(
             dest=args.dest,
@@ -233,6 +264,8 @@ def pull_once(args):
             piece_hash=forced,
         )
     )
+    wall, spent = time.perf_counter() - started, machine_ticks()
+    spent = {field: (spent[field] - ticks[field]) / TICKS / wall for field in ticks}
     # The pull's own CPU and that of the fetch workers it ran (joined children).
     usage, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print(
@@ -243,6 +276,11 @@ def pull_once(args):
                 "streams": result["streams"],
                 "pull_cpu_s": round(usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime, 3),
                 "piece_hash": result.get("piece_hash"),
+                # Every core of the machine while the pull ran: busy (not idle, not waiting on I/O),
+                # and the parts of it spent on interrupts and taken by the hypervisor.
+                "machine_busy_cores": round(sum(spent.values()) - spent["idle"] - spent["iowait"], 2),
+                "machine_softirq_cores": round(spent["softirq"] + spent["irq"], 2),
+                "machine_steal_cores": round(spent["steal"], 2),
             }
         )
     )
@@ -280,10 +318,22 @@ def main(argv=None):
         "--depth", type=int, default=0, help="chunks a verified stream's worker keeps in flight (default: swarm.py's)"
     )
     parser.add_argument(
+        "--pipe-kib",
+        type=int,
+        default=0,
+        help="bytes of a spliced stream's pipe, and of each hash (default: swarm.py's)",
+    )
+    parser.add_argument(
+        "--hash-lane", action="store_true", help="hash each spliced pipeful on the stream's hash lane, not in line"
+    )
+    parser.add_argument(
         "--switch-us",
         type=int,
         default=0,
         help="the pull's interpreter switch interval in microseconds (default: Python's 5000)",
+    )
+    parser.add_argument(
+        "--methods", default=",".join(KINDS), help="methods to time (plain and verified always are); default: all"
     )
     parser.add_argument("--streams", default="4,8,16", help="other stream counts to time beside the derived one")
     parser.add_argument(
@@ -367,8 +417,13 @@ def main(argv=None):
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
-        urls["plain_pieces"] = urls["verified"]
-        methods = [(kind, count) for count in counts for kind in KINDS]
+        for kind in ("plain_pieces", "plain_pieces_buffered", "verified_lane", "verified_buffered"):
+            urls[kind] = urls["verified"]
+        kinds = [k for k in KINDS if k in ("plain", "verified") or k in args.methods.split(",")]
+        methods = [(kind, count) for count in counts for kind in kinds]
+        # The child's tuning flags, as given here.
+        tuning = ["--chunk-kib", str(args.chunk_kib), "--switch-us", str(args.switch_us), "--depth", str(args.depth)]
+        tuning += ["--pipe-kib", str(args.pipe_kib)] + (["--hash-lane"] if args.hash_lane else [])
         records = []
         for index in range(1, args.passes + 1):
             shift = (index - 1) % len(methods)
@@ -384,9 +439,7 @@ def main(argv=None):
                     dest,
                     made["revision"],
                     work / "state",
-                    args.chunk_kib,
-                    args.switch_us,
-                    args.depth,
+                    tuning,
                 )
                 load = os.getloadavg()[0]
                 before = resource.getrusage(resource.RUSAGE_SELF)
@@ -418,18 +471,20 @@ def main(argv=None):
     table = []
     for count in counts:
         row = {"streams": count, "chosen": count == chosen}
-        for kind in KINDS:
-            seconds = statistics.median(r["seconds"] for r in records if r["method"] == kind and r["streams"] == count)
+        for kind in kinds:
+            mine = [r for r in records if r["method"] == kind and r["streams"] == count]
+            seconds = statistics.median(r["seconds"] for r in mine)
             row["%s_s" % kind] = seconds
             row["%s_gb_s" % kind] = round(made["bytes"] / seconds / 1e9, 3)
-            mine = [r for r in records if r["method"] == kind and r["streams"] == count]
             row["%s_cpu_s" % kind] = statistics.median(r["pull_cpu_s"] + r["source_cpu_s"] for r in mine)
             row["%s_cores_busy" % kind] = round(row["%s_cpu_s" % kind] / seconds, 1)
-        row["ratio"] = round(row["plain_s"] / row["verified_s"], 3)
-        row["ratio_sha256"] = round(row["plain_s"] / row["verified_sha256_s"], 3)
-        row["ratio_whole"] = round(row["plain_s"] / row["whole_s"], 3)
-        # The price of hashing alone: verified against its own transport with the hashing taken out.
-        row["ratio_pieces"] = round(row["plain_pieces_s"] / row["verified_s"], 3)
+            row["%s_machine_busy_cores" % kind] = statistics.median(r["machine_busy_cores"] for r in mine)
+        for kind in kinds[1:]:
+            row["ratio_%s" % kind] = round(row["plain_s"] / row["%s_s" % kind], 3)
+        row["ratio"] = row["ratio_verified"]
+        if "plain_pieces" in kinds:
+            # The price of hashing alone: verified against its own transport with the hashing taken out.
+            row["ratio_pieces"] = round(row["plain_pieces_s"] / row["verified_s"], 3)
         checked = [r["piece_hash"] for r in records if r["method"] == "verified" and r["streams"] == count]
         row["piece_hash"] = checked[0]
         # The most verified / plain this machine allows: verified needs plain's CPU plus one hash of
@@ -452,6 +507,7 @@ def main(argv=None):
         "chosen_streams": chosen,
         "ceilings": ceilings,
         "field_gb_s": FIELD_GB_S,
+        "methods": kinds,
         "ratio_at_chosen": figure["ratio"],
         "target": 0.9,
         "table": table,
@@ -495,33 +551,24 @@ def markdown(doc):
         "on 127.0.0.1 and pulled into /dev/shm (buffered writes); each pull in a fresh process, median of %d passes."
         % (c["shards"], c["shard_mib"], c["files"], c["bytes"], max(r["pass"] for r in doc["records"])),
         "",
-        "| streams | plain GB/s | plain by piece GB/s | verified by %d MiB piece GB/s (digest) | verified / plain "
-        "| verified / plain by piece "
-        "| sha256 pieces GB/s | sha256 pieces / plain | whole-file verified GB/s "
-        "| whole / plain | cores busy: plain, verified | CPU bound on verified / plain |" % c["piece_mib"],
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "Methods: %s. Each GB/s is the median pass; each ratio is plain's seconds over the method's; cores busy are "
+        "the pull's and the source's CPU seconds over the wall seconds, and in brackets every core of the machine "
+        "busy while the pull ran (/proc/stat)." % ", ".join(doc["methods"]),
+        "",
     ]
+    kinds = doc["methods"]
+    head = ["streams"] + ["%s GB/s" % k for k in kinds] + ["%s / plain" % k for k in kinds[1:]]
+    head += ["verified / plain by piece"] if "plain_pieces" in kinds else []
+    head += ["cores busy (machine): %s" % ", ".join(kinds), "CPU bound on verified / plain"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in doc["table"]:
-        lines.append(
-            "| %d%s | %.2f | %.2f | %.2f (%s) | %.3f | %.3f | %.2f | %.3f | %.2f | %.3f | %.1f, %.1f | %.3f |"
-            % (
-                r["streams"],
-                " (derived)" if r["chosen"] else "",
-                r["plain_gb_s"],
-                r["plain_pieces_gb_s"],
-                r["verified_gb_s"],
-                r["piece_hash"],
-                r["ratio"],
-                r["ratio_pieces"],
-                r["verified_sha256_gb_s"],
-                r["ratio_sha256"],
-                r["whole_gb_s"],
-                r["ratio_whole"],
-                r["plain_cores_busy"],
-                r["verified_cores_busy"],
-                r["cpu_bound_ratio"],
-            )
-        )
+        cells = ["%d%s" % (r["streams"], " (derived)" if r["chosen"] else "")]
+        cells += ["%.2f%s" % (r["%s_gb_s" % k], " (%s)" % r["piece_hash"] if k == "verified" else "") for k in kinds]
+        cells += ["**%.3f**" % r["ratio"] if k == "verified" else "%.3f" % r["ratio_%s" % k] for k in kinds[1:]]
+        cells += ["%.3f" % r["ratio_pieces"]] if "plain_pieces" in kinds else []
+        cells.append(", ".join("%.1f (%.1f)" % (r["%s_cores_busy" % k], r["%s_machine_busy_cores" % k]) for k in kinds))
+        cells.append("%.3f" % r["cpu_bound_ratio"])
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Ceilings measured in the same run:", ""]
     lines += ["- %s: %.2f GB/s" % (k, v) for k, v in doc["ceilings"].items()]
     lines += [

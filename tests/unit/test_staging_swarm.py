@@ -1,6 +1,7 @@
 """Peer-assisted staging over loopback: an origin, several destinations that serve each other pieces,
 and peers that lie, break the protocol or die."""
 
+import errno
 import os
 import shutil
 import socket
@@ -188,16 +189,19 @@ class Liar:
         self.server.server_close()
 
 
+@pytest.mark.parametrize("direct_io", [True, False], ids=["direct", "spliced"])
 @pytest.mark.parametrize("piece_hash", ["blake3", "sha256", None])
 @pytest.mark.parametrize("damage", ["bytes", "zeros", "drop"])
 def test_a_peer_that_serves_a_wrong_piece_is_caught_and_the_piece_comes_from_elsewhere(
-    tmp_path, origin_files, damage, piece_hash
+    tmp_path, origin_files, damage, piece_hash, direct_io
 ):
     origin = Origin(tmp_path, origin_files, clients=1)
     liar = Liar(tmp_path, origin, damage)
     try:
         peers = [{"name": "liar", "url": liar.url}]
-        opts = options(tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port(), piece_hash=piece_hash)
+        opts = options(
+            tmp_path, origin, "d0", peers, 0, 2, serve_port=free_port(), piece_hash=piece_hash, direct_io=direct_io
+        )
         result = run_all([opts])["d0"]
     finally:
         origin.stop()
@@ -382,3 +386,60 @@ def test_a_run_killed_mid_piece_leaves_no_worker_behind_and_the_next_run_complet
     finally:
         origin.stop()
     assert_verified(result)
+
+
+def _count_hashed_from_pages(monkeypatch, log):
+    """Record every span a fetch worker hashes from the file's pages (workers are forked after this)."""
+    hash_range = swarm._hash_range
+
+    def counted(digest, fd, start, end):
+        with open(str(log), "a") as handle:
+            handle.write("%d %d\n" % (start, end))
+        hash_range(digest, fd, start, end)
+
+    monkeypatch.setattr(swarm, "_hash_range", counted)
+
+
+@pytest.mark.parametrize(
+    "direct_io, in_line", [(True, True), (False, True), (False, False)], ids=["direct", "in-line", "hash-lane"]
+)
+def test_buffered_destinations_splice_pieces_into_place_and_hash_them_from_the_file(
+    tmp_path, origin_files, monkeypatch, direct_io, in_line
+):
+    log = tmp_path / "hashed-from-pages"
+    _count_hashed_from_pages(monkeypatch, log)
+    monkeypatch.setattr(swarm, "HASH_IN_LINE", in_line)
+    origin = Origin(tmp_path, origin_files, clients=2)
+    try:
+        results = run_all(fleet(tmp_path, origin, ["d0", "d1"], direct_io=direct_io))
+    finally:
+        origin.stop()
+    for result in results.values():
+        assert_verified(result)
+    spans = [tuple(map(int, line.split())) for line in log.read_text().splitlines()] if log.exists() else []
+    if direct_io:
+        # Direct writes bypass the pages a splice fills: those pieces are received into buffers and hashed there.
+        assert spans == []
+    else:
+        moved = sum(r["bytes_transferred"] for r in results.values())
+        assert sum(end - start for start, end in spans) == moved
+        assert max(end - start for start, end in spans) <= swarm.SPLICE_PIPE_BYTES
+
+
+def test_a_filesystem_that_refuses_splice_gets_the_pieces_by_buffered_writes(tmp_path, origin_files, monkeypatch):
+    splice = os.splice
+
+    def refusing(src, dst, count, offset_src=None, offset_dst=None, flags=0):
+        if offset_dst is not None:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return splice(src, dst, count, offset_src, offset_dst, flags)
+
+    monkeypatch.setattr(os, "splice", refusing)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", direct_io=False, retries=0))
+    finally:
+        origin.stop()
+    # Not one interruption: the refused bytes were written from the pipe, and the rest received into buffers.
+    assert_verified(result)
+    assert all(r["interruptions"] == 0 for r in result["transfers"])
