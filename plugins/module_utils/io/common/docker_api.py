@@ -76,6 +76,29 @@ class DockerEngine:
             "repo_digests": data.get("RepoDigests") or [],
         }
 
+    def labelled_images(self, label):
+        """[{id, tags, created, size_bytes}] of every image carrying `label` (key=value)."""
+        query = urlencode({"filters": json.dumps({"label": [label]})})
+        _, body = self._call("GET", "/images/json?" + query)
+        return [
+            {
+                "id": data["Id"],
+                "tags": [tag for tag in data.get("RepoTags") or [] if tag != "<none>:<none>"],
+                "created": data.get("Created") or 0,
+                "size_bytes": data.get("Size"),
+            }
+            for data in json.loads(body)
+        ]
+
+    def container_image_ids(self):
+        """Ids of the images every container, running or stopped, was made from."""
+        _, body = self._call("GET", "/containers/json?" + urlencode({"all": 1}))
+        return {data["ImageID"] for data in json.loads(body) if data.get("ImageID")}
+
+    def untag(self, reference):
+        """Remove the tag `reference`; the image goes with its last tag (never forced off a container)."""
+        self._call("DELETE", "/images/%s" % quote(reference, safe=""))
+
     def tag(self, source, repository, tag):
         """Tag the image `source` as repository:tag (moves the tag if another image held it)."""
         query = urlencode({"repo": repository, "tag": tag, "force": 1})
