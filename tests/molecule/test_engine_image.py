@@ -14,12 +14,33 @@ FACTS_DIR = "/var/lib/seatwright/images/facts"
 
 
 def images(host):
-    """{reference: id} of the lab engine image in this node's own Docker engine."""
+    """[(created, reference, id)] of the lab engine image's builds in this node's own Docker engine, newest first."""
     listing = host.check_output(
         "docker images --no-trunc --filter label=org.seatwright.image=%s "
         "--format '{{.Repository}}:{{.Tag}} {{.ID}}'" % IMAGE
     )
-    return dict(line.split() for line in listing.splitlines() if line.strip())
+    found = []
+    for line in listing.splitlines():
+        if line.strip():
+            reference, image_id = line.split()
+            found.append(
+                (host.check_output("docker image inspect -f '{{.Created}}' %s" % reference), reference, image_id)
+            )
+    return sorted(found, reverse=True)
+
+
+def planned(host):
+    """(reference, id) of the build the last converge planned: the newest (a load keeps the builder's time)."""
+    _, reference, image_id = images(host)[0]
+    return reference, image_id
+
+
+def in_use(host):
+    """Ids of the images this node's containers, running or stopped, were made from."""
+    containers = host.check_output("docker ps -aq --no-trunc").split()
+    if not containers:
+        return set()
+    return set(host.check_output("docker inspect -f '{{.Image}}' %s" % " ".join(containers)).split())
 
 
 def test_each_node_runs_its_own_docker_engine(host):
@@ -29,11 +50,15 @@ def test_each_node_runs_its_own_docker_engine(host):
 
 
 def test_both_nodes_hold_the_image_with_the_same_id(host):
-    here = images(host)
-    assert len(here) == 1, "expected one %s image on %s, found %s" % (IMAGE, host.backend.get_hostname(), here)
+    here = planned(host)
     other = "node-b" if host.backend.get_hostname() == "node-a" else "node-a"
-    there = images(testinfra.get_host("ansible://" + other, ansible_inventory=host.backend.ansible_inventory))
-    assert here == there
+    assert here == planned(testinfra.get_host("ansible://" + other, ansible_inventory=host.backend.ansible_inventory))
+
+
+def test_every_earlier_build_left_is_one_a_container_uses(host):
+    # The lab keeps no superseded build (engine_image_keep_previous: 0) unless a container was made from it.
+    earlier = {image_id for _, reference, image_id in images(host)[1:]}
+    assert earlier <= in_use(host), "superseded %s builds nobody uses on %s" % (IMAGE, host.backend.get_hostname())
 
 
 def test_no_transfer_or_context_files_are_left(host):
@@ -46,7 +71,7 @@ def test_no_transfer_or_context_files_are_left(host):
 def facts(host):
     if host.backend.get_hostname() != "node-a":
         pytest.skip("the facts are read once, on the builder (node-a)")
-    ((reference, image_id),) = images(host).items()
+    _, image_id = planned(host)
     return json.loads(host.file("%s/%s.json" % (FACTS_DIR, image_id.replace("sha256:", ""))).content_string)
 
 
@@ -64,7 +89,7 @@ def test_image_facts_read_the_real_versions(facts):
 def test_the_engine_cli_and_py_spy_run_in_the_image(host):
     if host.backend.get_hostname() != "node-b":
         pytest.skip("run once, on the node that received the image")
-    ((reference, _),) = images(host).items()
+    reference, _ = planned(host)
     run = "docker run --rm --network none %s " % reference
     assert host.check_output(run + "py-spy --version").strip() == "py-spy 0.4.3"
     version = host.check_output(run + "python -c 'import importlib.metadata as m; print(m.version(\"vllm\"))'")

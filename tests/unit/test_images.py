@@ -470,6 +470,18 @@ def test_a_patch_that_no_longer_applies_stops_the_build_naming_it_and_changes_no
     assert done.returncode == 3 and "FAILED" in done.stdout
 
 
+def test_a_patch_missing_from_the_build_context_is_named_as_missing_not_as_stale(site):
+    before = site["target"].read_text()
+    done, applied = apply(site, "never-packed")
+    assert done.returncode == 4
+    assert (
+        "SEATWRIGHT-PATCH-MISSING never-packed: %s/never-packed.patch is not in the build context" % site["patches"]
+        in done.stdout
+    )
+    assert "no longer applies" not in done.stdout
+    assert applied == [] and site["target"].read_text() == before
+
+
 class _FakeEngine:
     """A Docker Engine API stand-in on a Unix socket: one image, containers that print the probe."""
 
