@@ -5,14 +5,13 @@ build-stream-classic.jsonl); the engine is a stand-in on a Unix socket that answ
 """
 
 import json
-import socketserver
 import tarfile
-import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import engine_image_build
 import pytest
+import unix_http
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.buildstream import (
@@ -146,19 +145,10 @@ class _BuildEngine:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 engine.built = engine.built or any('"aux"' in line for line in lines)
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-            def get_request(self):
-                request, _ = self.socket.accept()
-                return request, ("local", 0)
-
-        self.server = Server(path, Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = unix_http.serve(path, Handler)
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        unix_http.stop(self.server)
 
 
 def run(capsys, args, check_mode=False):

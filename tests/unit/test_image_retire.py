@@ -2,17 +2,19 @@
 engine_image_retire against a Docker API on a Unix socket that keeps its images in memory."""
 
 import json
-import socketserver
-import threading
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import engine_image_retire
 import pytest
+import unix_http
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import NAME_LABEL
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.retention import repository, retirement
 
 PLANNED = "seatwright/lab-vllm-cpu:e4e7cf7012a54b71"
+ROLE_TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "engine_image" / "templates"
 
 
 def build(tag, created, image_id=None, size=10**9):
@@ -124,19 +126,10 @@ class _Engine:
                     engine.images.remove(image)
                 self._json(200, [{"Untagged": tag}])
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-            def get_request(self):
-                request, _ = self.socket.accept()
-                return request, ("local", 0)
-
-        self.server = Server(path, Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = unix_http.serve(path, Handler)
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        unix_http.stop(self.server)
 
 
 def run(capsys, args, check_mode=False):
@@ -200,3 +193,8 @@ def test_no_docker_engine_is_a_clear_failure(capsys, tmp_path):
 def test_a_negative_keep_fails_naming_it(capsys, tmp_path):
     result = run(capsys, _args(tmp_path, keep=-2))
     assert result["failed"] is True and "keep is -2" in result["msg"]
+
+
+def test_the_label_retirement_looks_for_is_the_one_every_build_is_given():
+    template = ROLE_TEMPLATES / "labels.Dockerfile.j2"
+    assert template.read_text().startswith('LABEL %s="{{ __engine_image_plan.definition.name }}"' % NAME_LABEL)

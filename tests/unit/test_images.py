@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import unix_http
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import (
@@ -486,8 +487,6 @@ class _FakeEngine:
     """A Docker Engine API stand-in on a Unix socket: one image, containers that print the probe."""
 
     def __init__(self, path, output, status=0):
-        import socketserver
-        import threading
         from http.server import BaseHTTPRequestHandler
 
         engine = self
@@ -527,19 +526,10 @@ class _FakeEngine:
 
             do_GET = do_POST = do_DELETE = _any
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-            def get_request(self):
-                request, _ = self.socket.accept()
-                return request, ("local", 0)
-
-        self.server = Server(path, Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = unix_http.serve(path, Handler)
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        unix_http.stop(self.server)
 
 
 def test_probe_runs_the_image_once_then_reads_the_cache(tmp_path):

@@ -27,6 +27,9 @@ FLASHINFER_FIELDS = ("version", "channel", "index_url", "build", "wheels")
 PLATFORMS = ("linux/amd64",)
 # Every line of a patch header, in order; the text after the colon must not be empty.
 PATCH_FIELDS = ("why", "upstream", "gates")
+# The label every build carries with its definition's name (templates/labels.Dockerfile.j2 writes it);
+# a node finds all builds of one definition by it.
+NAME_LABEL = "org.seatwright.image"
 # One `# changes: file=<path> function=<name>` line per file the diff touches: what the patch claims
 # to change, checked against the diff so a review can hold it to the installed source.
 _CHANGES = re.compile(r"^file=(\S+) function=([A-Za-z_][A-Za-z0-9_.]*)$")

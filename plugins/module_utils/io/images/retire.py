@@ -1,9 +1,8 @@
 """Drop a node's superseded builds of one engine image; which ones is decided in images/retention.py."""
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import NAME_LABEL
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.retention import retirement
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DockerEngine
-
-IMAGE_LABEL = "org.seatwright.image"
 
 
 def _brief(image):
@@ -16,7 +15,7 @@ def retire_images(params, check_mode, engine=None):
     In check mode nothing is removed; the result says what would be.
     """
     engine = engine or DockerEngine(params["docker_socket"])
-    images = engine.labelled_images("%s=%s" % (IMAGE_LABEL, params["name"]))
+    images = engine.labelled_images("%s=%s" % (NAME_LABEL, params["name"]))
     plan = retirement(images, params["reference"], engine.container_image_ids(), params["keep"])
     if not check_mode:
         for image in plan["retire"]:

@@ -408,25 +408,18 @@ class _Pipeline:
             raise failure
 
     def wait(self):
-        """Every chunk handed over so far hashed and written."""
-        for index in range(self.DEPTH):
-            self._wait(index)
-        hashing, self.hashing = self.hashing, []
-        self._results(hashing)
+        """Every chunk handed over so far hashed and written; the first failure among them, once all ended."""
+        pending = [future for futures in self.busy if futures for future in futures] + self.hashing
+        self.busy, self.hashing = [None] * self.DEPTH, []
+        self._results(pending)
 
     def settle(self):
         """Wait out the last chunks after a failed piece, so no late write lands over a later fetch of it.
 
         A pipe that may still hold a failed piece's bytes is replaced: they must never land in the next one.
         """
-        for index in range(self.DEPTH):
-            try:
-                self._wait(index)
-            except StagingError:
-                pass
-        hashing, self.hashing = self.hashing, []
         try:
-            self._results(hashing)
+            self.wait()
         except StagingError:
             pass
         if self.pipe is not None:
@@ -844,10 +837,6 @@ class Swarm:
                     try:
                         offset = self._spliced(conn.sock, response, handle, (start, end), digest, pipeline, throttle)
                     except Interrupted as exc:
-                        if watchdog.fired:
-                            raise Interrupted(
-                                "%s: sent piece %d of %s too slowly (%ds)" % (sender, index, target, limit)
-                            )
                         raise Interrupted("%s, %s piece %d: %s" % (sender, target, index, exc))
                     while offset < end:
                         buffer = pipeline.buffer()
@@ -866,18 +855,17 @@ class Swarm:
                         offset += got
                 # The piece is in the file in full, and hashed, before anyone may read it from here.
                 pipeline.wait()
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, http.client.HTTPException, BadPiece, Interrupted, StagingError) as exc:
                 pipeline.settle()
                 source.connection(fresh=True)
-                fired = watchdog is not None and watchdog.fired
-                raise Interrupted(
-                    "%s: %s"
-                    % (sender, "sent piece %d of %s too slowly (%ds)" % (index, target, limit) if fired else exc)
-                )
-            except (BadPiece, Interrupted, StagingError):
-                pipeline.settle()
-                source.connection(fresh=True)
-                raise
+                if isinstance(exc, (BadPiece, StagingError)):
+                    raise
+                # The watchdog's shutdown shows as a closed or failed socket: say what really happened.
+                if watchdog is not None and watchdog.fired:
+                    raise Interrupted("%s: sent piece %d of %s too slowly (%ds)" % (sender, index, target, limit))
+                if isinstance(exc, Interrupted):
+                    raise
+                raise Interrupted("%s: %s" % (sender, exc))
         if digest.hexdigest() != self.expected[target][index]:
             raise BadPiece(
                 "hash to %s %s, expected %s" % (self.piece_hash, digest.hexdigest(), self.expected[target][index])
@@ -903,7 +891,6 @@ class Swarm:
             raise Interrupted("closed the connection with %d bytes to go" % (end - start))
         handle.write_at(memoryview(early), start)
         marks = {"hashed": start, "counted": start}
-
         grain = pipeline.pipe[2]
 
         def moved(upto):
