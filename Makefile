@@ -122,7 +122,7 @@ IMAGES := vllm-sm120 sglang-sm120
 images: lab-up
 	@for name in $(IMAGES); do \
 	  $(VENV)/ansible-playbook -i inventory/lab playbooks/images.yml -e engine_image_name=$$name --syntax-check >/dev/null; \
-	  $(VENV)/python scripts/images-record $$name --out bench/results/images; \
+	  $(VENV)/python scripts/images-record $$name --out bench/results/images $(IMAGES_RECORD_ARGS); \
 	done
 
 # One pytest worker per core: the unit tests keep no shared state and bind port 0.

@@ -64,6 +64,19 @@ options:
     type: list
     elements: str
     default: []
+  model_pins:
+    description:
+      - The operator's pins of the checkpoint for this run, where the recipe leaves them unknown (a field
+        report that names neither). C(playbooks/plan.yml) passes C(seat_model_repo) and C(seat_model_revision).
+      - A malformed pin fails naming the variable; the plan's notes say which pins were given.
+    type: dict
+    suboptions:
+      repo:
+        description: The checkpoint's Hugging Face repository, C(ORG/NAME).
+        type: str
+      revision:
+        description: The checkpoint's full 40-hex commit.
+        type: str
   plan_out:
     description: Where to write the plan as JSON; nothing is written when omitted.
     type: path
@@ -136,6 +149,10 @@ ARGUMENT_SPEC = {
     "nodes": {"type": "list", "elements": "dict", "required": True},
     "image_facts_dir": {"type": "path"},
     "served_aliases": {"type": "list", "elements": "str", "default": []},
+    "model_pins": {
+        "type": "dict",
+        "options": {"repo": {"type": "str"}, "revision": {"type": "str"}},
+    },
     "plan_out": {"type": "path"},
 }
 

@@ -1,6 +1,7 @@
 """The plan (plugins/module_utils/seat/plan.py): recipe + declared or cached hardware -> one JSON plan."""
 
 import json
+from pathlib import Path
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
@@ -304,3 +305,25 @@ def test_plan_runs_the_fleet_checks_of_preflight(change, words):
     nodes[1] = dict(nodes[1], **change)
     with pytest.raises(SeatError, match=words):
         plan("glm53-vendor", nodes)
+
+
+def _recorded_vllm_sm120(**changes):
+    facts = json.loads((Path(__file__).parents[2] / "images" / "facts" / "vllm-sm120.json").read_text())
+    facts.update(changes, recorded_in="images/facts/vllm-sm120.json")
+    return {"vllm-sm120": facts}
+
+
+def test_glm53_plans_against_the_built_images_patch_with_only_the_operators_pins_open():
+    result = make_plan(seat_data("glm53"), SCHEMA, "glm53", example_nodes(), "seats/glm53.yml", _recorded_vllm_sm120())
+    gate = next(rule for rule in result["rules"] if rule["id"] == "nope-mla-backend-gate")
+    assert "check nope-mla-sm120 passed" in gate["details"][0]
+    assert [item.split(":")[0] for item in result["unknowns"]] == ["model.revision", "model.repo"]
+
+
+def test_glm53_is_refused_by_the_gate_when_the_image_lacks_the_fix_2_patch():
+    with pytest.raises(SeatError) as caught:
+        make_plan(
+            seat_data("glm53"), SCHEMA, "glm53", example_nodes(), "seats/glm53.yml", _recorded_vllm_sm120(patches=[])
+        )
+    assert "rule nope-mla-backend-gate: image seatwright/vllm-sm120" in str(caught.value)
+    assert "not sm120-nope-mla-fa2" in str(caught.value)

@@ -9,13 +9,15 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.checks import parse_check
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.kernels import arch_order, runs_on
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import sm_of
 
 PROBE_MARK = "SEATWRIGHT-IMAGE-PROBE "
 # /2: the facts carry the --help's aliases (every spelling of an option -> its first long name).
 # /3: the engine's import is tried on its own, and its kernels are read from its kernel packages.
-FACTS_FORMAT = "seatwright-image-facts/3"
+# /4: the engine's in-image checks (images/checks.py) run and are judged.
+FACTS_FORMAT = "seatwright-image-facts/4"
 # Where each engine's compiled kernels live: SGLang's own package is Python; its CUDA kernels ship
 # in sglang-kernel (module sgl_kernel). torch is read beside them.
 KERNEL_PACKAGES = {"vllm": ["vllm"], "sglang": ["sgl_kernel", "sglang"]}
@@ -126,6 +128,15 @@ def parse_probe(output, image, errors=""):
         notes.append(
             "the engine's --help listed no flags (exit %s); launch flags cannot be checked" % probe.get("help_exit")
         )
+    checks = {
+        name: parse_check(name, (ran or {}).get("output"), (ran or {}).get("exit"))
+        for name, ran in sorted((probe.get("checks") or {}).items())
+    }
+    notes.extend(
+        "in-image check %s failed: %s" % (name, "; ".join(check["problems"]))
+        for name, check in checks.items()
+        if not check["passed"]
+    )
     return {
         "format": FACTS_FORMAT,
         "id": image["id"],
@@ -153,6 +164,7 @@ def parse_probe(output, image, errors=""):
         "flags": flags,
         "flag_count": len(flags),
         "aliases": help_aliases(help_text),
+        "checks": checks,
         "notes": notes,
     }
 
@@ -181,6 +193,8 @@ def recipe_with_image(recipe, image):
     declared = (engine.get("flashinfer_version"), sorted(engine.get("patches") or []))
     engine["flashinfer_version"] = image.get("flashinfer")
     engine["patches"] = list(image.get("patches") or [])
+    # The in-image checks' results; facts older than the checks carry none ({}), which is not a pass.
+    engine["image_checks"] = dict(image.get("checks") or {})
     if image.get("engine", {}).get("version"):
         engine["version"] = image["engine"]["version"]
     read = (engine["flashinfer_version"], sorted(engine["patches"]))

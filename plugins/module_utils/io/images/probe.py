@@ -11,6 +11,7 @@ import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images import kernels
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.checks import CHECK_MARK, ENGINE_CHECKS
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import (
     FACTS_FORMAT,
     KERNEL_PACKAGES,
@@ -38,6 +39,7 @@ import importlib.util, json, mmap, os, struct, subprocess, sys
 from importlib import metadata
 
 MARK, ENGINE, HELP, APPLIED, KERNELS, HELP_ENV = sys.argv[1], sys.argv[2], sys.argv[3:], %r, %r, %r
+CHECK_MARK, CHECKS = %r, %r
 HELP_ENV = HELP_ENV.get(ENGINE, {})
 
 def version(*names):
@@ -110,8 +112,18 @@ for package in KERNELS.get(ENGINE, [ENGINE]) + ["torch"]:
                 except (OSError, ValueError, struct.error):
                     pass
     out["kernel_archs"][package] = sorted(found)
+out["checks"] = {}
+for name, script, args in CHECKS.get(ENGINE, []):
+    try:
+        done = subprocess.run([sys.executable, "-c", script, CHECK_MARK] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+        lines = [l for l in done.stdout.decode("utf-8", "replace").splitlines() if l.startswith(CHECK_MARK)]
+        tail = "\n".join(done.stderr.decode("utf-8", "replace").strip().splitlines()[-4:])
+        out["checks"][name] = {"output": "\n".join(lines[-1:] or [tail]), "exit": done.returncode}
+    except Exception as exc:
+        out["checks"][name] = {"output": "the check did not run: %%s" %% exc, "exit": None}
 print(MARK + json.dumps(out))
-""" % (APPLIED_PATCHES, KERNEL_PACKAGES, HELP_ENV)
+""" % (APPLIED_PATCHES, KERNEL_PACKAGES, HELP_ENV, CHECK_MARK, ENGINE_CHECKS)
 # The kernels' reader goes in whole: the image has no cuobjdump, and one parser serves tests and probe.
 PROBE_SCRIPT = inspect.getsource(kernels) + "\n" + PROBE_SCRIPT
 

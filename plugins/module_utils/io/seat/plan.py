@@ -5,6 +5,7 @@ import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.pins import pin_model
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import recipe_from_text
 
@@ -48,8 +49,11 @@ def recorded_image_facts(data, facts_dir):
     return {build: dict(facts, recorded_in=os.path.relpath(path))}
 
 
-def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None, served_aliases=()):
-    """The plan of `seat` from its recipe file and the candidate hosts; SeatError names what is wrong."""
+def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None, served_aliases=(), pins=None):
+    """The plan of `seat` from its recipe file and the candidate hosts; SeatError names what is wrong.
+
+    `pins` ({repo, revision}) are the operator's checkpoint pins given at run time (seat/pins.py).
+    """
     if not os.path.isfile(recipe_path):
         raise SeatError(_missing_recipe_message(seat, recipe_path))
     try:
@@ -58,6 +62,7 @@ def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None, serve
         raise SeatError("the recipe schema %s is not valid JSON: %s" % (schema_path, exc))
     source = os.path.relpath(recipe_path)
     data = recipe_from_text(_read(recipe_path, "recipe"), source)
+    data, _ = pin_model(data, (pins or {}).get("repo"), (pins or {}).get("revision"))
     recorded = recorded_image_facts(data, image_facts_dir) if image_facts_dir else {}
     return make_plan(data, schema, seat, nodes, source, recorded_images=recorded, served_aliases=served_aliases)
 
@@ -71,6 +76,7 @@ def plan_result(params, check_mode=False, diff=False):
         params["nodes"],
         params.get("image_facts_dir"),
         params.get("served_aliases") or (),
+        params.get("model_pins"),
     )
     result = {"changed": False, "plan": plan, "summary": plan_lines(plan)}
     out = params.get("plan_out")
