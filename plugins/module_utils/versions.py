@@ -1,10 +1,12 @@
 """Python package versions compared as PEP 440 orders them, with the standard library only.
 
 The node's modules may not import `packaging`; this is the subset seatwright's rules need:
-release numbers, pre-releases (a/b/rc), post-releases and dev releases, so a pre-fix nightly
-such as 0.6.18.dev20260801 sorts before 0.6.18 and never passes a rule that needs 0.6.18.
+release numbers, pre-releases (a/b/rc), post-releases and dev releases, so a nightly such as
+0.6.18.dev20260801 sorts before 0.6.18 as PEP 440 orders it. `fix_carried` decides whether a
+build carries a fix that shipped in a release and, from a given day, in that line's dated nightlies.
 """
 
+import datetime
 import re
 
 _VERSION = re.compile(
@@ -52,3 +54,84 @@ def version_at_least(have, want):
     if have_key is None or want_key is None:
         return False
     return have_key >= want_key
+
+
+def _nightly_day(number):
+    """The day of a dated nightly's dev number (YYYYMMDD), or None when it is not a date."""
+    text = str(number)
+    if len(text) != 8:
+        return None
+    try:
+        return datetime.date(int(text[:4]), int(text[4:6]), int(text[6:]))
+    except ValueError:
+        return None
+
+
+def fix_carried(have, release, nightly_from):
+    """(carried, case, words): does version `have` carry a fix released in `release`?
+
+    Releases of `release` or later carry it (PEP 440 order; post-releases too). Dev builds are
+    nightlies named <line>.devYYYYMMDD (FlashInfer names its nightlies so), which PEP 440 orders
+    below the release of their line: one of the `release` line or a later one carries the fix when
+    it is dated `nightly_from` (an ISO day) or after. Anything else does not.
+    case: 'release', 'dated nightly', 'too-early nightly', 'older release', 'older nightly',
+    'undated dev build', 'pre-release' or 'unparsed'; words say it for a person.
+    """
+    match = _VERSION.match(str(have).strip())
+    want = version_key(release)
+    if not match or want is None:
+        return False, "unparsed", "%r is not a PEP 440 version" % (have,)
+    line = version_key(match.group("release"))
+    since = datetime.date.fromisoformat(nightly_from)
+    if match.group("dev") is not None:
+        number = match.group("dev_n")
+        day = _nightly_day(number) if number else None
+        if line[:2] < want[:2]:
+            return (
+                False,
+                "older nightly",
+                "%s is a nightly of %s, a line older than %s"
+                % (
+                    have,
+                    match.group("release"),
+                    release,
+                ),
+            )
+        if day is None:
+            return (
+                False,
+                "undated dev build",
+                "%s is a dev build of the %s line with no YYYYMMDD date"
+                % (
+                    have,
+                    match.group("release"),
+                ),
+            )
+        if day < since:
+            return (
+                False,
+                "too-early nightly",
+                "%s is a nightly of %s dated %s, before %s, when the fix reached the nightlies"
+                % (
+                    have,
+                    match.group("release"),
+                    day.isoformat(),
+                    since.isoformat(),
+                ),
+            )
+        return (
+            True,
+            "dated nightly",
+            "%s is a nightly of %s dated %s, on or after %s"
+            % (
+                have,
+                match.group("release"),
+                day.isoformat(),
+                since.isoformat(),
+            ),
+        )
+    if version_key(have) >= want:
+        return True, "release", "%s is a release of %s or later" % (have, release)
+    if match.group("pre_l"):
+        return False, "pre-release", "%s is a pre-release, before %s" % (have, release)
+    return False, "older release", "%s is a release older than %s" % (have, release)

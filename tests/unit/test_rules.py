@@ -184,11 +184,13 @@ def test_unknown_image_makes_mla_backend_and_flashinfer_unverified_not_errors():
         (("serving", "custom_all_reduce"), True, "serving.custom_all_reduce is true; the rule needs false"),
         (("serving", "max_cudagraph_capture_size"), 512, "allows at most 256"),
         (("engine", "flashinfer_version"), "0.6.17", "engine.flashinfer_version is '0.6.17'; the rule needs 0.6.18"),
-        # A pre-fix nightly of 0.6.18 is older than 0.6.18 (PEP 440), so it lacks the fix.
+        # A 0.6.18 nightly dated before the field's of 28 August lacks the fix; the field's own passes
+        # (tests/unit/test_plan_numbers.py).
         (
             ("engine", "flashinfer_version"),
             "0.6.18.dev20260801",
-            "engine.flashinfer_version is '0.6.18.dev20260801'; the rule needs 0.6.18",
+            "engine.flashinfer_version is '0.6.18.dev20260801'; the rule needs 0.6.18 or newer, or a nightly of "
+            "that line or later dated 2026-08-28 or after; seen: too-early nightly",
         ),
     ],
 )

@@ -14,7 +14,7 @@ import math
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import flag_text
-from ansible_collections.seatwright.fleet.plugins.module_utils.versions import version_at_least
+from ansible_collections.seatwright.fleet.plugins.module_utils.versions import fix_carried, version_at_least
 
 
 def _and(*answers):
@@ -375,10 +375,19 @@ RULES = (
         "when": _NOPE_WHEN,
         "condition": "nope-mla-on-sm12x",
         "seen": _NOPE_SEEN,
-        "effects": ({"kind": "version_at_least", "field": "engine.flashinfer_version", "value": "0.6.18"},),
+        "effects": (
+            {
+                "kind": "version_at_least",
+                "field": "engine.flashinfer_version",
+                "value": "0.6.18",
+                # The field's build: a 0.6.18 nightly, run on 28 August 2026 (attempt 8) [000].
+                "nightly_from": "2026-08-28",
+            },
+        ),
         "reason": "With FlashInfer 0.6.17 the logits were NaN from prefill (400 repeats of 'lock', "
-        "HTTP 400 on prompt logprobs); 0.6.18 carries the FA2 MLA NaN fix for SM12x and "
-        "the output was correct [000].",
+        "HTTP 400 on prompt logprobs); a 0.6.18 nightly, which carries the FA2 MLA NaN fix for SM12x, "
+        "gave correct output on 28 August [000]. FlashInfer names its nightlies 0.6.18.devYYYYMMDD, which "
+        "PEP 440 orders below 0.6.18, so a nightly counts by its date: from the day the field ran it.",
         "sources": ("000",),
     },
     {
@@ -427,6 +436,12 @@ def describe_effect(effect):
     if kind == "multiple_of":
         return "%s a multiple of %s (set to %s when unset)" % (field, shown, effect["default"])
     if kind == "version_at_least":
+        if effect.get("nightly_from"):
+            return "%s at least %s, or a nightly of that line or later dated %s or after" % (
+                field,
+                shown,
+                effect["nightly_from"],
+            )
         return "%s at least %s" % (field, shown)
     if kind == "needs":
         return "%s must carry %s" % (field, shown)
@@ -495,9 +510,18 @@ def _apply(effect, recipe):
     if kind == "version_at_least":
         if have is None:
             return "unverified", "%s is unknown; the rule needs %s or newer" % (field, want)
+        if effect.get("nightly_from"):
+            # PEP 440 puts a 0.6.18.devYYYYMMDD nightly below 0.6.18: the day decides (versions.fix_carried).
+            carried, case, words = fix_carried(have, want, effect["nightly_from"])
+            if carried:
+                return "ok", "%s: %s (%s: %s)" % (field, have, case, words)
+            return (
+                "conflict",
+                "%s is %r; the rule needs %s or newer, or a nightly of that line or later dated %s "
+                "or after; seen: %s (%s)" % (field, have, want, effect["nightly_from"], case, words),
+            )
         return (
             ("ok", "%s: %s >= %s" % (field, have, want))
-            # PEP 440: a 0.6.18.devN nightly predates the 0.6.18 release and its fix.
             if version_at_least(have, want)
             else ("conflict", "%s is %r; the rule needs %s or newer" % (field, have, want))
         )
