@@ -152,12 +152,15 @@ lint:
 	$(VENV)/python tools/render_rules_table.py --check
 	$(VENV)/python tools/render_defaults.py --check
 	$(VENV)/python tools/render_role_vars.py --check
+	$(VENV)/python tools/render_seats.py --check
 
 # Rewrite the generated tables (docs/variables.md, docs/rules.md) after changing a role's argument
-# specs, the node contract or a rule; make lint fails while they are stale.
+# specs, the node contract or a rule, and docs/seats.md (what each seed seat still needs) after changing
+# a recipe, a rule or the planner; make lint fails while they are stale.
 docs:
 	$(VENV)/python tools/render_rules_table.py
 	$(VENV)/python tools/render_role_vars.py
+	$(VENV)/python tools/render_seats.py
 
 # The collection tarball, seatwright-fleet-<version>.tar.gz, in .cache/dist/ (galaxy.yml's
 # build_ignore keeps the venv, caches, evidence and bench results out of it).
