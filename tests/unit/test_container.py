@@ -143,7 +143,7 @@ def test_every_rank_has_its_whole_container(plans, seat, parts):
             "io.seatwright.role": spec["labels"]["io.seatwright.role"],
         }
         assert (spec["network_mode"], spec["ipc_mode"], spec["shm_size_bytes"]) == ("host", "private", 2 * 1024**3)
-        assert (spec["gpus"], spec["ulimits"], spec["cap_add"], spec["privileged"]) == (None, [], [], False)
+        assert (spec["gpus"], spec["ulimits"], spec["cap_add"], spec["privileged"]) == (None, [], ["SYS_PTRACE"], False)
         assert spec["mounts"] == [
             {
                 "source": "%s/%s" % (DEFAULT_MODELS_ROOT, served),
@@ -325,7 +325,8 @@ DRIFTS = [
     (_set(["HostConfig", "ShmSize"], 67108864), "shm_size_bytes: 67108864, the plan says 2147483648"),
     (_set(["HostConfig", "Ulimits"], [{"Name": "nofile", "Soft": 1024, "Hard": 1024}]), "ulimits: "),
     (_set(["HostConfig", "DeviceRequests"], [{"DeviceIDs": ["0"], "Capabilities": [["gpu"]]}]), "gpus: "),
-    (_set(["HostConfig", "CapAdd"], ["SYS_ADMIN"]), 'cap_add: ["SYS_ADMIN"], the plan says []'),
+    (_set(["HostConfig", "CapAdd"], ["SYS_ADMIN"]), 'cap_add: ["SYS_ADMIN"], the plan says ["SYS_PTRACE"]'),
+    (_set(["HostConfig", "CapAdd"], None), 'cap_add: [], the plan says ["SYS_PTRACE"]'),
     (_set(["HostConfig", "Privileged"], True), "privileged: true, the plan says false"),
     (lambda i: i["Mounts"][0].update(RW=True), "mounts: "),
     (

@@ -2,12 +2,18 @@
 and a container py-spy can attach to. Each test goes through today's entry points: rules.evaluate,
 make_plan, recipe loading and the container spec with its read-back."""
 
+import json
+
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import observed, read_back, shown_run
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
-from seat_cases import SCHEMA, mutated, seat_data
+from seat_cases import SCHEMA, example_nodes, mutated, seat_data
+from test_container import IMAGE_ENV, inspect_of, lab_node
 
 
 def _gpus(profile, count):
@@ -60,3 +66,39 @@ def test_earlier_builds_are_refused_saying_which_case_was_seen(version, case):
     message = str(caught.value)
     assert "seats/glm53.yml: rule nope-mla-flashinfer: engine.flashinfer_version is %r" % version in message
     assert "or a nightly of that line or later dated 2026-08-28 or after; seen: %s (" % case in message
+
+
+# ------------------------------------------------------------ py-spy can attach: SYS_PTRACE, rendered, read back
+
+
+def _spec_and_inspect(seat, nodes):
+    plan = make_plan(seat_data(seat), SCHEMA, seat, nodes, "seats/%s.yml" % seat)
+    spec = plan["ranks"][0]["container_spec"]
+    return plan, spec, inspect_of(spec)
+
+
+@pytest.mark.parametrize("seat", ["lab", "glm53"])
+def test_sys_ptrace_is_in_the_rendered_spec_the_docker_run_and_the_read_back(monkeypatch, tmp_path, seat):
+    nodes = [lab_node("node-a"), lab_node("node-b")] if seat == "lab" else example_nodes()
+    plan, spec, inspect = _spec_and_inspect(seat, nodes)
+    assert "SYS_PTRACE" in spec["cap_add"]
+    for rank in plan["ranks"]:
+        for each in (rank["container_spec"], rank["setup_container_spec"]):
+            assert each is None or "SYS_PTRACE" in each["cap_add"]
+    shown = shown_run(spec)
+    assert shown[shown.index("SYS_PTRACE") - 1] == "--cap-add"
+    # The io side starts the container with exactly docker_run_argv: the capability reaches Docker.
+    ran = []
+    monkeypatch.setattr(io_engine, "docker", lambda *argv, **_: ran.append(argv) or (0, "cid\n", ""))
+    io_engine.run_spec(spec, str(tmp_path / "x.env"))
+    assert ran[0][ran[0].index("SYS_PTRACE") - 1] == "--cap-add"
+    # Read back as Docker reports it, with or without the kernel's CAP_ prefix, in any order.
+    assert read_back(spec, inspect, image_env=IMAGE_ENV) == []
+    inspect["HostConfig"]["CapAdd"] = ["CAP_" + cap for cap in reversed(spec["cap_add"])]
+    assert observed(inspect)["cap_add"] == list(reversed(spec["cap_add"]))
+    assert read_back(spec, inspect, image_env=IMAGE_ENV) == []
+    inspect["HostConfig"]["CapAdd"] = [cap for cap in spec["cap_add"] if cap != "SYS_PTRACE"] or None
+    assert read_back(spec, inspect, image_env=IMAGE_ENV) == [
+        "%s: cap_add: %s, the plan says %s"
+        % (spec["name"], json.dumps([c for c in spec["cap_add"] if c != "SYS_PTRACE"]), json.dumps(spec["cap_add"]))
+    ]

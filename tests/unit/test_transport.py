@@ -84,7 +84,7 @@ def test_every_multi_node_gpu_seat_passes_the_declared_rdma_devices_labelled_dec
             if spec:
                 assert (spec.get("devices"), spec["cap_add"], spec.get("rdma_source")) == (
                     ["/dev/infiniband"],
-                    ["IPC_LOCK"],
+                    ["IPC_LOCK", "SYS_PTRACE"],
                     "declared",
                 ), spec["name"]
                 run = docker_run_argv(spec, "/x.env")
@@ -137,7 +137,7 @@ def test_a_node_whose_facts_show_no_active_rdma_port_gets_no_device_and_the_seat
     result = plan(capsys, "glm53", nodes)
     seat = result["plan"]
     assert [r["container_spec"].get("devices") for r in seat["ranks"]] == [[], []]
-    assert [r["container_spec"]["cap_add"] for r in seat["ranks"]] == [[], []]
+    assert [r["container_spec"]["cap_add"] for r in seat["ranks"]] == [["SYS_PTRACE"], ["SYS_PTRACE"]]
     assert "transport-declared" in [item["id"] for item in seat["refusals"]]
     assert seat["launchable"] is False
 
@@ -150,7 +150,7 @@ def test_read_back_names_a_container_started_without_the_rdma_devices():
     inspect["HostConfig"]["Devices"] = []
     inspect["HostConfig"]["CapAdd"] = None
     assert read_back(spec, inspect, image_env=IMAGE_ENV) == [
-        '%s: cap_add: [], the plan says ["IPC_LOCK"]' % spec["name"],
+        '%s: cap_add: [], the plan says ["IPC_LOCK", "SYS_PTRACE"]' % spec["name"],
         '%s: devices: [], the plan says ["/dev/infiniband"]' % spec["name"],
     ]
 

@@ -29,6 +29,9 @@ GIB = 1024**3
 # broadcast queue in the lab; GPU seats share the host's IPC namespace for NCCL as well.
 SHM_BYTES = {"cuda": 16 * GIB, "cpu": 2 * GIB}
 PARTS = ("engine", "ray-head", "ray-worker")
+# Added to every container of a seat so a hang can be diagnosed on a stock host: py-spy attaches to
+# the engine's processes with ptrace, which Docker's default capabilities leave out.
+DIAGNOSIS_CAPS = ("SYS_PTRACE",)
 SHOWN_SECRET = "<secret %s>"
 
 
@@ -56,11 +59,13 @@ def _gpu_fields(device, gpus):
 
 
 def _rdma_fields(device, rdma):
-    """The RDMA device nodes and capabilities of a GPU rank's container, as fabric/transport.py
-    container_rdma decided them for its node (None: a one-node or CPU seat, nothing passed)."""
+    """The RDMA device nodes and added capabilities of a rank's container: what fabric/transport.py
+    container_rdma decided for its node (None: a one-node or CPU seat, nothing passed), and
+    DIAGNOSIS_CAPS on every container."""
     if device != "cuda" or not rdma:
-        return {"devices": [], "cap_add": [], "rdma_source": None}
-    return {"devices": list(rdma["devices"]), "cap_add": list(rdma["cap_add"]), "rdma_source": rdma["source"]}
+        return {"devices": [], "cap_add": list(DIAGNOSIS_CAPS), "rdma_source": None}
+    caps = list(rdma["cap_add"]) + [cap for cap in DIAGNOSIS_CAPS if cap not in rdma["cap_add"]]
+    return {"devices": list(rdma["devices"]), "cap_add": caps, "rdma_source": rdma["source"]}
 
 
 def container_spec(plan_ctx, rank, part):
@@ -313,6 +318,12 @@ def _env_dict(items):
     return env
 
 
+def _bare_capability(name):
+    """SYS_PTRACE for 'CAP_SYS_PTRACE' or 'sys_ptrace', as docker run --cap-add takes it."""
+    text = str(name).upper()
+    return text[4:] if text.startswith("CAP_") else text
+
+
 def observed(inspect):
     """The spec's fields as Docker reports them for a container (`docker container inspect`)."""
     config = inspect.get("Config") or {}
@@ -341,7 +352,8 @@ def observed(inspect):
             {"name": item.get("Name"), "soft": item.get("Soft"), "hard": item.get("Hard")}
             for item in host.get("Ulimits") or []
         ],
-        "cap_add": list(host.get("CapAdd") or []),
+        # Docker may report a capability with its kernel prefix (CAP_SYS_PTRACE); the spec names it bare.
+        "cap_add": [_bare_capability(item) for item in host.get("CapAdd") or []],
         # Docker keeps a --device as given (a folder stays one entry), path on host and in container.
         "devices": [
             item.get("PathOnHost")
@@ -435,6 +447,8 @@ def read_back(spec, inspect, image_env=None, image_id=None, secrets=None):
     have = observed(inspect)
     problems = []
     for field in SIMPLE_FIELDS:
+        if field == "cap_add" and sorted(have[field]) == sorted(spec[field]):
+            continue  # a set of capabilities: Docker need not keep their order
         if have[field] != spec[field]:
             problems.append("%s: %s, the plan says %s" % (field, json.dumps(have[field]), json.dumps(spec[field])))
     want_id = image_id or spec.get("image_id")
