@@ -3,16 +3,22 @@ and a container py-spy can attach to. Each test goes through today's entry point
 make_plan, recipe loading and the container spec with its read-back."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import observed, read_back, shown_run
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import recipe_from_text, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
-from seat_cases import SCHEMA, example_nodes, mutated, seat_data
+from seat_cases import ROOT, SCHEMA, SEATS, example_nodes, mutated, seat_data
 from test_container import IMAGE_ENV, inspect_of, lab_node
 
 
@@ -102,3 +108,39 @@ def test_sys_ptrace_is_in_the_rendered_spec_the_docker_run_and_the_read_back(mon
         "%s: cap_add: %s, the plan says %s"
         % (spec["name"], json.dumps([c for c in spec["cap_add"] if c != "SYS_PTRACE"]), json.dumps(spec["cap_add"]))
     ]
+
+
+# ------------------------------------------------------------------ a key given twice is refused, not dropped
+
+
+def test_a_recipe_with_a_key_given_twice_is_refused_naming_the_file_and_the_key(tmp_path):
+    text = (SEATS / "glm53-fp8.yml").read_text()
+    assert "\nserving:\n" in text
+    doubled = text.replace("\nserving:\n", "\nserving:\n  max_model_len: 65536\n", 1)
+    recipe = tmp_path / "glm53-fp8.yml"
+    recipe.write_text(doubled)
+    with pytest.raises(SeatError) as caught:
+        plan_seat("glm53-fp8", str(recipe), str(ROOT / "schemas" / "seat.schema.json"), example_nodes())
+    message = str(caught.value)
+    assert "glm53-fp8.yml: key 'max_model_len' is given twice in one mapping (lines " in message
+    assert message.endswith("keep one")
+    # The recipe as checked in loads: only the doubled key is refused.
+    assert recipe_from_text(text, "seats/glm53-fp8.yml")["serving"]["max_model_len"] == 131072
+
+
+def test_an_inventory_with_a_key_given_twice_is_refused_by_the_projects_ansible_cfg(tmp_path):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventory" / "example", inventory)
+    host_vars = inventory / "host_vars" / "node-b.yml"
+    host_vars.write_text(host_vars.read_text() + "seatwright_node_gpu_count: 4\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    env.pop("ANSIBLE_DUPLICATE_YAML_DICT_KEY", None)
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(inventory / "hosts.yml")]
+    ran = subprocess.run(command + ["--host", "node-b"], env=env, cwd=str(ROOT), capture_output=True, text=True)
+    assert ran.returncode != 0, ran.stdout
+    assert "Found duplicate mapping key 'seatwright_node_gpu_count'" in ran.stderr
+    # The same inventory without the doubled key reads.
+    host_vars.write_text(host_vars.read_text().replace("seatwright_node_gpu_count: 4\n", ""))
+    ran = subprocess.run(command + ["--host", "node-b"], env=env, cwd=str(ROOT), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["seatwright_node_gpu_count"] == 2

@@ -20,6 +20,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MA
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import DEFAULTS as QUALIFY_DEFAULTS
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size
+from ansible_collections.seatwright.fleet.plugins.module_utils.strict_yaml import DuplicateKeyError, strict_load
 
 try:
     from jsonschema import Draft202012Validator, validators
@@ -68,14 +69,19 @@ def _shown(value, limit=80):
 
 
 def recipe_from_text(text, source):
-    """The data of a recipe file's text; YAML errors become a SeatError with the line."""
+    """The data of a recipe file's text; YAML errors, a key given twice among them, become a SeatError with the line."""
     try:
-        data = yaml.safe_load(text)
+        data = strict_load(text)
     except RecursionError:
         # PyYAML composes nested nodes recursively: thousands of levels exhaust the stack.
         raise SeatError(
             "%s: nested too deeply to read (more levels than Python can follow; a recipe is at most a "
             "few levels deep); look for runaway [ or { in the file" % source
+        )
+    except DuplicateKeyError as exc:
+        raise SeatError(
+            "%s: key %r is given twice in one mapping (lines %d and %d); YAML would keep only the last and "
+            "drop the other without a word: keep one" % (source, exc.key, exc.first_line, exc.problem_mark.line + 1)
         )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
