@@ -41,8 +41,9 @@ class Load:
         record = {"t0": time.time(), "status": None, "seat": None, "error": None}
         body = {"model": self.model, "max_tokens": self.max_tokens, "messages": [{"role": "user", "content": "hi"}]}
         headers = {"Content-Type": "application/json"}
-        if self.kind == "litellm":
-            # LiteLLM without a database has one key, its master key (the router's admin key).
+        if self.key:
+            # The clients' key where the router's front asks for one (router_api_key); else LiteLLM's
+            # master key, its only key without a database.
             headers["Authorization"] = "Bearer " + self.key
         request = urllib.request.Request(self.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
         try:

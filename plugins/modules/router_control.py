@@ -28,9 +28,26 @@ options:
     type: int
     required: true
   bind:
-    description: The address the public port listens on.
+    description:
+      - The address the public port listens on (the role's default is the router node's fabric address).
+      - smg on every interface in front of seats that take a key is refused unless I(clients_keyed) or
+        I(authenticating_front); LiteLLM beyond 127.0.0.1 is refused unless I(clients_keyed).
     type: str
-    default: 0.0.0.0
+    default: 127.0.0.1
+  clients_keyed:
+    description:
+      - Clients send a key of their own (the role's router_api_key), which nginx's front checks. LiteLLM's
+        front trades it for the master key on the data plane only; smg then listens on 127.0.0.1 behind it.
+    type: bool
+    default: false
+  seats_keyed:
+    description: The seats take a key (the router sends it to them).
+    type: bool
+    default: false
+  authenticating_front:
+    description: An authenticating front of the operator's own stands before the router's port.
+    type: bool
+    default: false
   version:
     description: The router's release; compromised releases are refused.
     type: str
@@ -84,6 +101,9 @@ options:
   seat_key:
     description: The key the seats take, for state=key only (the same file; the router sends it to the seats).
     type: str
+  client_key:
+    description: The clients' key, for state=key only, written to the front's 0600 map (with I(clients_keyed)).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -129,7 +149,10 @@ ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["plan", "key", "started", "apply", "read", "deregister"], "default": "plan"},
     "kind": {"type": "str", "required": True},
     "port": {"type": "int", "required": True},
-    "bind": {"type": "str", "default": "0.0.0.0"},
+    "bind": {"type": "str", "default": "127.0.0.1"},
+    "clients_keyed": {"type": "bool", "default": False},
+    "seats_keyed": {"type": "bool", "default": False},
+    "authenticating_front": {"type": "bool", "default": False},
     "version": {"type": "str"},
     "config_dir": {"type": "str", "required": True},
     "state_dir": {"type": "str", "required": True},
@@ -145,6 +168,7 @@ ARGUMENT_SPEC = {
     "timeout_s": {"type": "float", "default": 180},
     "admin_key": {"type": "str", "no_log": True},
     "seat_key": {"type": "str", "no_log": True},
+    "client_key": {"type": "str", "no_log": True},
 }
 
 

@@ -28,9 +28,21 @@ options:
     type: int
     required: true
   bind:
-    description: The address the public port listens on.
+    description: The address the public port listens on (as the router role was given it).
     type: str
-    default: 0.0.0.0
+    default: 127.0.0.1
+  clients_keyed:
+    description: Clients send a key of their own, checked by the router's front (router_control's).
+    type: bool
+    default: false
+  seats_keyed:
+    description: The seats take a key.
+    type: bool
+    default: false
+  authenticating_front:
+    description: An authenticating front of the operator's own stands before the router's port.
+    type: bool
+    default: false
   version:
     description: The router's release; empty is the pinned one.
     type: str
@@ -116,7 +128,10 @@ ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["observed", "removed", "restored"], "default": "observed"},
     "kind": {"type": "str", "required": True},
     "port": {"type": "int", "required": True},
-    "bind": {"type": "str", "default": "0.0.0.0"},
+    "bind": {"type": "str", "default": "127.0.0.1"},
+    "clients_keyed": {"type": "bool", "default": False},
+    "seats_keyed": {"type": "bool", "default": False},
+    "authenticating_front": {"type": "bool", "default": False},
     "version": {"type": "str"},
     "config_dir": {"type": "str", "required": True},
     "state_dir": {"type": "str", "required": True},

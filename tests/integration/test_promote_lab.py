@@ -44,6 +44,7 @@ KIND = os.environ.get("SEATWRIGHT_LAB_ROUTER", "litellm")
 ROUTER_VARS = {"litellm": None, "smg": ROOT / "lab" / "router" / "smg.yml"}.get(KIND)
 NODE_IP = {"node-a": "172.30.99.11", "node-b": "172.30.99.12"}
 KEY_FILE = ROOT / ".cache" / "lab" / "router-admin-key"
+CLIENT_KEY_FILE = ROOT / ".cache" / "lab" / "router-api-key"
 SERVED = "smollm2-135m-instruct"
 # Under AIPerf's two streams on two cores a 20 s hold (and its overtime) held 10 of the 20 answers
 # a verdict needs (2026-12-04); 45 s and its overtime leave room for them.
@@ -114,9 +115,9 @@ def counts_once_idle(seat, timeout_s=60):
 
 
 def client_key():
-    """The key a client sends through the alias: LiteLLM's master key; smg passes a client's key on to
-    the seat, so its clients send none and smg sends the seat's own (docs/router.md)."""
-    return KEY_FILE.read_text().strip() if KIND == "litellm" else None
+    """The key a client sends through the alias: the clients' own (router_api_key, which the lab's
+    inventory makes in .cache/lab/router-api-key); the router's front checks it (issue 50)."""
+    return CLIENT_KEY_FILE.read_text().strip()
 
 
 def failed(probe):

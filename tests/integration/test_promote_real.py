@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,8 @@ GROUP = "lab"
 # alias's own name (roles/router/README.md), and smg sends them the key given with each worker.
 SERVED = {"litellm": "smollm2-135m-instruct", "smg": ALIAS}
 SEAT_KEY = {"litellm": "sk-seat-7d1e0b9c4a2f6e83", "smg": "sk-seat-5c0e2a71b9d4f386"}
+# The clients' own key (router_api_key): the front admits the data plane only with it (issue 50).
+CLIENT_KEY = "sk-client-3f8a1d6c0b9e2754"
 # Long enough for the four answers a verdict needs at a 50 % canary on a quiet host; a loaded one
 # (CI on 48d8363 saw three in 10 s) is covered by the hold's overtime (hold.overtime_s).
 HOLD_S = 8
@@ -116,6 +120,7 @@ class RealRouter:
             "router": {"kind": kind, "node": "localhost", "port": self.port, "aliases": {ALIAS: GROUP}},
             "router_admin_key": KEY,
             "router_seat_api_key": SEAT_KEY[kind] or "",
+            "router_api_key": CLIENT_KEY,
             "router_bind": "127.0.0.1",
             "router_venv": venv_for(kind),
             "router_nginx_prefix": str(self.work / "nginx"),
@@ -131,6 +136,7 @@ class RealRouter:
             bind="127.0.0.1",
             venv=self.vars["router_venv"],
             nginx_prefix=self.vars["router_nginx_prefix"],
+            clients_keyed=True,
         )
         self.inventory = self.work / "inventory.yml"
         self.inventory.write_text(
@@ -222,6 +228,8 @@ class RealRouter:
             metrics_url=None,
             timeout_s=60.0,
             admin_key=None,
+            clients_keyed=True,
+            seats_keyed=True,
         )
         return {seat: t["weight"] for seat, t in switch.control(params)["targets"].items()}
 
@@ -248,8 +256,7 @@ class RealRouter:
                     os.kill(int(text), signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        if self.kind == "litellm":
-            subprocess.run(self.lay["front_argv"] + ["-s", "quit"], capture_output=True)
+        subprocess.run(self.lay["front_argv"] + ["-s", "quit"], capture_output=True)
         for proc in self.procs:
             proc.terminate()
             proc.wait(timeout=10)
@@ -298,6 +305,33 @@ def rollout_of(folder):
     return json.loads((Path(folder) / "promotion-rollout.json").read_text())
 
 
+def ask(router, key):
+    """(status, body) of one chat request through the alias with `key` in Authorization (None: no header)."""
+    body = {"model": ALIAS, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = "Bearer " + key
+    request = urllib.request.Request(router.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def test_an_api_user_without_the_client_key_is_refused_by_the_router(router):
+    # Issue 50 item 1: the seats take a key, and the router sends it to them; a caller of the router's
+    # port without the clients' key (none, or a wrong one) gets nothing from them.
+    assert CLIENT_KEY != KEY
+    refused = {name: ask(router, key) for name, key in (("no key", None), ("a wrong key", "sk-wrong-0000000000000000"))}
+    served = ask(router, CLIENT_KEY)
+    note(router, "client_key", {name: status for name, (status, _b) in dict(refused, client=served).items()})
+    for name, (status, text) in refused.items():
+        assert status == 401, "%s: %s %s" % (name, status, text[:300])
+        assert "answered by" not in text
+    assert served[0] == 200 and "answered by lab" in served[1], served
+
+
 def test_check_mode_shows_the_steps_and_changes_nothing(router, tmp_path):
     folder = evidence_folder(tmp_path)
     assert router.targets() == {"lab": 1 if router.kind == "smg" else 100}
@@ -314,7 +348,7 @@ def test_check_mode_shows_the_steps_and_changes_nothing(router, tmp_path):
 
 def test_a_forced_gate_failure_rolls_back_with_no_failed_request(router, tmp_path):
     folder = evidence_folder(tmp_path)
-    with Load(router.kind, router.url) as load:
+    with Load(router.kind, router.url, key=CLIENT_KEY) as load:
         done, out = router.promote(tmp_path, "-e", "force_gate_failure=true")
     assert done.returncode != 0 and "rolled back" in out and "Traceback" not in out, out[-6000:]
     document = rollout_of(folder)
@@ -341,7 +375,7 @@ def test_a_forced_gate_failure_rolls_back_with_no_failed_request(router, tmp_pat
 
 def test_a_promotion_moves_the_alias_with_no_failed_request(router, tmp_path):
     folder = evidence_folder(tmp_path)
-    with Load(router.kind, router.url) as load:
+    with Load(router.kind, router.url, key=CLIENT_KEY) as load:
         done, out = router.promote(tmp_path)
     assert done.returncode == 0, out[-6000:]
     document = rollout_of(folder)

@@ -93,7 +93,7 @@ def test_litellm_colours_listen_on_localhost_and_the_front_on_the_public_port():
     assert specs["green"]["argv"][-1] == "4002"
     site = deploy.site_text(found)
     assert "include /etc/seatwright/router/upstream.conf;" in site
-    assert "listen 0.0.0.0:4000;" in site and "proxy_pass http://seatwright_router;" in site
+    assert "listen 127.0.0.1:4000;" in site and "proxy_pass http://seatwright_router;" in site
 
 
 @pytest.mark.parametrize("port", [4001, 4002])

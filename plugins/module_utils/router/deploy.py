@@ -31,8 +31,18 @@ UPSTREAM_NAME = "seatwright_router"
 # a request nginx sends on a connection uvicorn has just closed is a 502 (one in ~600, measured).
 UPSTREAM_IDLE_S = 4
 SYSTEM_NGINX_PID = "/run/nginx.pid"
-# Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module).
+# Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module),
+# and smg when its clients have a key of their own.
 FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
+NGINX_PACKAGE = "nginx-light"
+# Where a router listens when nothing is said: this node only (the role's default is the router node's
+# fabric address).
+DEFAULT_BIND = "127.0.0.1"
+# Addresses that listen on every interface of the node.
+WILDCARD_BINDS = ("0.0.0.0", "::", "[::]", "*", "")
+# The requests clients make (the OpenAI data plane): on LiteLLM the front trades the clients' key for
+# the master key on these paths only, so a client key never reaches the admin API.
+DATA_PLANE_PATHS = r"^/(v1/)?(chat/completions|completions|embeddings|models)$"
 # What pip installs in the router's venv for a release other than the pinned one.
 PIP_SPEC = {"litellm": "litellm[proxy]=={version}", "smg": "smg=={version}"}
 # What pip installs for the pinned release (adapter.PINNED), each pinned: the role's default
@@ -195,6 +205,51 @@ def check_admin_key(key, what="router_admin_key"):
     return key
 
 
+def is_wildcard(bind):
+    return (bind or "").strip() in WILDCARD_BINDS
+
+
+def is_loopback(bind):
+    return (bind or "").startswith("127.") or bind in ("::1", "[::1]", "localhost")
+
+
+def check_exposure(kind, bind, seats_keyed, clients_keyed, authenticating_front=False):
+    """Refuse a router that would hand the seats' key to anyone who reaches its port. smg adds the
+    seat key to every request (recorded: 21-chat-seat-given-the-key), so smg on every interface in
+    front of keyed seats is an open seat, unless its clients need a key of their own (router_api_key,
+    checked by the role's front) or the operator's own front authenticates them. LiteLLM without a
+    database has one key, its master key: clients beyond this node get their own (router_api_key)."""
+    adapter.check_kind(kind)
+    if kind == "smg" and is_wildcard(bind) and seats_keyed and not (clients_keyed or authenticating_front):
+        raise RouterError(
+            "router_bind %r puts smg on every interface in front of seats that take a key, and smg sends "
+            "the seats' key with every request: anyone who reaches the port would use every seat. Set "
+            "router_api_key (vault) so the router's front asks clients for a key of their own, bind the "
+            "router node's fabric address (the default), or, when an authenticating front of your own "
+            "stands before it, say so with router_authenticating_front: true" % bind
+        )
+    if kind == "litellm" and not is_loopback(bind) and not clients_keyed:
+        raise RouterError(
+            "router_bind %r opens LiteLLM beyond this node, and without router_api_key its clients would "
+            "hold the master key, which also changes the router's deployments: set router_api_key (vault) "
+            "to a key of the clients' own, other than router_admin_key" % bind
+        )
+    return bind
+
+
+def check_client_key(client_key, admin_key, seat_key=None):
+    """The clients' key, when it can sit in nginx's config and is none of the other keys."""
+    check_admin_key(client_key, "router_api_key")
+    if client_key == admin_key:
+        raise RouterError(
+            "router_api_key is router_admin_key: give the clients a key of their own (e.g. `openssl rand "
+            "-hex 32`), so that no client holds the router's admin key"
+        )
+    if seat_key and client_key == seat_key:
+        raise RouterError("router_api_key is the seats' key (seat_api_key): give the clients a key of their own")
+    return client_key
+
+
 def colour_ports(port):
     """{colour: private port}; the public port is the front's."""
     check_port(port)
@@ -252,43 +307,53 @@ def pip_packages(kind, version=None):
     return [PIP_SPEC[kind].format(version=version)]
 
 
-def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0", venv=None, nginx_prefix=None):
+def layout(
+    kind,
+    port,
+    config_dir,
+    state_dir,
+    version=None,
+    bind=DEFAULT_BIND,
+    venv=None,
+    nginx_prefix=None,
+    clients_keyed=False,
+):
     """Every path, port and unit name of one router on its node. `venv`: an existing venv to use
     instead of one under the state folder; `nginx_prefix`: a folder for a front nginx of the router's
-    own (its whole nginx.conf, pid and logs there) instead of the system's nginx and conf.d."""
+    own (its whole nginx.conf, pid and logs there) instead of the system's nginx and conf.d.
+    `clients_keyed`: clients send a key of their own (router_api_key), which nginx's front checks; smg
+    then listens on 127.0.0.1 on the next port, behind that front."""
     adapter.check_kind(kind)
     version = adapter.check_version(kind, version or adapter.PINNED[kind])
     conf, state = config_dir.rstrip("/") + "/router", state_dir.rstrip("/") + "/router"
     venv = venv.rstrip("/") if venv else "%s/venv-%s-%s" % (state, kind, version)
+    fronted = kind == "litellm" or bool(clients_keyed)
+    local = "127.0.0.1" if is_wildcard(bind) else bind.strip("[]")
     found = {
         "kind": kind,
         "version": version,
         "port": check_port(port),
         "bind": bind,
+        "front": fronted,
+        "clients_keyed": bool(clients_keyed),
+        # The public address from the router's own node.
+        "front_url": "http://%s:%d" % ("[%s]" % local if ":" in local else local, port),
         "config_dir": conf,
         "state_dir": state,
         "venv": venv,
         "pip": pip_packages(kind, version),
         "wheelhouse": wheelhouse_name(kind, version),
         "wheel_dir": "%s/wheels-%s-%s" % (state, kind, version),
-        "packages": list(FRONT_PACKAGES[kind]),
+        "packages": list(FRONT_PACKAGES[kind]) + ([NGINX_PACKAGE] if fronted and kind == "smg" else []),
         "env_file": conf + "/router.env",
         "key_env": KEY_ENV[kind],
+        # nginx's map of the clients' key (and LiteLLM's master key it is traded for): 0600, root's.
+        "front_keys_file": conf + "/front-keys.conf",
         "state_file": state + "/state.json",
         "log_dir": state + "/log",
     }
-    if kind == "litellm":
-        found.update(
-            colours={
-                colour: {
-                    "port": private,
-                    "unit": "%s-litellm-%s.service" % (UNIT_PREFIX, colour),
-                    "config": "%s/litellm-%s.yaml" % (conf, colour),
-                }
-                for colour, private in colour_ports(port).items()
-            },
-            upstream_file=conf + "/upstream.conf",
-        )
+    if fronted:
+        found.update(upstream_file=conf + "/upstream.conf")
         if nginx_prefix:
             prefix = nginx_prefix.rstrip("/")
             main = prefix + "/nginx.conf"
@@ -304,10 +369,29 @@ def layout(kind, port, config_dir, state_dir, version=None, bind="0.0.0.0", venv
             found.update(
                 site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX, front_argv=["nginx"], front_pid=SYSTEM_NGINX_PID
             )
+    if kind == "litellm":
+        # The controller's calls on the node go through the front (the admin key passes as it is).
+        found["router_url"] = found["front_url"]
+        found.update(
+            colours={
+                colour: {
+                    "port": private,
+                    "unit": "%s-litellm-%s.service" % (UNIT_PREFIX, colour),
+                    "config": "%s/litellm-%s.yaml" % (conf, colour),
+                }
+                for colour, private in colour_ports(port).items()
+            },
+        )
     else:
+        # Behind the front smg listens on this node only, on the next port; the controller's calls on
+        # the node (its /workers) go to smg itself.
+        smg_host, smg_port = ("127.0.0.1", colour_ports(port)["blue"]) if fronted else (bind, port)
         found.update(
             unit="%s-smg.service" % UNIT_PREFIX,
             wrapper="%s/smg-start" % conf,
+            smg_host=smg_host,
+            smg_port=smg_port,
+            router_url="http://127.0.0.1:%d" % smg_port if fronted else found["front_url"],
         )
     return found
 
@@ -339,9 +423,9 @@ def service_specs(lay, user):
             "env_file": lay["env_file"],
             "user": user,
             "log": lay["log_dir"] + "/smg.log",
-            "health": "http://127.0.0.1:%d/health" % lay["port"],
+            "health": lay["router_url"] + "/health",
             # smg renames its process (setproctitle) to this once started; its port is in argv before.
-            "match": [str(lay["port"]), SMG_TITLE],
+            "match": [str(lay["smg_port"]), SMG_TITLE],
         }
     return specs
 
@@ -404,9 +488,9 @@ def smg_wrapper_text(lay, policy=SMG_POLICY):
         lay["venv"] + "/bin/smg",
         "launch",
         "--host",
-        lay["bind"],
+        lay["smg_host"],
         "--port",
-        str(lay["port"]),
+        str(lay["smg_port"]),
         "--policy",
         policy,
         "--health-check-interval-secs",
@@ -480,28 +564,80 @@ def upstream_port(text):
     return int(found.group(1)) if found else None
 
 
+# What the front answers a request without the clients' key (smg's front; LiteLLM answers it itself).
+FRONT_REFUSAL = (
+    '{"error": {"message": "this router asks for the client key: send Authorization: Bearer <router_api_key>", '
+    '"type": "invalid_request_error", "code": "invalid_api_key"}}'
+)
+# The variables the front keys file defines (nginx's map, evaluated per request).
+CLIENT_VAR = "$seatwright_router_client"
+AUTH_VAR = "$seatwright_router_auth"
+
+
+def _proxy_lines(indent="        "):
+    return [
+        indent + "proxy_pass http://%s;" % UPSTREAM_NAME,
+        indent + "proxy_http_version 1.1;",
+        indent + 'proxy_set_header Connection "";',
+        indent + "proxy_set_header Host $host;",
+        # Streamed answers pass through as they come; a long generation is not cut off.
+        indent + "proxy_buffering off;",
+        indent + "proxy_read_timeout 600s;",
+        indent + "client_max_body_size 64m;",
+    ]
+
+
 def site_text(lay):
-    """nginx's server for the public address; the upstream comes from the included file."""
-    return "\n".join(
-        [
-            "# Written by seatwright's router role: the router's one public address.",
-            "include %s;" % lay["upstream_file"],
-            "server {",
-            "    listen %s:%d;" % (lay["bind"], lay["port"]),
+    """nginx's server for the public address; the upstream comes from the included file. With the
+    clients' key (clients_keyed) the front checks it: LiteLLM's front trades it for the master key on
+    the data plane's paths only and passes anything else as it is (LiteLLM then asks for its master
+    key); smg's front refuses a request without it and strips it, so smg adds the seats' key."""
+    lines = [
+        "# Written by seatwright's router role: the router's one public address.",
+        "include %s;" % lay["upstream_file"],
+    ]
+    if lay.get("clients_keyed"):
+        lines.append("include %s;" % lay["front_keys_file"])
+    lines += ["server {", "    listen %s:%d;" % (lay["bind"], lay["port"])]
+    if not lay.get("clients_keyed"):
+        lines += ["    location / {"] + _proxy_lines() + ["    }"]
+    elif lay["kind"] == "litellm":
+        lines += ["    location / {"] + _proxy_lines() + ["    }"]
+        lines += ["    location ~ %s {" % DATA_PLANE_PATHS, "        proxy_set_header Authorization %s;" % AUTH_VAR]
+        lines += _proxy_lines() + ["    }"]
+    else:
+        lines += [
             "    location / {",
-            "        proxy_pass http://%s;" % UPSTREAM_NAME,
-            "        proxy_http_version 1.1;",
-            '        proxy_set_header Connection "";',
-            "        proxy_set_header Host $host;",
-            # Streamed answers pass through as they come; a long generation is not cut off.
-            "        proxy_buffering off;",
-            "        proxy_read_timeout 600s;",
-            "        client_max_body_size 64m;",
-            "    }",
-            "}",
-            "",
+            "        default_type application/json;",
+            "        if (%s = 0) {" % CLIENT_VAR,
+            "            return 401 '%s';" % FRONT_REFUSAL,
+            "        }",
+            '        proxy_set_header Authorization "";',
         ]
-    )
+        lines += _proxy_lines() + ["    }"]
+    return "\n".join(lines + ["}", ""])
+
+
+def _exact_bearer(key):
+    """A case-sensitive nginx regex matching `Bearer KEY` alone (map's plain strings ignore case)."""
+    return '"~^Bearer %s$"' % "".join("[%s]" % c if c in ".+" else c for c in key)
+
+
+def front_keys_text(kind, client_key, admin_key, seat_key=None):
+    """The 0600 file nginx's front includes: a map from the Authorization header to whether it holds
+    the clients' key (smg), or to the header sent on (LiteLLM, on the data plane: the master key for
+    the clients' key or the master key itself, nothing for any other, so LiteLLM answers 401)."""
+    check_admin_key(admin_key)
+    check_client_key(client_key, admin_key, seat_key)
+    head = "# Written by seatwright's router role (0600): the clients' key, checked by the front.\n"
+    if adapter.check_kind(kind) == "litellm":
+        rows = ['default "";'] + [
+            '%s "Bearer %s";' % (_exact_bearer(key), admin_key) for key in (client_key, admin_key)
+        ]
+        var = AUTH_VAR
+    else:
+        rows, var = ["default 0;", "%s 1;" % _exact_bearer(client_key)], CLIENT_VAR
+    return head + "map $http_authorization %s {\n%s}\n" % (var, "".join("    %s\n" % row for row in rows))
 
 
 def nginx_main_text(lay):
@@ -674,6 +810,13 @@ def same_targets(shown, want):
 def plan(params, systemd=True):
     """What the role writes and runs: the layout, the specs, the folders and every file's text but the
     env file. Unit files only where systemd runs them (`systemd`); the pid-file runner needs none."""
+    check_exposure(
+        params["kind"],
+        params["bind"],
+        params.get("seats_keyed", False),
+        params.get("clients_keyed", False),
+        params.get("authenticating_front", False),
+    )
     lay = layout(
         params["kind"],
         params["port"],
@@ -683,6 +826,7 @@ def plan(params, systemd=True):
         params["bind"],
         params.get("venv"),
         params.get("nginx_prefix"),
+        params.get("clients_keyed", False),
     )
     specs = service_specs(lay, params["user"])
     files = []
@@ -692,12 +836,12 @@ def plan(params, systemd=True):
             for name, spec in sorted(specs.items())
         ]
     folders = [{"path": lay[name], "mode": "0755"} for name in ("config_dir", "state_dir", "log_dir")]
-    if lay["kind"] == "litellm":
+    if lay["front"]:
         files.append({"path": lay["site_file"], "content": site_text(lay)})
         if lay.get("nginx_prefix"):
             folders += [{"path": lay["nginx_prefix"] + sub, "mode": "0755"} for sub in ("", "/body", "/proxy")]
             files.append({"path": lay["nginx_conf"], "content": nginx_main_text(lay)})
-    else:
+    if lay["kind"] == "smg":
         files.append({"path": lay["wrapper"], "content": smg_wrapper_text(lay), "mode": "0755"})
     return {
         "layout": lay,

@@ -309,8 +309,13 @@ class Router:
         return read_json(self.lay["state_file"]) or {}
 
     def client(self, key):
-        base = "http://127.0.0.1:%d" % self.lay["port"]
-        return router_client.client_for(self.lay["kind"], base, key, timeout_s=30.0, log=self.log)
+        return router_client.client_for(self.lay["kind"], self.lay["router_url"], key, timeout_s=30.0, log=self.log)
+
+    def _front_up(self, port):
+        """The front (smg's, when its clients have a key) pointed at `port` and running."""
+        if deploy.upstream_port(read_text(self.lay["upstream_file"])) != port:
+            atomic_write_bytes(self.lay["upstream_file"], deploy.upstream_text(port).encode())
+        self.front.ensure()
 
     def _register_workers(self, client, urls, why=""):
         """POST each URL to smg's /workers with the key the seats take (kept out of logs)."""
@@ -328,14 +333,25 @@ class Router:
         spec = self.specs["smg"]
         launch = deploy.launch_digest(read_text(self.lay["wrapper"]))
         running = self.manager.running(spec)
+        fronted = self.lay["front"]
+        front_ok = not fronted or (
+            deploy.upstream_port(read_text(self.lay["upstream_file"])) == self.lay["smg_port"] and self.front.running()
+        )
         if running and self.state().get("launched") == launch:
-            return {"changed": False}
+            if front_ok:
+                return {"changed": False}
+            if check_mode:
+                return {"changed": True, "front": True}
+            self._front_up(self.lay["smg_port"])
+            return {"changed": True, "front": True}
         if check_mode:
             return {"changed": True, "restarted" if running else "started": [spec["unit"]]}
         if not running:
             self.manager.start(spec)
             self.wait_healthy(spec, "smg", timeout_s)
             atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
+            if fronted:
+                self._front_up(self.lay["smg_port"])
             return {"changed": True, "started": [spec["unit"]]}
         key = read_key(self.lay)
         urls = deploy.smg_reregister(self.client(key).seats())
@@ -350,6 +366,8 @@ class Router:
             return True if set(urls) <= shown else "listed %s of %s" % (sorted(shown), urls)
 
         wait_until("smg did not list its workers again after the restart", listed, timeout_s)
+        if fronted:
+            self._front_up(self.lay["smg_port"])
         return {"changed": True, "restarted": [spec["unit"]], "registered_again": urls}
 
     def started(self, check_mode=False, timeout_s=120.0):
@@ -492,17 +510,32 @@ class Router:
         return {"changed": True, "seat": seat, "registered": False, "drained": drained}
 
 
-def write_key(lay, key, check_mode, seat_key=None):
-    """The 0600 env file the router's units read, root's alone; written only when it differs."""
-    text = deploy.env_file_text(lay["kind"], key, seat_key)
+def _same_private(path, text):
     try:
-        same = read_text(lay["env_file"]) == text and (os.stat(lay["env_file"]).st_mode & 0o777) == 0o600
+        return read_text(path) == text and (os.stat(path).st_mode & 0o777) == 0o600
     except OSError:
-        same = False
-    if not same and not check_mode:
-        atomic_write_bytes(lay["env_file"], text.encode(), 0o600)
+        return False
+
+
+def write_key(lay, key, check_mode, seat_key=None, client_key=None, service_manager="auto"):
+    """The 0600 env file the router's units read, and the front's 0600 map of the clients' key, root's
+    alone; each written only when it differs. A running front reloads to read a new client key."""
+    text = deploy.env_file_text(lay["kind"], key, seat_key)
+    if lay["clients_keyed"] and not client_key:
+        raise RouterError("the router's front asks clients for router_api_key, which is empty: set it (vault)")
+    keys = deploy.front_keys_text(lay["kind"], client_key, key, seat_key) if lay["clients_keyed"] else None
+    same = _same_private(lay["env_file"], text)
+    same_keys = keys is None or _same_private(lay["front_keys_file"], keys)
+    if not check_mode:
+        if not same:
+            atomic_write_bytes(lay["env_file"], text.encode(), 0o600)
+        if not same_keys:
+            atomic_write_bytes(lay["front_keys_file"], keys.encode(), 0o600)
+            front = Front(lay["front_argv"], manager_for(lay, service_manager), lay["front_pid"])
+            if front.running():
+                front.ensure()
     # Running routers keep the key they started with until their next start.
-    return {"changed": not same, "env_file": lay["env_file"]}
+    return {"changed": not (same and same_keys), "env_file": lay["env_file"]}
 
 
 def control(params, check_mode=False):
@@ -511,7 +544,14 @@ def control(params, check_mode=False):
     if params["state"] == "plan":
         return {"changed": False, "plan": found}
     if params["state"] == "key":
-        return write_key(found["layout"], params["admin_key"], check_mode, params.get("seat_key"))
+        return write_key(
+            found["layout"],
+            params["admin_key"],
+            check_mode,
+            params.get("seat_key"),
+            params.get("client_key"),
+            params["service_manager"],
+        )
     router = Router(found["layout"], found["specs"], params["service_manager"])
     timeout_s, alias, aliases = params["timeout_s"], params["alias"], params["aliases"]
     if params["state"] == "started":
