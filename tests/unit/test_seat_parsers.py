@@ -22,20 +22,32 @@ FLAGS = {
     ("vllm", "reasoning_parser"): ["--reasoning-parser"],
     ("sglang", "reasoning_parser"): ["--reasoning-parser"],
 }
-# The seed seats' parsers as the engines' documentation names them for the model family (None: the
-# recipe declares the parser unknown, with its reason). Checked against the sources the recipes cite.
+# The seed seats' parsers as the parser registries and detection rules of vLLM 0.33.0 and SGLang 0.5.23
+# name them for the model family (None: the recipe declares the parser unknown, with its reason, or its
+# qualification asks for none). Checked against the sources the recipes cite (issue 48 part 5).
 SEEDS = {
     "glm53": ("glm45", "glm47"),
     "glm53-vendor": ("glm45", "glm47"),
     "glm53-community": ("glm45", "glm47"),
     "glm53-fp8": ("glm45", "glm47"),
-    "nemotron3-ultra": ("nemotron_v3", None),
-    "nemotron3-super": (None, None),
+    "nemotron3-ultra": ("nemotron_v3", "qwen3_coder"),
+    "nemotron3-super": (None, "qwen3_coder"),
+    # Qwen3.5's tool-call parser follows its checkpoint's chat template, which no seed records.
     "qwen35-122b": (None, None),
-    "laguna-s21": (None, None),
-    "deepseek-v4-flash": (None, None),
-    "inkling-small": (None, None),
+    "laguna-s21": (None, "poolside_v1"),
+    "deepseek-v4-flash": ("deepseek-v4", "deepseekv4"),
+    "inkling-small": ("inkling", "inkling"),
+    # The engine is unknown, and parser names are per engine.
     "qwen38-flash-next": (None, None),
+}
+# Each pinned engine's registered parser names, as read from its source (vLLM 0.33.0
+# vllm/reasoning/__init__.py and vllm/tool_parsers/__init__.py; SGLang 0.5.23
+# sglang/srt/parser/reasoning_parser_names.py and sglang/srt/function_call/parser_names.py), for the seeds'.
+REGISTERED = {
+    ("vllm", "reasoning_parser"): {"glm45", "nemotron_v3", "qwen3", "poolside_v1", "inkling", "deepseek_v4"},
+    ("vllm", "tool_call_parser"): {"glm45", "glm47", "qwen3_coder", "qwen3_xml", "poolside_v1", "inkling"},
+    ("sglang", "reasoning_parser"): {"glm45", "nemotron_3", "qwen3", "poolside_v1", "inkling", "deepseek-v4"},
+    ("sglang", "tool_call_parser"): {"glm45", "glm47", "qwen3_coder", "poolside_v1", "inkling", "deepseekv4"},
 }
 
 
@@ -94,6 +106,15 @@ def test_seed_seats_declare_the_parsers_their_engines_document(name, expected):
         elif value is not None:
             # Where the engine names it: a documentation page or a source file of the engine.
             assert "vllm" in serving[field + "_source"].lower() or "sglang" in serving[field + "_source"].lower()
+            engine = seat_data(name)["engine"]["name"]
+            assert value in REGISTERED[(engine, field)], "%s: %s %r is not a name %s registers" % (
+                name,
+                field,
+                value,
+                engine,
+            )
+            # The source cites the pinned engine's own file for the name.
+            assert "0.33.0" in serving[field + "_source"] or "0.5.23" in serving[field + "_source"]
 
 
 def test_glm53_plan_renders_both_parsers_on_the_server_rank():
@@ -146,9 +167,9 @@ def test_reasoning_asked_without_a_reasoning_parser_is_refused():
 
 
 def test_an_unknown_parser_is_a_plan_unknown_so_bring_up_refuses_it():
-    # vLLM documents no tool-call parser for the Nemotron 3 family: the seed says so, and its plan
-    # is not ready until one is declared.
-    result = plan(seat_data("nemotron3-super"), "nemotron3-super")
+    # No source names Qwen3.5's tool-call parser (it follows the checkpoint's chat template): the seed
+    # says so, and its plan is not ready until one is declared.
+    result = plan(seat_data("qwen35-122b"), "qwen35-122b")
     assert result["ready"] is False
     unknown = [u for u in result["unknowns"] if u.startswith("serving.tool_call_parser")]
     assert len(unknown) == 1, result["unknowns"]
