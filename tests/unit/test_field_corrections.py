@@ -330,7 +330,7 @@ def test_unset_max_model_len_takes_the_models_own_context_from_config():
     result = fit_seat(settings, NODES, config=NOPE_CONFIG)
     assert result["inputs"]["context_tokens"] == {
         "value": 163840,
-        "source": "the model's own context (config.json max_position_embeddings)",
+        "source": "the model's own context as vLLM derives it from config.json (max_position_embeddings 163,840)",
     }
     assert result["inputs"]["kv_bytes_per_token"]["value"] == 512 * 2 * 61
     assert model_context({"max_position_embeddings": 4096}) == 4096

@@ -197,10 +197,13 @@ def _with_config(name, config, changes=()):
     [
         ({"max_position_embeddings": 65536}, (), True),
         ({"max_position_embeddings": 131072}, (), False),
-        ({"max_position_embeddings": 65536, "rope_scaling": {"type": "yarn", "factor": 2.0}}, (), False),
+        # vLLM 0.33.0 counts YaRN as already in max_position_embeddings: a 65,536 config serves no more
+        # (the SGLang side of this case is in tests/unit/test_plan_numbers.py).
+        ({"max_position_embeddings": 65536, "rope_scaling": {"type": "yarn", "factor": 2.0}}, (), True),
+        ({"max_position_embeddings": 65536, "rope_scaling": {"type": "linear", "factor": 2.0}}, (), False),
         ({"max_position_embeddings": 65536}, [(("serving", "rope_scaling_reason"), "engine-side YaRN x2")], False),
     ],
-    ids=["too-long", "within", "config-rope-scaling", "named-reason"],
+    ids=["too-long", "within", "config-yarn-counted", "config-linear-scaling", "named-reason"],
 )
 def test_the_plan_refuses_a_context_past_the_checkpoints_positions(config, changes, refused):
     try:

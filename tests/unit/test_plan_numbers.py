@@ -144,3 +144,70 @@ def test_an_inventory_with_a_key_given_twice_is_refused_by_the_projects_ansible_
     ran = subprocess.run(command + ["--host", "node-b"], env=env, cwd=str(ROOT), capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["seatwright_node_gpu_count"] == 2
+
+
+# ------------------------------------------------------------------ the context the engines derive, not max x factor
+
+LLAMA31 = {
+    "max_position_embeddings": 131072,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+YARN_STRETCHED = {"max_position_embeddings": 65536, "rope_scaling": {"type": "yarn", "factor": 2.0}}
+
+
+def _planned_with_config(seat, config, max_model_len):
+    nodes = example_nodes()[:1] if seat_data(seat)["topology"]["nodes"] == 1 else example_nodes()
+    revision = "a" * 40
+    data = mutated(seat_data(seat), ("model", "revision"), revision)
+    data = mutated(data, ("model", "revision_status"), "pinned")
+    data = mutated(data, ("serving", "max_model_len"), max_model_len)
+    nodes[0]["seatwright_checkpoint"] = {"revision": revision, "model_config": config}
+    return make_plan(data, SCHEMA, seat, nodes, "seats/%s.yml" % seat)
+
+
+def _context_refusal(plan):
+    return next((item for item in plan["refusals"] if item["id"] == "context-within-model"), None)
+
+
+@pytest.mark.parametrize(
+    "seat,engine,words",
+    [
+        ("glm53-vendor", "vLLM", "'User-specified max_model_len (262144) is greater than the derived max_model_len')"),
+        (
+            "inkling-small",
+            "SGLang",
+            "'User-specified context_length (262144) is greater than the derived context_length')",
+        ),
+    ],
+)
+def test_a_llama31_config_serving_twice_its_length_is_refused_with_the_engines_reason(seat, engine, words):
+    plan = _planned_with_config(seat, LLAMA31, 262144)
+    refusal = _context_refusal(plan)
+    assert refusal is not None, "a 131,072 config with llama3 x8 scaling must not serve 262,144"
+    assert plan["launchable"] is False
+    detail = refusal["detail"]
+    assert detail.startswith(
+        "serving.max_model_len 262,144 is above the model's own 131,072 tokens (%s derives" % engine
+    )
+    assert "%s refuses it at start (%s" % (engine, words) in detail
+    assert "_ALLOW_" in refusal["remedy"]
+    # At the config's own length the plan accepts it.
+    assert _context_refusal(_planned_with_config(seat, LLAMA31, 131072)) is None
+
+
+def test_yarn_over_the_original_length_follows_each_engine():
+    # vLLM 0.33.0 counts YaRN as already in max_position_embeddings; SGLang 0.5.23 multiplies rope_scaling's
+    # factor when it gives no original_max_position_embeddings.
+    vllm = _context_refusal(_planned_with_config("glm53-vendor", YARN_STRETCHED, 131072))
+    assert vllm is not None and "yarn rope scaling is already counted in it" in vllm["detail"]
+    assert _context_refusal(_planned_with_config("inkling-small", YARN_STRETCHED, 131072)) is None
+    with_original = dict(
+        YARN_STRETCHED, rope_scaling=dict(YARN_STRETCHED["rope_scaling"], original_max_position_embeddings=32768)
+    )
+    assert _context_refusal(_planned_with_config("inkling-small", with_original, 131072)) is not None

@@ -38,7 +38,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines impo
     engine,
     memory_fraction_covers,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import kv_bytes_per_token, model_context
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import engine_context, kv_bytes_per_token
 
 GB = 10**9
 GIB = 2**30
@@ -278,47 +278,75 @@ def _utilization(settings, argv=None):
 
 
 def served_context(settings, config):
-    """(tokens, where from) of one sequence of the served context, or (None, why unknown)."""
+    """(tokens, where from) of one sequence of the served context, or (None, why unknown).
+
+    Unset, the engine serves the longest context it derives from config.json (kv.engine_context).
+    """
     if settings["serving"]["max_model_len"]:
         return settings["serving"]["max_model_len"], "serving.max_model_len"
     fit = settings.get("fit", {})
     if fit.get("context_tokens"):
         return fit["context_tokens"], fit.get("context_source") or "fit.context_tokens"
-    own = model_context(config)
-    if own:
-        return own, "the model's own context (config.json max_position_embeddings)"
+    derived = engine_context(config, settings["engine"]["name"])
+    if derived:
+        return derived["tokens"], "the model's own context as %s derives it from config.json (%s)" % (
+            ENGINE_NAMES[derived["engine"]],
+            derived["how"],
+        )
     return None, "serving.max_model_len is unset and the model's config.json is not in the checkpoint facts"
 
 
-def context_refusal(settings, config):
-    """A refusal when serving.max_model_len is above the model's own context and no rope scaling stretches it.
+# How the plan names an engine in a sentence.
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
-    The model's context is max_position_embeddings from checkpoint facts (config.json), else from
-    the recipe (model.architecture.max_position_embeddings). A rope_scaling entry with a factor in
-    config.json stretches it by that factor; serving.rope_scaling_reason names scaling the engine
-    applies on its own. Returns None when the context is within the model's or either is unknown.
+
+def context_refusal(settings, config):
+    """A refusal when serving.max_model_len is above the context the engine derives for the model.
+
+    With config.json in the checkpoint facts, the context is the engine's own derivation
+    (kv.engine_context: vLLM 0.33.0's _get_and_verify_max_len, SGLang 0.5.23's get_context_length),
+    which applies a rope_scaling factor only where max_position_embeddings does not already count it
+    (llama3 and YaRN in vLLM; llama3, or original_max_position_embeddings given, in SGLang). Without it,
+    model.architecture.max_position_embeddings from the recipe. serving.rope_scaling_reason names
+    scaling the operator vouches for. Returns None when the context is within it or either is unknown.
     """
     wanted = settings["serving"]["max_model_len"]
-    own = model_context(config)
-    where = "config.json max_position_embeddings in the checkpoint facts"
-    if not own:
+    derived = engine_context(config, settings["engine"]["name"])
+    if derived:
+        own = derived["tokens"]
+        engine_name = ENGINE_NAMES[derived["engine"]]
+        where = "%s derives from config.json in the checkpoint facts: %s (%s)" % (
+            engine_name,
+            derived["how"],
+            derived["source"],
+        )
+        refuses = (
+            "; %s refuses it at start ('User-specified %s (%s) is greater than the derived %s') unless %s is set"
+            % (
+                engine_name,
+                "max_model_len" if derived["engine"] == "vllm" else "context_length",
+                wanted,
+                "max_model_len" if derived["engine"] == "vllm" else "context_length",
+                derived["switch"],
+            )
+        )
+        switch = " and give the engine %s in serving.env" % derived["switch"]
+    else:
         own = settings["model"]["architecture"].get("max_position_embeddings")
-        where = "model.architecture.max_position_embeddings"
+        where, refuses, switch = "model.architecture.max_position_embeddings", "", ""
     if not wanted or not own or settings["serving"].get("rope_scaling_reason"):
         return None
-    scaling = config.get("rope_scaling") if isinstance(config, dict) else None
-    factor = scaling.get("factor") if isinstance(scaling, dict) else None
-    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
-        own, where = int(own * factor), "%s x the rope_scaling factor %g of config.json" % (where, factor)
     if wanted <= own:
         return None
     return {
         "id": "context-within-model",
         "reason": "past the positions a model was trained for, attention degrades without rope scaling, "
         "and engines refuse or silently misbehave; a longer context needs a named reason",
-        "detail": "serving.max_model_len {:,} is above the model's own {:,} tokens ({})".format(wanted, own, where),
+        "detail": "serving.max_model_len {:,} is above the model's own {:,} tokens ({}){}".format(
+            wanted, own, where, refuses
+        ),
         "remedy": "serve at most {:,} tokens, or name the rope scaling that stretches the context in "
-        "serving.rope_scaling_reason".format(own),
+        "serving.rope_scaling_reason{}".format(own, switch),
     }
 
 
