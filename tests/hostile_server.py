@@ -12,7 +12,11 @@ Modes:
   and whether it carried an Authorization header;
 - metrics-100mb: a 100 MB /metrics page (the API answers normally but slowly);
 - malformed: a status line that is not HTTP;
-- nan: a chat answer whose logprobs and usage hold NaN and Infinity.
+- nan: a chat answer whose logprobs and usage hold NaN and Infinity;
+- echo-key: a 200 answer that is not JSON and repeats the caller's key: as it is, starting where the
+  client's copies are cut (`[:200]`), unicode-escaped, and once more near the end;
+- dense-sse: a stream of well-formed chunks, each packed with tiny objects, up to DENSE_BYTES: within
+  the wire limits, but many times its size once parsed.
 
     python tests/hostile_server.py --mode endless-sse   (prints "listening on PORT" when ready)
 """
@@ -23,7 +27,21 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("giant-body", "endless-sse", "endless-line", "trickle", "redirect", "metrics-100mb", "malformed", "nan")
+MODES = (
+    "giant-body",
+    "endless-sse",
+    "endless-line",
+    "trickle",
+    "redirect",
+    "metrics-100mb",
+    "malformed",
+    "nan",
+    "echo-key",
+    "dense-sse",
+)
+DENSE_BYTES = 60 * 2**20
+# Where the echoed key starts: the client's copies cut at 200 characters keep 15 of it.
+ECHO_AT = 185
 GIANT_BYTES = 2 * 2**30
 METRICS_BYTES = 100 * 10**6
 TRICKLE_S = 0.2
@@ -169,6 +187,21 @@ class Hostile(BaseHTTPRequestHandler):
                 self.wfile.write(payload[index : index + 1])
                 self.wfile.flush()
                 time.sleep(TRICKLE_S)
+        elif mode == "echo-key":
+            key = (self.headers.get("Authorization") or "").split(" ", 1)[-1]
+            escaped = "".join("\\u%04x" % ord(c) for c in key)
+            text = ("x" * (ECHO_AT - len("bad key "))) + "bad key " + key + " (as sent: " + escaped + ") " + key
+            self._head(200, "text/plain", len(text.encode()))
+            self.wfile.write(text.encode())
+        elif mode == "dense-sse":
+            self._head(200, "text/event-stream")
+            dense = dict(chunk("a"), logprobs={"content": [{"t": [[{}] * 8] * 8} for _ in range(6)]})
+            event = ("data: %s\n\n" % json.dumps(dense, separators=(",", ":"))).encode()
+            sent = 0
+            while sent < DENSE_BYTES and self._alive():
+                self.wfile.write(event)
+                sent += len(event)
+            self.wfile.write(b"data: [DONE]\n\n")
         elif mode == "nan":
             text = (
                 '{"id": "chatcmpl-nan", "object": "chat.completion", "model": "%s", "choices": [{"index": 0, '

@@ -106,6 +106,7 @@ def qualify(tmp_path, mode, bound_s=60):
     assert path.exists(), "no evidence written (exit %d):\n%s" % (rc, out[-3000:])
     text = path.read_text()
     record = json.loads(text, parse_constant=lambda name: pytest.fail("non-standard JSON in evidence: %s" % name))
+    record["_out"] = out
     return rc, record, server, text
 
 
@@ -218,3 +219,26 @@ def test_bringup_readiness_probe_does_not_follow_a_redirect_with_the_key():
         server.stop()
     assert server.trap_seen == [], "the redirect's target was asked: %s" % server.trap_seen
     assert models is None and "redirect to http://localhost:%d" % server.trap.server_address[1] in error
+
+
+def fragments(text, key=KEY, least=8):
+    """The longest pieces of the key, `least` characters or more, that `text` holds (a head or tail at a cut)."""
+    found = {key[i:j] for i in range(len(key)) for j in range(i + least, len(key) + 1) if key[i:j] in text}
+    return sorted(found, key=len)[-3:]
+
+
+def test_an_endpoint_echoing_the_key_leaves_no_piece_of_it_on_either_stream_or_in_evidence(tmp_path):
+    # Issue 50 item 2: the key came back on stderr (which `ansible-playbook -v` prints), whole and
+    # unicode-escaped, and copies cut before redaction left 15 to 27 of its characters in evidence.
+    rc, record, _server, text = qualify(tmp_path, "echo-key")
+    out = record.pop("_out", "")
+    escaped = "".join("\\u%04x" % ord(c) for c in KEY)
+    progress = tmp_path / "evidence" / "qualify.progress.log"
+    for name, found in (
+        ("evidence", text),
+        ("the tool's output", out),
+        ("progress", progress.read_text() if progress.exists() else ""),
+    ):
+        assert KEY not in found and escaped not in found, name
+        assert fragments(found) == [], "%s holds pieces of the key: %s" % (name, fragments(found))
+    assert rc in (1, 3)

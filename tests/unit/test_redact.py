@@ -558,3 +558,29 @@ def test_qualify_evidence_holds_the_echoed_seat_key_zero_times(tmp_path, monkeyp
     assert "Your key is" in text  # the echo was recorded, so the count below means something
     for shape in (key, urllib.parse.quote(key, safe=""), _b64("me:" + key)[4:20], "7Hq2Zp9Lw4Xv"):
         assert text.count(shape) == 0, "%r found %d times in the qualification evidence" % (shape, text.count(shape))
+
+
+# ---------------------------------------------------------------- issue 50: cuts, and leftovers
+
+CUT_KEY = "sk-cut-Zq8Ww2LmR4tY7uPa9XcV1bN3mK5jH6gF"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        ("error: bad key " + CUT_KEY)[:42],  # text[:200]: the key's head ends the value
+        "%r" % ("bad key " + CUT_KEY)[:30],  # a cut inside a repr: a quote follows the head
+        "head " + CUT_KEY[:20] + "[... 9 characters left out ...]" + CUT_KEY[29:],  # shorten()'s cut
+        CUT_KEY[12:] + " and the rest",  # a copy that starts inside the key: its tail begins the value
+        "gate smoke: fail - HTTP 200 but the body is not JSON: 'xxxx bad key " + CUT_KEY[:27] + "...",
+    ],
+)
+def test_a_copy_cut_before_redaction_leaves_no_head_or_tail_of_the_key(cut):
+    clean = Redactor(secrets=[CUT_KEY]).redact({"text": cut})["text"]
+    pieces = [CUT_KEY[i:j] for i in range(len(CUT_KEY)) for j in range(i + 8, len(CUT_KEY) + 1)]
+    assert [p for p in pieces if p in clean] == [], clean
+
+
+def test_a_piece_of_the_key_shape_that_is_not_at_a_cut_is_kept():
+    # Another key of the same family shares the first 7 characters: it is not this key's head.
+    assert Redactor(secrets=[CUT_KEY]).text("sk-cut-another-key") == "sk-cut-another-key"

@@ -138,6 +138,12 @@ TOKEN_NAME = re.compile(r"(?i)token[\"']?\s*[=:]\s*[\"']?$|token$")
 SECRET_KEY = re.compile(r"(?i)(?:%s|authorization)$" % _SECRET_WORDS)
 # Below this length a secret is replaced only as a whole value: inside text it would eat words.
 MIN_SECRET_LEN = 8
+# A copy cut before redaction (`text[:200]`) leaves the secret's head at the cut, or its tail after
+# one: a head or tail of this many characters or more is replaced where a value or a cut ends it.
+MIN_FRAGMENT_LEN = 8
+# What may follow a cut head (the value's end, a quote, a bracket, "...") or come before a cut tail.
+_CUT_AFTER = r"""(?=$|[\s"'\\)\]},;\u2026]|\.\.\.|\[)"""
+_CUT_BEFORE = r"""(?:^|(?<=[\s"'\\(\[{,;\u2026\]])|(?<=\.\.\.))"""
 HOSTNAME_KEY = re.compile(r"(?i)^(?:hostname|host_name|fqdn|nodename|node_name|ansible_hostname|ansible_fqdn)$")
 
 _DOCUMENTATION_V4 = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
@@ -212,7 +218,7 @@ class Redactor:
         self._names = {}
         self._host_alias = {}
         self._hostnames = self._hostname_pattern(hostnames)
-        self._short_secrets, self._secrets, self._encoded = self._secret_patterns(_secrets(secrets))
+        self._short_secrets, self._secrets, self._encoded, self._fragments = self._secret_patterns(_secrets(secrets))
         # Longest first, so a checkout inside the home folder is made relative, not "~/...".
         self._paths = {p: "" for p in self._absolute(root)}
         self._paths.update({p: "~" for p in self._absolute(home) if p not in self._paths})
@@ -244,14 +250,25 @@ class Redactor:
         long_ones = sorted((s for s in secrets if len(s) >= MIN_SECRET_LEN), key=len, reverse=True)
         short = {s for s in secrets if len(s) < MIN_SECRET_LEN}
         if not long_ones:
-            return short, None, None
+            return short, None, None, None
         shapes = re.compile("|".join("".join(_char_shapes(c) for c in s) for s in long_ones))
         cores = sorted(set().union(*(_base64_cores(s) for s in long_ones)), key=len, reverse=True)
         encoded = None
         if cores:
             word = "[A-Za-z0-9+/_-]*"
             encoded = re.compile("%s(?:%s)%s={0,2}" % (word, "|".join(re.escape(c) for c in cores), word))
-        return short, shapes, encoded
+        heads = {s[:n] for s in long_ones for n in range(MIN_FRAGMENT_LEN, len(s))}
+        tails = {s[-n:] for s in long_ones for n in range(MIN_FRAGMENT_LEN, len(s))}
+        fragments = re.compile(
+            "(?:%s)%s|%s(?:%s)"
+            % (
+                "|".join(re.escape(h) for h in sorted(heads, key=len, reverse=True)),
+                _CUT_AFTER,
+                _CUT_BEFORE,
+                "|".join(re.escape(t) for t in sorted(tails, key=len, reverse=True)),
+            )
+        )
+        return short, shapes, encoded, fragments
 
     def _hostname_pattern(self, hostnames):
         names = set()
@@ -446,6 +463,8 @@ class Redactor:
             text = self._secrets.sub(SECRET, text)
         if self._encoded is not None:
             text = self._encoded.sub(SECRET, text)
+        if self._fragments is not None:
+            text = self._fragments.sub(SECRET, text)
         if self._root is not None:
             text = self._root.sub(self._path, text)
         text = PEM_PRIVATE.sub(self._pem, text)
