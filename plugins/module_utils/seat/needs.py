@@ -99,7 +99,7 @@ def classify(text, image_local=False):
     parser = _PARSER.match(text)
     if parser:
         subject = parser.group(1).replace("_", " ").replace("tool call", "tool-call")
-        return _need(ENGINEERING_GAP, subject, text, "named by the engine's parser registry for the model family")
+        return _need(ENGINEERING_GAP, subject, text, "the project reads the engine's parser registry for the family")
     undecided = _UNDECIDED.match(text)
     if undecided:
         fields = {field.strip() for field in undecided.group(2).split(" and ")}
