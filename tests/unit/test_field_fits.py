@@ -225,6 +225,8 @@ def _cotenant_nodes(memory):
     entry = {"name": "omni", "kind": "container", "gpus": "all"}
     if memory is not None:
         entry["memory"] = memory
+    # node-a says outright that nothing runs beside seats there; unset would be undeclared.
+    nodes[0]["seatwright_node_cotenants"] = []
     nodes[1]["seatwright_node_cotenants"] = [entry]
     return nodes
 
@@ -250,10 +252,20 @@ def test_the_fields_co_tenant_footprint_caps_below_the_078_that_aborted():
     assert 0.75 <= result["serving"]["gpu_memory_utilization"] < 0.78
 
 
-def test_an_undeclared_cotenant_footprint_is_an_unknown_not_075():
+def test_an_undeclared_cotenant_footprint_takes_the_recipes_field_fraction_or_is_refused():
+    # The recipe records the share the field ran at beside its co-tenants (topology.resident_fraction).
     result = planned("glm53-fp8", nodes=_cotenant_nodes(None))
-    assert result["serving"]["gpu_memory_utilization"] != 0.75
-    assert any("memory of resident co-tenant omni on node-b is not declared" in item for item in result["unknowns"])
+    assert result["serving"]["gpu_memory_utilization"] == 0.75
+    rule = [item for item in result["rules"] if item["id"] == "gpu-memory-cotenants"][0]
+    assert (
+        "host node-b gpu 0: co-tenant memory undeclared, so the recipe's topology.resident_fraction 0.75"
+        in (rule["details"][0])
+    )
+    # Without it, the seat is refused and the inventory variable named; nothing is fitted on a guess.
+    bare = planned("glm53-fp8", [(("topology", "resident_fraction"), None)], nodes=_cotenant_nodes(None))
+    refusal = [item for item in bare["refusals"] if item["id"] == "gpu-memory-cotenants"][0]
+    assert "omni on node-b declares no memory" in refusal["detail"]
+    assert "seatwright_node_cotenants" in refusal["remedy"] and bare["verdict"] == "unknown"
 
 
 def test_a_measured_kv_figure_stands_only_on_gpus_of_the_size_it_was_measured_on():

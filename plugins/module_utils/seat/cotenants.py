@@ -12,6 +12,7 @@ router's listing); the same record keeps the router's state and the targets take
 the restore puts them back exactly (router/lifecycle.py decides).
 """
 
+import math
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
@@ -132,16 +133,124 @@ def resident_footprint(host, declared, gpu_index, exclusive):
     that declare no memory, so their footprint cannot be counted.
     """
     decided = eviction_plan(host, declared, [gpu_index], exclusive)
-    total, sources, unknown = 0, [], []
-    for item in decided["keep"]:
+    total, sources, unknown, entries = 0, [], [], []
+    for position, item in enumerate(check_cotenants(host, declared)):
+        if item["name"] not in {kept["name"] for kept in decided["keep"]}:
+            continue
         if item["gpus"] != "all" and gpu_index not in item["gpus"]:
             continue
         if item["memory_bytes"] is None:
             unknown.append(item["name"])
             continue
         total += item["memory_bytes"]
+        entries.append({"name": item["name"], "position": position, "bytes": item["memory_bytes"]})
         sources.append("%s %.2f GiB (%s)" % (item["name"], item["memory_bytes"] / 2.0**30, item["memory_source"]))
-    return {"bytes": total, "sources": sources, "unknown": unknown}
+    return {"bytes": total, "sources": sources, "unknown": unknown, "entries": entries}
+
+
+def _gib(count):
+    return "%.2f GiB" % (count / 2.0**30)
+
+
+def engine_share(gpus, recorded=None):
+    """{'value', 'how', 'refusal'}: the largest share of each GPU a resident seat's engine may take.
+
+    `gpus` are the seat's GPUs, each with its host, memory_total_mib, and what plan.py's
+    _with_residents found: resident_bytes, resident_entries, resident_unknown (co-tenants that
+    declare no memory) and cotenants_declared (False where the host sets no seatwright_node_cotenants:
+    nothing says what runs there; [] says nothing does). `recorded` is the recipe's
+    topology.resident_fraction with its source, or None.
+
+    Each GPU allows 1 - its co-tenants' memory / its size, rounded down to the hundredth; a GPU whose
+    co-tenants' memory is undeclared allows the recorded fraction. The seat takes the least of them.
+    value is 'none' when nothing stays resident (no cap), None with a refusal {'detail', 'remedy'}
+    when a GPU's co-tenants are larger than it or undeclared with no recorded fraction.
+    """
+    where = "seatwright_node_cotenants"
+    over = []
+    for gpu in gpus:
+        total = gpu["memory_total_mib"] * 2**20
+        if gpu.get("resident_bytes") and math.floor(100.0 * (total - gpu["resident_bytes"]) / total) <= 0:
+            over.append(
+                "host %s gpu %s: %s %s %s, and the card has %s"
+                % (
+                    gpu.get("host"),
+                    gpu["index"],
+                    " + ".join(
+                        "%s[%d] (%s) %s" % (where, item["position"], item["name"], _gib(item["bytes"]))
+                        for item in gpu.get("resident_entries") or ()
+                    ),
+                    "declares" if len(gpu.get("resident_entries") or ()) == 1 else "declare",
+                    "its whole memory or more" if gpu["resident_bytes"] >= total else "all but a sliver of it",
+                    _gib(total),
+                )
+            )
+    if over:
+        return {
+            "value": None,
+            "how": "co-tenant memory larger than the card",
+            "refusal": {
+                "detail": "resident co-tenants leave the engine nothing: " + "; ".join(sorted(set(over))),
+                "remedy": "correct the memory of those entries in %s (host_vars/<host>.yml): it is what the service "
+                "holds on each GPU it uses, e.g. '21.6 GiB'; or make the seat exclusive (topology.exclusive: true) "
+                "so it evicts them" % where,
+            },
+        }
+    undeclared = sorted(
+        {"host %s sets no %s" % (gpu.get("host"), where) for gpu in gpus if gpu.get("cotenants_declared") is False}
+        | {
+            "%s on %s declares no memory" % (name, gpu.get("host"))
+            for gpu in gpus
+            for name in gpu.get("resident_unknown") or ()
+        }
+    )
+    caps = []
+    for gpu in gpus:
+        total = gpu["memory_total_mib"] * 2**20
+        if gpu.get("cotenants_declared") is False or gpu.get("resident_unknown"):
+            if recorded is not None:
+                caps.append(
+                    (
+                        recorded["value"],
+                        "host %s gpu %s: co-tenant memory undeclared, so the recipe's "
+                        "topology.resident_fraction %.2f (%s)"
+                        % (gpu.get("host"), gpu["index"], recorded["value"], recorded["source"]),
+                    )
+                )
+        resident = gpu.get("resident_bytes") or 0
+        if resident:
+            cap = math.floor(100.0 * (total - resident) / total) / 100.0
+            caps.append(
+                (
+                    cap,
+                    "host %s gpu %s: %s of co-tenants (%s) resident on %s leave %.2f of it"
+                    % (
+                        gpu.get("host"),
+                        gpu["index"],
+                        _gib(resident),
+                        "; ".join(gpu.get("resident_sources") or ()),
+                        _gib(total),
+                        cap,
+                    ),
+                )
+            )
+    if undeclared and recorded is None:
+        return {
+            "value": None,
+            "how": "co-tenant memory undeclared",
+            "refusal": {
+                "detail": "the seat is resident (topology.exclusive: false), but the memory its co-tenants hold is "
+                "not declared: %s" % "; ".join(undeclared),
+                "remedy": "declare each co-tenant that stays on the seat's GPUs with its memory in %s "
+                "(host_vars/<host>.yml: name, kind, gpus, memory such as '21.6 GiB', memory_source), or set it to [] "
+                "on a host where none runs; or record the share the field ran at beside them in "
+                "topology.resident_fraction with its source" % where,
+            },
+        }
+    if not caps:
+        return {"value": "none", "how": "no co-tenant stays on the seat's GPUs", "refusal": None}
+    cap, how = min(caps, key=lambda item: item[0])
+    return {"value": cap, "how": how, "refusal": None}
 
 
 def router_section(host, view, observed):

@@ -494,6 +494,16 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
             reasons=["checkpoint size unknown: no verdict until model.checkpoint.bytes is declared or gathered"],
         )
 
+    if settings.get("_memory_unknown"):
+        # A resident seat whose co-tenants' memory is unknown: any fraction is a guess (rule gpu-memory-cotenants).
+        return dict(
+            base,
+            fits=False,
+            verdict="unknown",
+            reasons=[
+                "the engine's share of each GPU is unknown, so nothing is fitted: %s" % settings["_memory_unknown"]
+            ],
+        )
     per_rank = estimate["per_rank_bytes"]
     gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
     smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB

@@ -282,6 +282,9 @@ def _with_residents(recipe, seat_nodes, candidates):
                     resident_bytes=resident["bytes"],
                     resident_sources=resident["sources"],
                     resident_unknown=resident["unknown"],
+                    resident_entries=resident["entries"],
+                    # Unset is not "none runs here": [] says that (cotenants.engine_share).
+                    cotenants_declared=declared.get(node["host"]) is not None,
                 )
             )
     return gpus
@@ -564,7 +567,11 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
     if too_long:
         rules["refusals"].append(too_long)
     memory = memory_setting(settings)
-    if settings["engine"]["device"] == "cuda" and settings["engine"]["name"] != "unknown" and not memory["chosen"]:
+    # The engine's share beside resident co-tenants is unknown: no fraction is rendered or fitted on.
+    share_unknown = [item["detail"] for item in rules["refusals"] if item.get("memory_unknown")]
+    if share_unknown and not memory["chosen"]:
+        settings["_memory_unknown"] = share_unknown[0]
+    elif settings["engine"]["device"] == "cuda" and settings["engine"]["name"] != "unknown" and not memory["chosen"]:
         # The engine takes exactly the memory the fit assumed: the plan renders the default itself.
         settings["serving"]["gpu_memory_utilization"] = memory["value"]
         settings["_memory_default"] = dict(memory)
@@ -641,6 +648,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
     settings.pop("_declared_serving")
     settings.pop("_memory_default", None)
+    settings.pop("_memory_unknown", None)
     settings.pop("_image_flags", None)
     settings.pop("_served_aliases", None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)

@@ -363,6 +363,11 @@ def _cross_field_problems(recipe, rule_ids):
             "topology.executor: 'ray' on a one-node seat; Ray only spans nodes here, and on one node vLLM would "
             "start a Ray runtime the plan does not place or fit: set it to null (one node) or mp"
         )
+    if topo.get("resident_fraction") is not None and not topo.get("resident_fraction_source"):
+        problems.append(
+            "topology.resident_fraction: %s has no topology.resident_fraction_source; name the run that took "
+            "this share of each GPU beside its co-tenants (a field report and section)" % topo["resident_fraction"]
+        )
     if engine["name"] == "sglang" and topo.get("executor") is not None:
         problems.append(
             "topology.executor: %r is a vLLM setting; SGLang spans nodes with --nnodes, so "
@@ -440,6 +445,8 @@ def _normalise(data):
     engine.setdefault("patches", [])
     engine.setdefault("python", "python3")
     recipe["topology"].setdefault("executor", None)
+    recipe["topology"].setdefault("resident_fraction", None)
+    recipe["topology"].setdefault("resident_fraction_source", None)
     engine["image"].setdefault("sm120_kernels", None)
     serving = recipe["serving"]
     for key in (

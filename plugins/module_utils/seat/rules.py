@@ -9,10 +9,10 @@ with a reason. Conditions answer True, False or None (None: a field they read is
 """
 
 import copy
-import math
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import engine_share
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import flag_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.versions import fix_carried, version_at_least
 
@@ -171,40 +171,22 @@ _NOPE_SEEN = (
 )
 
 # The words a dynamic at_most value reads as in the rules table and the launch text.
-COTENANT_HEADROOM = "the co-tenants' headroom (1 - their memory / the GPU's, rounded down)"
+COTENANT_HEADROOM = (
+    "the co-tenants' headroom (1 - their memory / the GPU's, rounded down; where the inventory does not declare "
+    "their memory, the recipe's topology.resident_fraction, else the seat is refused)"
+)
 
 
 def cotenant_headroom(ctx):
-    """(the largest engine fraction the seat's GPUs leave beside resident co-tenants, how it was reached).
+    """{'value', 'how', 'refusal'}: the largest engine fraction the seat's GPUs leave beside resident co-tenants.
 
-    The value is None when a resident co-tenant declares no memory (the reason says which), and
-    'none' when no co-tenant stays on the seat's GPUs (nothing to leave room for).
+    Decided in seat/cotenants.py engine_share, from each GPU's co-tenants and the recipe's recorded fraction.
     """
-    unknown = sorted(
-        {"%s on %s" % (name, gpu.get("host")) for gpu in ctx["gpus"] for name in gpu.get("resident_unknown", ())}
-    )
-    if unknown:
-        return None, "the memory of resident co-tenant%s %s is not declared (seatwright_node_cotenants memory)" % (
-            "" if len(unknown) == 1 else "s",
-            ", ".join(unknown),
-        )
-    caps = []
-    for gpu in ctx["gpus"]:
-        resident = gpu.get("resident_bytes") or 0
-        if resident:
-            total = gpu["memory_total_mib"] * 2**20
-            caps.append((math.floor(100.0 * (total - resident) / total) / 100.0, gpu, resident, total))
-    if not caps:
-        return "none", "no co-tenant stays on the seat's GPUs"
-    cap, gpu, resident, total = min(caps, key=lambda item: item[0])
-    return cap, "%s gpu %s: %s of co-tenants (%s) resident on %.2f GiB leave %.2f of it" % (
-        gpu.get("host"),
-        gpu["index"],
-        "%.2f GiB" % (resident / 2.0**30),
-        "; ".join(gpu.get("resident_sources", ())),
-        total / 2.0**30,
-        cap,
-    )
+    topology = ctx["recipe"]["topology"]
+    recorded = None
+    if topology.get("resident_fraction") is not None:
+        recorded = {"value": topology["resident_fraction"], "source": topology.get("resident_fraction_source")}
+    return engine_share(ctx["gpus"], recorded)
 
 
 DYNAMIC_VALUES = {"cotenant-headroom": cotenant_headroom}
@@ -334,7 +316,10 @@ RULES = (
         ),
         "reason": "With co-tenant services resident the engine can only take what they leave free: 0.78 "
         "aborted at start-up (73.98 GiB free against 74.11 GiB requested) and 0.75 ran [000]. The cap "
-        "is the co-tenants' declared memory taken off each GPU, rounded down to the hundredth, not a constant.",
+        "is the co-tenants' declared memory taken off each GPU, rounded down to the hundredth, not a constant. "
+        "A resident seat must not plan on memory its co-tenants hold: where the inventory does not declare it, "
+        "the share the recipe records from the field (topology.resident_fraction) stands, else the seat is "
+        "refused; co-tenants declaring a card's memory or more are refused too.",
         "sources": ("000",),
     },
     {
@@ -622,15 +607,27 @@ def evaluate(recipe, gpus, source):
                 )
                 continue
             if effect.get("value_from"):
-                value, how = DYNAMIC_VALUES[effect["value_from"]](ctx)
+                decided = DYNAMIC_VALUES[effect["value_from"]](ctx)
+                value, how = decided["value"], decided["how"]
+                if decided["refusal"]:
+                    # Nothing the recipe says can stand in for the inventory's facts: the seat is refused.
+                    refusal = decided["refusal"]
+                    entry["details"].append("%s cannot be capped: %s" % (effect["field"], refusal["detail"]))
+                    result["refusals"].append(
+                        {
+                            "id": rule["id"],
+                            "reason": rule["reason"],
+                            "detail": refusal["detail"],
+                            "remedy": refusal["remedy"],
+                            "memory_unknown": True,
+                        }
+                    )
+                    continue
                 if value == "none":
                     entry["details"].append("%s: %s, so no cap" % (effect["field"], how))
                     continue
-                if value is None:
-                    outcome, detail = "unverified", "%s cannot be capped: %s" % (effect["field"], how)
-                else:
-                    outcome, detail = _apply(dict(effect, value=value), settings)
-                    detail = "%s (%s)" % (detail, how)
+                outcome, detail = _apply(dict(effect, value=value), settings)
+                detail = "%s (%s)" % (detail, how)
             else:
                 outcome, detail = _apply(effect, settings)
             if outcome in ("conflict", "unverified") and rule["id"] in overrides:
