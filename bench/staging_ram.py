@@ -63,6 +63,9 @@ KINDS = (
     "verified",
     "verified_lane",
     "verified_buffered",
+    "verified_read",
+    "verified_read_lane",
+    "verified_map4m",
     "verified_sha256",
     "whole",
 )
@@ -221,6 +224,13 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.HASH_IN_LINE = False
+    if args.pull in ("verified_read", "verified_read_lane", "verified_map4m"):
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = True
+        swarm.HASH_FROM = "map" if args.pull == "verified_map4m" else "read"
+        swarm.HASH_GRAIN_BYTES = 4 << 20 if args.pull == "verified_map4m" else 0
+        swarm.HASH_IN_LINE = args.pull != "verified_read_lane"
     if args.pull in ("verified_buffered", "plain_pieces_buffered"):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -230,7 +240,7 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.piece_hasher = lambda _algo: Nothing()
-        swarm._hash_range = lambda _digest, _fd, _start, _end: None
+        swarm._hash_range = lambda *_given: None
         made = swarm.Swarm.__init__
 
         def unhashed(self, *given):
@@ -417,8 +427,9 @@ def main(argv=None):
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
-        for kind in ("plain_pieces", "plain_pieces_buffered", "verified_lane", "verified_buffered"):
-            urls[kind] = urls["verified"]
+        for kind in KINDS:
+            if kind not in urls:
+                urls[kind] = urls["verified"]
         kinds = [k for k in KINDS if k in ("plain", "verified") or k in args.methods.split(",")]
         methods = [(kind, count) for count in counts for kind in kinds]
         # The child's tuning flags, as given here.

@@ -99,6 +99,11 @@ SPLICE_PIPE_BYTES = 1024 * 1024
 # host: bench/results/staging-ram/host-2026-12-05).
 SPLICE = True
 HASH_IN_LINE = True
+# How a spliced span is hashed: read back into a small buffer of the stream's own ("read"), or from
+# a read-only mapping of the file's pages made and dropped per span ("map"); and how many bytes at a
+# time (at least one pipeful).
+HASH_FROM = "map"
+HASH_GRAIN_BYTES = 0
 # Linux fcntl and mmap values Python names only from 3.10 on (linux/fcntl.h, asm-generic/mman-common.h).
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
@@ -286,8 +291,16 @@ class PieceFile:
         self.handle.close(sync, mode)
 
 
-def _hash_range(digest, fd, start, end):
-    """Hash bytes [start, end) of the file from its pages in memory: spliced bytes never pass through a buffer."""
+def _hash_range(digest, fd, start, end, buffer=None):
+    """Hash bytes [start, end) of the file: read back into `buffer` where one is given, else from its pages mapped."""
+    if buffer is not None:
+        while start < end:
+            count = os.preadv(fd, [buffer[: min(len(buffer), end - start)]], start)
+            if not count:
+                raise StagingError("write failed here: the file ends before byte %d it was given" % end)
+            digest.update(buffer[:count])
+            start += count
+        return
     base = start - start % mmap.ALLOCATIONGRANULARITY
     pages = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED | MAP_POPULATE, prot=mmap.PROT_READ, offset=base)
     try:
@@ -336,6 +349,8 @@ class _Pipeline:
         self.hash_lane = ThreadPoolExecutor(max_workers=1)
         self.write_lane = ThreadPoolExecutor(max_workers=1)
         self.pipe = _splice_pipe() if SPLICE else None
+        self.grain = max(self.pipe[2], HASH_GRAIN_BYTES) if self.pipe else 0
+        self.hash_buffer = memoryview(bytearray(self.grain)) if self.pipe and HASH_FROM == "read" else None
 
     def buffer(self):
         """The buffer to fill next, once its last chunk is hashed and written."""
@@ -353,9 +368,9 @@ class _Pipeline:
     def hash_written(self, digest, handle, start, end):
         """Hash bytes already in the file, after every span handed over before them."""
         if HASH_IN_LINE:
-            _hash_range(digest, handle.fd, start, end)
+            _hash_range(digest, handle.fd, start, end, self.hash_buffer)
         else:
-            self.hashing.append(self.hash_lane.submit(_hash_range, digest, handle.fd, start, end))
+            self.hashing.append(self.hash_lane.submit(_hash_range, digest, handle.fd, start, end, self.hash_buffer))
 
     def splice(self, sock, handle, start, end, on_moved):
         """Move the socket's next bytes into the file from `start` until `end`; the offset reached.
@@ -891,7 +906,7 @@ class Swarm:
             raise Interrupted("closed the connection with %d bytes to go" % (end - start))
         handle.write_at(memoryview(early), start)
         marks = {"hashed": start, "counted": start}
-        grain = pipeline.pipe[2]
+        grain = pipeline.grain
 
         def moved(upto):
             throttle.consume(upto - marks["counted"])
