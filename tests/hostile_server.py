@@ -15,8 +15,9 @@ Modes:
 - nan: a chat answer whose logprobs and usage hold NaN and Infinity;
 - echo-key: a 200 answer that is not JSON and repeats the caller's key: as it is, starting where the
   client's copies are cut (`[:200]`), unicode-escaped, and once more near the end;
-- dense-sse: a stream of well-formed chunks, each packed with tiny objects, up to DENSE_BYTES: within
-  the wire limits, but many times its size once parsed.
+- dense: answers within the wire limits that are many times their size once parsed: a plain answer
+  of DENSE_BODY_BYTES holding a list of empty objects, and a stream of DENSE_BYTES of well-formed
+  chunks, each packed with tiny objects.
 
     python tests/hostile_server.py --mode endless-sse   (prints "listening on PORT" when ready)
 """
@@ -37,9 +38,10 @@ MODES = (
     "malformed",
     "nan",
     "echo-key",
-    "dense-sse",
+    "dense",
 )
 DENSE_BYTES = 60 * 2**20
+DENSE_BODY_BYTES = 15 * 2**20
 # Where the echoed key starts: the client's copies cut at 200 characters keep 15 of it.
 ECHO_AT = 185
 GIANT_BYTES = 2 * 2**30
@@ -193,7 +195,18 @@ class Hostile(BaseHTTPRequestHandler):
             text = ("x" * (ECHO_AT - len("bad key "))) + "bad key " + key + " (as sent: " + escaped + ") " + key
             self._head(200, "text/plain", len(text.encode()))
             self.wfile.write(text.encode())
-        elif mode == "dense-sse":
+        elif mode == "dense" and b'"stream": true' not in (body or b""):
+            head, tail = (
+                b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}], "junk": [',
+                b"{}]}",
+            )
+            count = (DENSE_BODY_BYTES - len(head) - len(tail)) // 3
+            self._head(200, "application/json", len(head) + 3 * count + len(tail))
+            self.wfile.write(head)
+            for _ in range(count // 4096):
+                self.wfile.write(b"{}," * 4096)
+            self.wfile.write(b"{}," * (count % 4096) + tail)
+        elif mode == "dense":
             self._head(200, "text/event-stream")
             dense = dict(chunk("a"), logprobs={"content": [{"t": [[{}] * 8] * 8} for _ in range(6)]})
             event = ("data: %s\n\n" % json.dumps(dense, separators=(",", ":"))).encode()

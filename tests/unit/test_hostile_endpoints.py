@@ -242,3 +242,11 @@ def test_an_endpoint_echoing_the_key_leaves_no_piece_of_it_on_either_stream_or_i
         assert KEY not in found and escaped not in found, name
         assert fragments(found) == [], "%s holds pieces of the key: %s" % (name, fragments(found))
     assert rc in (1, 3)
+
+
+def test_a_stream_dense_once_parsed_is_bounded_and_incomplete(tmp_path):
+    # Issue 50 item 3: 60 MiB of well-formed chunks, within every wire limit, grew the controller past
+    # 1.4 GiB once parsed. What one answer and one run keep is bounded; the run is incomplete.
+    rc, record, _server, _text = qualify(tmp_path, "dense", bound_s=90)
+    assert rc == 3 and record["verdict"] == "incomplete", (rc, record["verdict"], record["reasons"])
+    assert any("once parsed" in r or "larger than" in r for r in record["reasons"]), record["reasons"]

@@ -308,3 +308,44 @@ def test_cli_soak_of_half_reasoning_replies_reports_both_rates(tmp_path):
 )
 def test_page_failure_names_the_transport_problem_before_the_status(page, expected):
     assert openai_http.page_failure(page) == expected
+
+
+@pytest.mark.parametrize("error", [MemoryError(), RuntimeError("a reader's bug")], ids=["MemoryError", "a bug"])
+def test_a_run_that_runs_out_of_memory_is_incomplete_with_evidence(engine, tmp_path, monkeypatch, error):
+    # Issue 50 item 3: MemoryError was exit 1, which the role reads as "not qualified", and no evidence
+    # was written. Any failure of the run's own is incomplete (exit 3), and the evidence says why.
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.qualify import run as qualify_run
+
+    calls = []
+
+    def failing_call(endpoint, request):
+        calls.append(request["path"])
+        raise error
+
+    cli = load_cli()
+    monkeypatch.setattr(qualify_run, "call", failing_call)
+    evidence = tmp_path / "evidence"
+    argv = ["--base-url", engine, "--model", "smol", "--recipe", str(write_recipe(tmp_path, ["smoke"]))]
+    try:
+        status = cli.main(argv + ["--evidence-dir", str(evidence), "--parts", "gates"])
+    except (MemoryError, RuntimeError) as exc:
+        status = "raised %s" % type(exc).__name__
+    assert status == 3 and calls
+    record = json.loads((evidence / "qualification.json").read_text())
+    assert record["verdict"] == "incomplete" and record["passed"] is False
+    assert any(type(error).__name__ in reason for reason in record["reasons"]), record["reasons"]
+
+
+def test_a_run_whose_answers_pass_the_run_bound_stops_incomplete(engine, tmp_path, monkeypatch):
+    # Issue 50 item 3: each answer is bounded, and so is what one run keeps of all of them.
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.qualify import run as qualify_run
+
+    monkeypatch.setattr(qualify_run, "MAX_RUN_COST", 2000)
+    cli = load_cli()
+    evidence = tmp_path / "evidence"
+    recipe = write_recipe(tmp_path, ["smoke", "streaming-tool-calls"], "  tool_choice: named\n")
+    argv = ["--base-url", engine, "--model", "smol", "--recipe", str(recipe), "--evidence-dir", str(evidence)]
+    assert cli.main(argv + ["--parts", "gates"]) == 3
+    record = json.loads((evidence / "qualification.json").read_text())
+    assert record["verdict"] == "incomplete"
+    assert any("once parsed" in reason for reason in record["reasons"]), record["reasons"]

@@ -583,5 +583,10 @@ def drive(generator, send):
             req = generator.send(response)
     except StopIteration as stop:
         return stop.value, exchanges
+    except MemoryError:
+        # The run's to handle (incomplete, with evidence): nothing of this gate can be trusted.
+        raise
     except Exception as exc:  # a gate bug must not hide the other gates' verdicts
-        return verdict(ERROR, "the gate itself failed: %s: %s" % (type(exc).__name__, exc)), exchanges
+        # `internal`: the seat was not judged, so the run is incomplete, not the seat unqualified.
+        found = verdict(ERROR, "the gate itself failed: %s: %s" % (type(exc).__name__, exc), internal=True)
+        return found, exchanges

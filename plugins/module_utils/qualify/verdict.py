@@ -28,6 +28,14 @@ def overall(gate_results, expect_fail, quality=None, soak=None, skipped=(), unre
     if unread:
         shown = list(unread[:5]) + (["and %d more" % (len(unread) - 5)] if len(unread) > 5 else [])
         return {"verdict": INCOMPLETE, "reasons": ["the endpoint's answer could not be read: %s" % u for u in shown]}
+    # A gate that failed in seatwright's own code judged nothing: the run is incomplete.
+    internal = [
+        "gate %s: %s" % (gate, result["reason"])
+        for gate, result in gate_results.items()
+        if (result.get("detail") or {}).get("internal")
+    ]
+    if internal:
+        return {"verdict": INCOMPLETE, "reasons": internal}
     reasons = []
     for gate, result in gate_results.items():
         met, note = gate_met(gate, result, expect_fail)

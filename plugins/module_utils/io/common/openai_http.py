@@ -31,6 +31,13 @@ MAX_LINE_BYTES = 1 * 2**20  # one server-sent-event line (a real chunk is a few 
 MAX_STREAM_CHUNKS = 65536  # one chunk per token, twice the largest budget a gate asks for
 MAX_STREAM_BYTES = 64 * 2**20  # one whole stream
 MAX_UNPARSED_LINES = 50  # non-JSON data lines kept from one stream
+# What one answer may take once parsed, estimated by parsed_cost(): the wire limits above hold, but a
+# 60 MiB stream of chunks packed with tiny objects grew the controller to 1,467 MiB (issue 50). A real
+# answer's chunks cost a few times their bytes (32K tokens of vLLM chunks: about 30 MiB).
+MAX_ANSWER_COST = 96 * 2**20
+# Python's cost of one parsed container, and of one more item in one, beyond the text's own bytes.
+_CONTAINER_COST = 64
+_ITEM_COST = 16
 _READ_BLOCK = 65536
 _TEXT_LIMIT = 200000
 
@@ -64,6 +71,8 @@ def _record(started):
         "elapsed_s": None,
         "ttft_s": None,
         "stalled": False,
+        # What the answer kept costs once parsed (parsed_cost): the run's own bound adds these up.
+        "kept_cost": 0,
         "_t0": started,
     }
 
@@ -191,6 +200,22 @@ def _lines(exchange, response):
             raise TransportError("a stream line is longer than %d bytes: stopped reading" % MAX_LINE_BYTES)
 
 
+def parsed_cost(text):
+    """About how many bytes `text` takes once json.loads has made Python objects of it: its own size,
+    plus each container and each item in one (the counts are of raw characters, so an upper bound)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    containers = text.count("{") + text.count("[")
+    return len(text) + _CONTAINER_COST * containers + _ITEM_COST * (text.count(",") + text.count(":"))
+
+
+def _too_costly(what, cost):
+    return TransportError(
+        "%s would take more than %d MiB once parsed (about %d MiB): stopped reading (a bound on what one "
+        "answer keeps)" % (what, MAX_ANSWER_COST >> 20, cost >> 20)
+    )
+
+
 def _read_stream(exchange, response, record, t0):
     chunks, times = [], []
     record["chunks"], record["chunk_times"] = chunks, times
@@ -202,6 +227,9 @@ def _read_stream(exchange, response, record, t0):
         data = line[len("data:") :].strip()
         if data == "[DONE]":
             return
+        record["kept_cost"] += parsed_cost(data)
+        if record["kept_cost"] > MAX_ANSWER_COST:
+            raise _too_costly("the stream", record["kept_cost"])
         now = time.monotonic() - t0
         try:
             chunk = json.loads(data)
@@ -275,6 +303,9 @@ def call(endpoint, request):
         else:
             text = read_body(exchange, response, MAX_BODY_BYTES).decode("utf-8", "replace")
             record["text"] = text[:_TEXT_LIMIT]
+            record["kept_cost"] = parsed_cost(text)
+            if record["kept_cost"] > MAX_ANSWER_COST:
+                raise _too_costly("the body", record["kept_cost"])
             record["json"], problem = _parse(text)
             if problem is not None and response.status == 200:
                 record["error"] = "HTTP 200 but the body is not JSON: %r" % text[:200]

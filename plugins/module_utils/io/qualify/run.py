@@ -25,6 +25,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.gates imp
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.reading import read_responses
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.verdict import (
+    INCOMPLETE,
     QUALIFIED,
     gate_records,
     overall,
@@ -32,6 +33,41 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.verdict i
 
 RECORD_SCHEMA = "seatwright-qualification-1"
 _KEEP_CHARS = 6000
+# What one run may keep of its answers once parsed (openai_http.parsed_cost, summed over every
+# exchange): `--parts gates` against a dense stream reached 4,015 MiB and died (issue 50).
+MAX_RUN_COST = 384 * 2**20
+# The soak's failed exchanges kept whole in the record.
+MAX_SOAK_FAILURES = 20
+
+
+class RunBound(Exception):
+    """The run has kept as much of its answers as it may: it stops, and is incomplete."""
+
+
+class Kept:
+    """The parsed cost of every answer this run has read (each is kept, or may be, in the record)."""
+
+    def __init__(self, limit=None):
+        self.limit, self.cost = limit or MAX_RUN_COST, 0
+        self.lock = threading.Lock()
+
+    def room(self, response):
+        """Whether the run may keep this answer too (counted when it may); never raises, for threads."""
+        with self.lock:
+            cost = response.get("kept_cost") or 0
+            if self.cost + cost > self.limit:
+                return False
+            self.cost += cost
+            return True
+
+    def add(self, response):
+        with self.lock:
+            self.cost += response.get("kept_cost") or 0
+            if self.cost > self.limit:
+                raise RunBound(
+                    "the run's answers would take more than %d MiB once parsed: stopped (a bound on what one "
+                    "run keeps)" % (self.limit >> 20)
+                )
 
 
 class Progress:
@@ -74,13 +110,14 @@ def _note_unread(unread, label, req, response):
         unread.append("%s %s %s: %s" % (label, req["method"], req["path"], response["transport_error"]))
 
 
-def _sender(endpoint, progress, label, unread):
+def _sender(endpoint, progress, label, unread, kept):
     count = [0]
 
     def send(req):
         count[0] += 1
         response = call(endpoint, req)
         _note_unread(unread, label, req, response)
+        kept.add(response)
         status = response["status"] if response["error"] is None else response["error"]
         progress(
             "%s: request %d %s %s -> %s in %.2f s"
@@ -103,24 +140,24 @@ def _exchange_record(exchange, thresholds, keep_stream=True):
     return shorten(record)
 
 
-def run_gates(ctx, endpoint, progress, unread):
+def run_gates(ctx, endpoint, progress, unread, kept):
     settings = ctx["settings"]
     results = {}
     for gate in settings["gates"]:
         progress("gate %s: start" % gate)
-        result, exchanges = drive(GATE_FUNCTIONS[gate](ctx), _sender(endpoint, progress, "gate " + gate, unread))
+        result, exchanges = drive(GATE_FUNCTIONS[gate](ctx), _sender(endpoint, progress, "gate " + gate, unread, kept))
         result["exchanges"] = [_exchange_record(e, settings["degenerate"]) for e in exchanges]
         results[gate] = result
         progress("gate %s: %s - %s" % (gate, result["verdict"], result["reason"][:160]))
     return results
 
 
-def run_quality(ctx, endpoint, progress, unread):
+def run_quality(ctx, endpoint, progress, unread, kept):
     settings = ctx["settings"]
     runs = quality_protocol.plan(settings)
     results = []
     for index, (category, item, number, function) in enumerate(runs, 1):
-        outcome, exchanges = drive(function(ctx), _sender(endpoint, lambda text: None, "quality", unread))
+        outcome, exchanges = drive(function(ctx), _sender(endpoint, lambda text: None, "quality", unread, kept))
         if "ok" not in outcome:  # drive() turned a failing item into a gate-style verdict
             outcome = {"ok": False, "verdict": outcome["verdict"], "reason": outcome["reason"], "detail": {}}
         entry = {"category": category, "item": item, "run": number}
@@ -137,7 +174,7 @@ def run_quality(ctx, endpoint, progress, unread):
     return summary
 
 
-def run_soak(ctx, endpoint, progress, unread, report_every_s=10.0):
+def run_soak(ctx, endpoint, progress, unread, kept, report_every_s=10.0):
     """Keep `concurrency` streams busy until `duration_s` has passed, then wait for those in flight."""
     settings = ctx["settings"]
     soak = settings["soak"]
@@ -159,7 +196,8 @@ def run_soak(ctx, endpoint, progress, unread, report_every_s=10.0):
             with lock:
                 _note_unread(unread, "soak", req, response)
                 facts.append(dict(fact, number=number, started_s=round(started - t0, 3)))
-                if not fact["ok"] or fact["stalled"] or not fact["answered"]:
+                failed = not fact["ok"] or fact["stalled"] or not fact["answered"]
+                if failed and len(failures) < MAX_SOAK_FAILURES and kept.room(response):
                     failures.append(_exchange_record({"request": req, "response": response}, settings["degenerate"]))
             if not fact["ok"]:
                 time.sleep(1.0)  # a refusing server is counted, not hammered
@@ -195,7 +233,7 @@ def run_soak(ctx, endpoint, progress, unread, report_every_s=10.0):
             )
         )
     summary = soak_rules.summarise(facts, settings, time.monotonic() - t0)
-    summary["failures"] = failures[:20]
+    summary["failures"] = failures
     summary["per_request"] = sorted(facts, key=lambda f: f["number"])
     return summary
 
@@ -213,6 +251,24 @@ def write_evidence(evidence_dir, record, hostnames=(), secrets=()):
     return clean
 
 
+def stopped_record(ctx, reason):
+    """The record of a run that stopped on an unexpected error: incomplete, saying why; what it had
+    measured is not kept (a MemoryError leaves nothing to trust)."""
+    return {
+        "schema": RECORD_SCHEMA,
+        "started_at": utc_now(),
+        "settings": (ctx or {}).get("settings"),
+        "gates": [],
+        "quality": None,
+        "soak": None,
+        "unread": {"count": 1, "first": [reason]},
+        "verdict": INCOMPLETE,
+        "passed": False,
+        "reasons": [reason],
+        "finished_at": utc_now(),
+    }
+
+
 def qualify(ctx, endpoint, parts, progress):
     """Run the parts asked for ("gates", "quality", "soak"); returns the record (not yet redacted)."""
     started, t0 = utc_now(), time.monotonic()
@@ -224,13 +280,20 @@ def qualify(ctx, endpoint, parts, progress):
         "quality": None,
         "soak": None,
     }
-    unread = []
-    if "gates" in parts:
-        record["gates"] = run_gates(ctx, endpoint, progress, unread)
-    if "quality" in parts:
-        record["quality"] = run_quality(ctx, endpoint, progress, unread)
-    if "soak" in parts:
-        record["soak"] = run_soak(ctx, endpoint, progress, unread)
+    unread, kept = [], Kept()
+    runners = (("gates", run_gates), ("quality", run_quality), ("soak", run_soak))
+    for part, runner in runners:
+        if part not in parts:
+            continue
+        try:
+            record[part] = runner(ctx, endpoint, progress, unread, kept)
+        except RunBound as exc:
+            unread.append("%s: %s" % (part, exc))
+            break
+        except MemoryError:
+            # What the part held is gone with its frames; the record says where the run stopped.
+            unread.append("%s: the controller ran out of memory (MemoryError): the run stopped" % part)
+            break
     skipped = [p for p in ("gates", "quality", "soak") if p not in parts]
     result = overall(
         record["gates"], ctx["settings"]["expect_fail"], record["quality"], record["soak"], skipped, unread
