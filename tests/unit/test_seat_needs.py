@@ -255,3 +255,30 @@ def test_pipes_in_the_plans_words_do_not_break_the_table():
     }
     page = seats_markdown([("s", "seats/s.yml", plan)], "inventory/example", "tools/render_seats.py")
     assert "unknown (a \\| b); declare it |" in page
+
+
+@pytest.mark.parametrize(
+    "verdict,launchable,serve,words",
+    [
+        ("fits", True, True, "fits, launchable; bring-up would serve"),
+        ("fits", True, False, "fits, launchable; bring-up would refuse it"),
+        ("does-not-fit", False, False, "does not fit, not launchable; bring-up would refuse it"),
+        ("unknown", False, False, "fit unknown, not launchable; bring-up would refuse it"),
+        ("not-applicable", True, True, "fit not applicable (no GPU), launchable; bring-up would serve"),
+    ],
+)
+def test_the_verdict_says_the_fit_whether_it_launches_and_what_bring_up_decides(verdict, launchable, serve, words):
+    plan = {
+        "title": "t",
+        "sources": ["000"],
+        "verdict": verdict,
+        "launchable": launchable,
+        "bringup": {"serve": serve},
+        "unknowns": [],
+        "refusals": [],
+        "blockers": [],
+        "hosts": [],
+    }
+    page = seats_markdown([("s", "seats/s.yml", plan)], "inventory/example", "tools/render_seats.py")
+    assert "| [s](#s) | 000 | %s |" % words in page
+    assert "Verdict: **%s**." % words in page

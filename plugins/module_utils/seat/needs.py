@@ -158,12 +158,22 @@ def _cell(text):
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+# The fit's verdict (seat/fit.py) as the page words it.
+_FIT_WORDS = {
+    "fits": "fits",
+    "does-not-fit": "does not fit",
+    "unknown": "fit unknown",
+    "not-applicable": "fit not applicable (no GPU)",
+}
+
+
 def _verdict_line(plan):
     if plan.get("error"):
-        return "no plan (the planner stops on the recipe); bring-up refuses"
+        return "no plan (the planner stops on the recipe); bring-up would refuse it"
     bringup = plan.get("bringup") or {}
+    fit = _FIT_WORDS.get(plan.get("verdict"), "fit %s" % plan.get("verdict"))
     state = "launchable" if plan.get("launchable") else "not launchable"
-    return "%s, %s; bring-up %s" % (plan.get("verdict"), state, "would serve" if bringup.get("serve") else "refuses")
+    return "%s, %s; bring-up %s" % (fit, state, "would serve" if bringup.get("serve") else "would refuse it")
 
 
 def _counts(needs):
