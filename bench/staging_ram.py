@@ -9,13 +9,16 @@ so no disk sets the pace and the price of hashing shows:
             every digest accepted): the same HTTP client, streams, buffers, writes and renames
   verified  staging_pull.stage as weight_stage runs it: the source lists each file's piece
             digests (--piece-mb), and every piece is hashed and checked on whichever stream got it,
-            with the digest the node picks (BLAKE3 where Python has the blake3 package)
-  plain_pieces  the verified path's own transport (pieces, streams, fetch workers, splices into the
-            file) with the hashing taken out: verified against it is the price of hashing alone
-  plain_pieces_buffered  the same with splice turned off
-  verified_lane  verified with each spliced pipeful hashed on the stream's hash lane, not in line
-  verified_buffered  verified with splice turned off: each piece received into buffers, hashed
-            there and written (what a file opened for direct I/O gets), timed beside the spliced path
+            with the digest the node picks (BLAKE3 where Python has the blake3 package), on the path
+            the node picks (weights/staging.py splice_pieces: spliced on few cores, else buffered)
+  plain_pieces  the spliced transport (pieces, streams, fetch workers, splices into the file) with
+            the hashing taken out
+  plain_pieces_buffered  the buffered transport (pieces received into buffers and written), unhashed
+  verified_spliced  verified with splice forced on, each pipeful hashed in line (the default on
+            every node before issue 49)
+  verified_lane  the same with each spliced pipeful hashed on the stream's hash lane, not in line
+  verified_buffered  verified with splice forced off: each piece received into buffers, hashed
+            there and written (what a file opened for direct I/O gets)
   verified_sha256  the same with sha256 pieces forced: what a node without blake3 does
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them
@@ -62,10 +65,8 @@ KINDS = (
     "plain_pieces_buffered",
     "verified",
     "verified_lane",
+    "verified_spliced",
     "verified_buffered",
-    "verified_read",
-    "verified_read_lane",
-    "verified_map4m",
     "verified_sha256",
     "whole",
 )
@@ -224,13 +225,10 @@ def pull_once(args):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.HASH_IN_LINE = False
-    if args.pull in ("verified_read", "verified_read_lane", "verified_map4m"):
+    if args.pull in ("verified_spliced", "verified_lane", "plain_pieces"):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.SPLICE = True
-        swarm.HASH_FROM = "map" if args.pull == "verified_map4m" else "read"
-        swarm.HASH_GRAIN_BYTES = 4 << 20 if args.pull == "verified_map4m" else 0
-        swarm.HASH_IN_LINE = args.pull != "verified_read_lane"
     if args.pull in ("verified_buffered", "plain_pieces_buffered"):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -520,6 +518,10 @@ def main(argv=None):
         "field_gb_s": FIELD_GB_S,
         "methods": kinds,
         "ratio_at_chosen": figure["ratio"],
+        # The best the node's verified path did at any stream count against the best plain pull.
+        "best_verified_over_best_plain": round(
+            max(r["verified_gb_s"] for r in table) / max(r["plain_gb_s"] for r in table), 3
+        ),
         "target": 0.9,
         "table": table,
         "records": records,
@@ -587,6 +589,13 @@ def markdown(doc):
         "verified / plain at the derived stream count (%d): **%.3f** (target >= %.1f). The field staged with parity "
         "at %.2f-%.2f GB/s; on loopback the source shares the cores, so these absolute figures are a floor."
         % (doc["chosen_streams"], doc["ratio_at_chosen"], doc["target"], doc["field_gb_s"][0], doc["field_gb_s"][1]),
+        "",
+        "Best verified at any stream count over the best plain pull: **%.3f** (%.2f against %.2f GB/s)."
+        % (
+            doc["best_verified_over_best_plain"],
+            max(r["verified_gb_s"] for r in doc["table"]),
+            max(r["plain_gb_s"] for r in doc["table"]),
+        ),
         "",
         "CPU bound: verified staging needs the plain pull's CPU (pull and source, measured) plus one hash of every "
         "byte at the measured one-core rate of the digest it checked; spread over every core, that allows at most "

@@ -5,27 +5,37 @@ import os
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import stream_count
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import splice_pieces, stream_count
 
 
 @pytest.mark.parametrize(
     ("cores", "nic_bytes_s", "override", "expected"),
     [
         (2, None, None, 4),  # the lab host: never fewer than the old fixed 4
-        (16, None, None, 8),  # the device machine: one stream per two cores
-        (64, None, None, 32),
-        (128, None, None, 32),  # capped
+        (4, None, None, 4),  # the most cores that still splice
+        (8, None, None, 6),  # buffered from here on: 6 streams, measured on 8 and 16 cores
+        (16, None, None, 6),  # the device machine (8 before issue 49)
+        (64, None, None, 6),
         (None, None, None, 4),  # cpu_count unknown
-        (32, 12.5e9, None, 13),  # 100 GbE fills with 13 streams at one core's hash rate each
-        (16, 50e9, None, 8),  # a faster NIC than the cores can hash
+        (32, 12.5e9, None, 6),  # 100 GbE
+        (16, 50e9, None, 6),  # a faster NIC than the cores can hash
         (16, 1.25e8, None, 4),  # 1 GbE
         (16, None, 3, 3),  # an explicit count always wins
         (2, 50e9, 24, 24),
-        (16, None, 0, 8),  # 0 means derive
+        (16, None, 0, 6),  # 0 means derive
     ],
 )
 def test_stream_count(cores, nic_bytes_s, override, expected):
     assert stream_count(cores, nic_bytes_s, override) == expected
+
+
+@pytest.mark.parametrize(
+    ("cores", "direct", "expected"),
+    [(2, False, True), (4, False, True), (5, False, False), (16, False, False), (2, True, False), (None, False, True)],
+)
+def test_only_buffered_files_on_nodes_of_few_cores_take_pieces_by_splice(cores, direct, expected):
+    """The path a piece takes is a function of the node's cores and the file's kind (issue 49)."""
+    assert splice_pieces(cores, direct) is expected
 
 
 class _Progress:

@@ -31,9 +31,27 @@ _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 STREAM_BYTES_S = 1.0e9
 # The fewest streams a node pulls with (the fixed count before streams were derived), and the most.
 MIN_STREAMS = 4
-# Cores one stream keeps busy: its worker's receive, hash and write lanes (12 of 16 at 8 streams).
+# Cores one stream keeps busy on a node of few cores: its worker's splice and hash (two-core host).
 CORES_PER_STREAM = 2
 MAX_STREAMS = 32
+# The most cores a node may have and still splice pieces into its files. Splicing saves a copy, so
+# it spends the least CPU per byte, but each stream then receives and hashes in turn; receiving
+# into buffers keeps three lanes busy at once. On two cores, where CPU is all that counts, verified
+# staging splices at 1.42 GB/s against 1.33 buffered; on 8 and 16 cores buffered wins at every stream
+# count up to 8, by 1.6-1.9x at the derived count (bench/results/staging-ram/device-2026-12-06).
+SPLICE_MAX_CORES = 4
+# Streams a node of more cores pulls with on the buffered path: buffered verified staging peaks at 6
+# on 8 and 16 cores alike, and more streams only contend for the cores (device-2026-12-06).
+BUFFERED_STREAMS = 6
+
+
+def splice_pieces(cores, direct):
+    """Whether a destination file takes its pieces by splice(2): buffered files on nodes of few cores only.
+
+    `direct`: the file takes direct I/O (its bytes never pass the pages a splice fills, so the
+    buffered path is the only one). `cores`: the cores this process may run on.
+    """
+    return not direct and (cores or 1) <= SPLICE_MAX_CORES
 
 
 def build_listing(name, layout, revision, refs, files, problems, piece_bytes=None):
@@ -242,15 +260,18 @@ def fetch_units(listing):
 def stream_count(cores, nic_bytes_s=None, override=None):
     """Pieces or files a destination pulls at once: `override` when given (1 or more), else derived from the node.
 
-    Each stream's worker receives, hashes and writes at once on about one and a half cores, so a
-    node needs one stream per CORES_PER_STREAM cores to use them all (on the 16-core device machine
-    6, 8 and 12 streams moved 9.3, 9.2 and 8.6 GB/s verified in one call: bench/results/staging-ram), and no more
-    streams than its NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer
-    than MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
+    A node that splices (splice_pieces: few cores) keeps one stream per CORES_PER_STREAM cores
+    busy. A node of more cores receives into buffers, and its streams stop gaining at
+    BUFFERED_STREAMS (on the 16-core device machine, the source on the same cores, verified moved
+    8.05, 9.31, 9.22 and 8.05 GB/s at 4, 6, 8 and 16 streams in one call, 10.90, 11.30, 11.47 at 4, 6
+    and 8 with the pull on 8 cores of its own: bench/results/staging-ram/device-2026-12-06). No more
+    streams than the NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer than
+    MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
     """
     if override:
         return override
-    want = max(1, (cores or 1) // CORES_PER_STREAM)
+    cores = cores or 1
+    want = max(1, cores // CORES_PER_STREAM) if splice_pieces(cores, False) else BUFFERED_STREAMS
     if nic_bytes_s:
         want = min(want, -(-int(nic_bytes_s) // int(STREAM_BYTES_S)))
     return max(MIN_STREAMS, min(MAX_STREAMS, want))

@@ -293,6 +293,14 @@ def _bounded_body(response, limit):
             return None
 
 
+def usable_cores():
+    """The cores this process may run on (its affinity: a container's or a pinned job's share), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def resolve_under(root, rel):
     """The absolute path of `rel` under `root` once links are resolved; StagingError when it leaves `root`.
 
@@ -784,7 +792,7 @@ def _refuse_linked_prune(dest):
 def _stage(options, source, check_mode, now, started, outcome):
     options = dict(
         options,
-        streams=stream_count(os.cpu_count(), (options.get("nic_mb_per_s") or 0) * 1e6, options.get("streams")),
+        streams=stream_count(usable_cores(), (options.get("nic_mb_per_s") or 0) * 1e6, options.get("streams")),
     )
     if options.get("prune"):
         _refuse_linked_prune(options["dest"])

@@ -43,6 +43,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
     _fsync_dir,
     make_dirs_under,
     resolve_under,
+    usable_cores,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import (
     SourceServer,
@@ -67,6 +68,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     fetch_units,
     parse_content_length,
     partial_name,
+    splice_pieces,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
     CHUNK_BYTES,
@@ -93,17 +95,13 @@ PIECE_CHUNK_BYTES = CHUNK_BYTES
 # splice(2) moves a piece from the socket into the file through a pipe of this many bytes (Linux's
 # pipe-max-size for unprivileged processes), and each pipeful is hashed while its pages are still in cache.
 SPLICE_PIPE_BYTES = 1024 * 1024
-# Whether buffered files take pieces by splice (the bench turns it off to time the buffered path
-# beside it), and whether a spliced pipeful is hashed on the thread that spliced it, from the cache
-# its copy just filled, rather than on the hash lane (5 % less CPU per byte in the pull on the two-core
-# host: bench/results/staging-ram/host-2026-12-05).
-SPLICE = True
+# Whether buffered files take pieces by splice: None lets the node decide (weights/staging.py
+# splice_pieces: only nodes of few cores), True or False forces it (the bench times both side by
+# side). Whether a spliced pipeful is hashed on the thread that spliced it, from the cache its copy
+# just filled, rather than on the hash lane (5 % less CPU per byte in the pull on the two-core host:
+# bench/results/staging-ram/host-2026-12-05).
+SPLICE = None
 HASH_IN_LINE = True
-# How a spliced span is hashed: read back into a small buffer of the stream's own ("read"), or from
-# a read-only mapping of the file's pages made and dropped per span ("map"); and how many bytes at a
-# time (at least one pipeful).
-HASH_FROM = "map"
-HASH_GRAIN_BYTES = 0
 # Linux fcntl and mmap values Python names only from 3.10 on (linux/fcntl.h, asm-generic/mman-common.h).
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
@@ -291,16 +289,8 @@ class PieceFile:
         self.handle.close(sync, mode)
 
 
-def _hash_range(digest, fd, start, end, buffer=None):
-    """Hash bytes [start, end) of the file: read back into `buffer` where one is given, else from its pages mapped."""
-    if buffer is not None:
-        while start < end:
-            count = os.preadv(fd, [buffer[: min(len(buffer), end - start)]], start)
-            if not count:
-                raise StagingError("write failed here: the file ends before byte %d it was given" % end)
-            digest.update(buffer[:count])
-            start += count
-        return
+def _hash_range(digest, fd, start, end):
+    """Hash bytes [start, end) of the file from its pages in memory: spliced bytes never pass through a buffer."""
     base = start - start % mmap.ALLOCATIONGRANULARITY
     pages = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED | MAP_POPULATE, prot=mmap.PROT_READ, offset=base)
     try:
@@ -348,9 +338,8 @@ class _Pipeline:
         self.turn = 0
         self.hash_lane = ThreadPoolExecutor(max_workers=1)
         self.write_lane = ThreadPoolExecutor(max_workers=1)
-        self.pipe = _splice_pipe() if SPLICE else None
-        self.grain = max(self.pipe[2], HASH_GRAIN_BYTES) if self.pipe else 0
-        self.hash_buffer = memoryview(bytearray(self.grain)) if self.pipe and HASH_FROM == "read" else None
+        spliced = splice_pieces(usable_cores(), direct=False) if SPLICE is None else SPLICE
+        self.pipe = _splice_pipe() if spliced else None
 
     def buffer(self):
         """The buffer to fill next, once its last chunk is hashed and written."""
@@ -368,9 +357,9 @@ class _Pipeline:
     def hash_written(self, digest, handle, start, end):
         """Hash bytes already in the file, after every span handed over before them."""
         if HASH_IN_LINE:
-            _hash_range(digest, handle.fd, start, end, self.hash_buffer)
+            _hash_range(digest, handle.fd, start, end)
         else:
-            self.hashing.append(self.hash_lane.submit(_hash_range, digest, handle.fd, start, end, self.hash_buffer))
+            self.hashing.append(self.hash_lane.submit(_hash_range, digest, handle.fd, start, end))
 
     def splice(self, sock, handle, start, end, on_moved):
         """Move the socket's next bytes into the file from `start` until `end`; the offset reached.
@@ -906,7 +895,7 @@ class Swarm:
             raise Interrupted("closed the connection with %d bytes to go" % (end - start))
         handle.write_at(memoryview(early), start)
         marks = {"hashed": start, "counted": start}
-        grain = pipeline.grain
+        grain = pipeline.pipe[2]
 
         def moved(upto):
             throttle.consume(upto - marks["counted"])
