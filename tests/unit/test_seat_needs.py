@@ -282,3 +282,20 @@ def test_the_verdict_says_the_fit_whether_it_launches_and_what_bring_up_decides(
     page = seats_markdown([("s", "seats/s.yml", plan)], "inventory/example", "tools/render_seats.py")
     assert "| [s](#s) | 000 | %s |" % words in page
     assert "Verdict: **%s**." % words in page
+
+
+# Parsers and attention kinds no seed and neither pinned engine's source (vLLM 0.33.0, SGLang 0.5.23)
+# answers: Qwen3.5's tool-call parser follows its checkpoint's chat template; Qwen3.8 is in neither
+# engine and its engine is not recorded.
+OPEN_PARSERS = {("qwen35-122b", "tool-call parser"), ("qwen38-flash-next", "reasoning parser")}
+OPEN_PARSERS |= {("qwen38-flash-next", "tool-call parser")}
+OPEN_ATTENTION = {"qwen35-122b", "qwen38-flash-next"}
+
+
+def test_no_seed_seat_keeps_a_parser_or_attention_gap_the_sources_answer():
+    for name, _source, plan in render_seats.planned_seats():
+        for need in seat_needs(plan):
+            if need["subject"].endswith("parser"):
+                assert (name, need["subject"]) in OPEN_PARSERS, (name, need["text"])
+            if "model.architecture.attention unknown" in need["text"]:
+                assert name in OPEN_ATTENTION, (name, need["text"])
