@@ -453,3 +453,30 @@ def test_one_level_beyond_the_noise_is_enough_when_no_level_loses():
 )
 def test_apart(low, high, expected):
     assert promotion.apart(low, high) is expected
+
+
+# ---------------------------------------------------------------- issue 50 item 5
+
+
+@pytest.mark.parametrize("tiny", [1e-300, 1e-9], ids=["1e-300", "1e-9"])
+def test_an_incumbent_figure_no_harness_measures_does_not_hand_a_promotion(tiny):
+    # An incumbent throughput of 1e-300 tok/s made any candidate "win" by a factor of 1e302.
+    candidate = record("fast", {1: 120.0, 4: 420.0, 16: 990.0})
+    incumbent = record("qwen38", INCUMBENT_RATES)
+    for level in incumbent["benchmark"]["summary"]:
+        level["figures"]["output_tok_s"] = {"values": [tiny] * 3, "median": tiny, "min": tiny, "max": tiny}
+    out = promotion.decide(candidate, {"qwen38": incumbent}, NOW, 14, 0.10)
+    assert out["decision"] != promotion.PROMOTE, out["reasons"]
+    assert any("outside what the harness measures" in r for r in out["reasons"]), out["reasons"]
+
+
+def test_a_candidate_figure_no_harness_measures_blocks_its_promotion():
+    candidate = record("fast", {1: 120.0, 4: 420.0, 16: 990.0})
+    candidate["benchmark"]["summary"][1]["figures"]["output_tok_s"]["median"] = 1e300
+    out = promotion.decide(candidate, {"qwen38": record("qwen38", INCUMBENT_RATES)}, NOW, 14, 0.10)
+    assert out["decision"] == promotion.DO_NOT_PROMOTE
+    assert any("c=4: output_tok_s median is 1e+300 tok/s" in r for r in out["reasons"]), out["reasons"]
+
+
+def test_measured_figures_and_zero_are_within_what_the_harness_measures():
+    assert promotion.figure_problems(record("qwen38", INCUMBENT_RATES)) == []

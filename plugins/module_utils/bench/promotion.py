@@ -102,6 +102,56 @@ def _non_finite(value, where):
     return None
 
 
+# What the harness can measure (issue 50): a level runs minutes and its clocks count microseconds, so
+# a rate below a token in 1000 s or above 1e8 tok/s, or a time below a microsecond or beyond a day, is
+# no measurement. Such a figure (1e-300 tok/s made any candidate "win") refuses its record. Zero is a
+# measurement (no reasoning tokens).
+MEASURABLE = (
+    ("_tok_s", 1e-3, 1e8, "tok/s"),
+    ("_ms_", 1e-3, 86400e3, "ms"),
+    ("_ms", 1e-3, 86400e3, "ms"),
+    ("request_s", 1e-6, 86400.0, "s"),
+)
+_MEASURED_STATS = ("values", "median", "min", "max")
+
+
+def _bounds(name):
+    for part, low, high, unit in MEASURABLE:
+        if part in name or name.endswith(part):
+            return low, high, unit
+    return None
+
+
+def _unmeasurable(stats, low, high):
+    """The first (stat, value) of a figure outside (0 or low..high), or None."""
+    for stat in _MEASURED_STATS:
+        found = stats.get(stat)
+        for value in found if isinstance(found, list) else [found]:
+            if _finite(value) and value != 0 and not low <= value <= high:
+                return stat, value
+    return None
+
+
+def figure_problems(record):
+    """Why a record's benchmark figures are not measurements (empty list: each is within what the
+    harness measures), as sentences naming the level, the figure and the bounds."""
+    bench = record.get("benchmark") if isinstance(record, dict) else None
+    summary = bench.get("summary") if isinstance(bench, dict) else None
+    problems = []
+    for level in summary if isinstance(summary, list) else []:
+        figures = level.get("figures") if isinstance(level, dict) else None
+        for name, stats in sorted(figures.items()) if isinstance(figures, dict) else ():
+            bounds = _bounds(name)
+            found = _unmeasurable(stats, *bounds[:2]) if bounds and isinstance(stats, dict) else None
+            if found:
+                problems.append(
+                    "level c=%s: %s %s is %r %s, outside what the harness measures (0, or %g to %g %s): "
+                    "the record is not a measurement; re-measure the seat"
+                    % (level.get("concurrency"), name, found[0], found[1], bounds[2], bounds[0], bounds[1], bounds[2])
+                )
+    return problems
+
+
 def record_problems(record):
     """Why a record's shape cannot be read by the decision (empty list: it can), as sentences."""
     if not isinstance(record, dict):
@@ -140,6 +190,7 @@ def record_problems(record):
     odd = _non_finite(record, "")
     if odd:
         problems.append("its record holds NaN or Infinity (at %s), which no measurement is: re-measure it" % odd)
+    problems.extend("its benchmark's " + problem for problem in figure_problems(record)[:3])
     return problems
 
 
@@ -451,6 +502,10 @@ def decide(
         if flags:
             blocked = True
             reasons.append("the benchmark is flagged (%s): its figures cannot carry a promotion" % ", ".join(flags))
+        unmeasured = figure_problems(candidate)
+        if unmeasured:
+            blocked = True
+            reasons.extend("the candidate's benchmark: " + problem for problem in unmeasured[:3])
     level_rows, level_blocks = candidate_levels(candidate, levels, ttft_p95_ms) if bench else ([], [])
     if level_blocks:
         blocked = True
