@@ -584,3 +584,32 @@ def test_a_copy_cut_before_redaction_leaves_no_head_or_tail_of_the_key(cut):
 def test_a_piece_of_the_key_shape_that_is_not_at_a_cut_is_kept():
     # Another key of the same family shares the first 7 characters: it is not this key's head.
     assert Redactor(secrets=[CUT_KEY]).text("sk-cut-another-key") == "sk-cut-another-key"
+
+
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@pytest.mark.parametrize(
+    "value, gone",
+    [
+        ("cloned with " + GHP + " from the mirror", GHP),
+        ("https://x:" + "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz" + "@github.com", "github_pat_11"),
+        ([["api_key", "K-nobody-told-us-9876"], ["model", "m"]], "K-nobody-told-us-9876"),
+        ({"env": [["HF_TOKEN", "plain-token-value-1234"]]}, "plain-token-value-1234"),
+        ("node-a at 010.001.002.003 answered", "010.001.002.003"),
+        ("node-b at 172.030.099.012", "172.030.099.012"),
+    ],
+    ids=["ghp token", "fine-grained pat", "api_key pair", "HF_TOKEN pair", "leading zeros", "leading zeros 2"],
+)
+def test_what_the_redactor_left_without_the_key_passed_in_is_gone(value, gone):
+    # Issue 50 item 6: without the key given, these survived.
+    assert gone not in json.dumps(redact(value))
+
+
+def test_a_leading_zero_address_is_the_same_host_as_its_plain_spelling():
+    redactor = Redactor()
+    assert redactor.text("010.001.002.003") == redactor.text("10.1.2.3")
+
+
+def test_a_pair_that_is_no_secret_is_kept():
+    assert redact([["token_count", 5], ["model", "m"]]) == [["token_count", 5], ["model", "m"]]

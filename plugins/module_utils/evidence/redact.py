@@ -10,7 +10,8 @@ What is replaced, and by what (numbered in order of first appearance):
   the convention of the H200 fixtures); bare UUIDs keep no prefix.
 - Serial numbers (`Serial Number : X`, `serial=X`, JSON keys `serial*`, CSV columns named
   `serial`): zeros of the same length ending in N.
-- IPv4 addresses other than loopback, 0.0.0.0, netmasks and the documentation ranges:
+- IPv4 addresses (leading zeros too: `010.001.002.003`) other than loopback, 0.0.0.0, netmasks and
+  the documentation ranges:
   `192.0.2.N` (then 198.51.100.N, 203.0.113.N).
 - IPv6 addresses other than `::`, `::1` and `2001:db8::/32` (IPv4-mapped and link-local
   included): `2001:db8::N`.
@@ -34,15 +35,17 @@ What is replaced, and by what (numbered in order of first appearance):
   list item, a key); inside other text it would eat ordinary words, so it is left to the patterns
   below (a short key is weak anyway).
 - Secrets found by their shape or their name: `Bearer`/`Basic`/`ApiKey` credentials and whatever
-  follows `Authorization:` (any scheme: Token, Digest...), `hf_...` tokens, JWTs, AWS access key
+  follows `Authorization:` (any scheme: Token, Digest...), `hf_...` and GitHub (`ghp_...`,
+  `github_pat_...`) tokens, JWTs, AWS access key
   ids (`AKIA...`, `ASIA...`), PEM private key blocks (the body; the BEGIN/END lines stay), URL
   passwords (`scheme://user:pass@host`, the password may hold `@`, `%` and `:`; a user part alone
   longer than a login name is taken for a token), URL query values named like secrets (`?token=`,
   `&api_key=`, `&password=`, `&X-Amz-Signature=`), `NAME=value`/`NAME: value` where the name ends in
   token/secret/password/api_key/access_key/secret_key/private_key/credentials, command-line flags
   of those names followed by their value (`--api-key KEY`, `--hf-token=KEY`, and in argv lists
-  `["--api-key", KEY]`), JSON keys of those names (a list or object under them has every string
-  replaced, `{"api_key": [KEY]}`), and env names of that kind.
+  `["--api-key", KEY]`) and name-value pairs (`[["api_key", KEY]]`), JSON keys of those names (a
+  list or object under them has every string replaced, `{"api_key": [KEY]}`), and env names of that
+  kind.
 - Kept on purpose: sha256 digests and image ids (`sha256:...`, 12-hex short ids), 40-hex commit
   revisions, numbers, and counts or times under names that end in "token" (benchmark metrics).
   UUIDs are replaced (they name GPUs and boots); a model revision written as a UUID is replaced too.
@@ -99,6 +102,8 @@ AUTHORIZATION = re.compile(
     r"(?!<redacted>)([^\s\"',;}]+)(?![^\s\"',;}])(?!\s+<redacted>)"
 )
 HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{16,}\b")
+# GitHub's tokens: classic and OAuth/app/refresh ones (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained ones.
+GITHUB_TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b")
 JWT = re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*){1,3}")
 AWS_KEY_ID = re.compile(
     r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
@@ -368,7 +373,13 @@ class Redactor:
         try:
             address = ipaddress.IPv4Address(text)
         except ValueError:
-            return text
+            # Leading zeros (010.001.002.003) are refused by ipaddress but still name an address to
+            # anyone reading the evidence: read each part as the decimal it is written as.
+            parts = text.split(".")
+            if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+                return text
+            address = ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
+            text = str(address)
         if (
             address.is_loopback
             or address.is_unspecified
@@ -475,6 +486,7 @@ class Redactor:
         text = AUTHORIZATION.sub(lambda m: m.group(1) + SECRET, text)
         text = BEARER.sub(lambda m: m.group(1) + SECRET, text)
         text = HF_TOKEN.sub(SECRET, text)
+        text = GITHUB_TOKEN.sub(SECRET, text)
         text = SECRET_ASSIGNMENT.sub(self._assignment, text)
         text = SECRET_FLAG_TEXT.sub(self._assignment, text)
         text = UUID.sub(self._uuid, text)
@@ -525,10 +537,12 @@ class Redactor:
             out = []
             for index, item in enumerate(value):
                 before = value[index - 1] if index else None
-                # argv ["--api-key", KEY] and header pairs ["Authorization", "Token KEY"]
+                # argv ["--api-key", KEY], header pairs ["Authorization", "Token KEY"] and name-value
+                # pairs ["api_key", KEY] (a list of two, as [["api_key", KEY]] holds them)
+                pair = len(value) == 2 and index == 1 and isinstance(before, str) and bool(SECRET_KEY.search(before))
                 if (
                     isinstance(before, str)
-                    and (SECRET_FLAG.match(before) or AUTH_HEADER_NAME.match(before))
+                    and (SECRET_FLAG.match(before) or AUTH_HEADER_NAME.match(before) or pair)
                     and not (isinstance(item, str) and FLAG.match(item))
                     and item not in (None, "")
                     and _secret_value(before, item)
