@@ -16,6 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import en
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import observed, read_back, shown_run
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import FIELD_RUNTIME_RESERVE_BYTES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import recipe_from_text, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
@@ -294,3 +295,26 @@ def test_cotenant_memory_larger_than_a_card_is_refused_naming_the_inventory_entr
     assert "seatwright_node_cotenants" in refusal["remedy"]
     assert plan["verdict"] != "fits" and plan["launchable"] is False
     assert not any(arg.startswith("-") and arg[1:2].isdigit() for rank in plan["ranks"] for arg in rank["argv"])
+
+
+# ------------------------------------------------------------------ one derivation of the non-weight runtime
+
+
+def test_the_glm53_runtime_is_one_derivation_cited_as_derived():
+    fp8 = seat_data("glm53-fp8")
+    observed = fp8["model"]["observed"]
+    # The derivation of [000] section 3's run, from the recipe's own record, is the family figure: 10.21 GiB.
+    # (fit.reserve_from_run: the engine setting x the card, less the weights and the KV cache.)
+    card = observed["gpu_memory_mib"] * 2**20
+    weights = int(float(observed["per_rank_weight_bytes"].split()[0]) * 10**9)
+    derived = int(card * 0.9) - weights - observed["kv_tokens"] * fp8["fit"]["kv_bytes_per_token"]
+    assert derived == FIELD_RUNTIME_RESERVE_BYTES and round(derived / 2**30, 2) == 10.21
+    nvfp4 = make_plan(seat_data("glm53"), SCHEMA, "glm53", example_nodes(), "seats/glm53.yml")
+    fp8_plan = make_plan(fp8, SCHEMA, "glm53-fp8", example_nodes(), "seats/glm53-fp8.yml")
+    # The fit of both seats and the NVFP4 one-node check use that one figure, with one source.
+    for plan in (nvfp4, fp8_plan):
+        reserve = plan["fit_inputs"]["runtime_reserve"]
+        assert reserve["value"] == derived and reserve["source"].startswith("GLM-5.3 on vLLM: derived from")
+    one_node = nvfp4["one_node"]["reasons"][0]
+    assert "below the 11.0 GB (10.21 GiB) non-weight runtime (GLM-5.3 on vLLM: derived from the field's" in one_node
+    assert "18.4 GB" not in one_node and "[000][002]" not in one_node

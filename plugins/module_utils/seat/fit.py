@@ -42,14 +42,48 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import en
 
 GB = 10**9
 GIB = 2**30
-FIELD_RUNTIME_RESERVE_BYTES = 10200000000
+
+
+def reserve_from_run(setting, card_bytes, weight_bytes, kv_bytes):
+    """The one derivation of an engine's non-weight runtime per GPU from a run the field measured.
+
+    What the run's engine setting gave it of the card, less the weights and the KV cache it allocated:
+    everything else (activations, CUDA graphs, communication buffers, the CUDA context).
+    """
+    return int(card_bytes * setting) - weight_bytes - kv_bytes
+
+
+# The run the GLM-5.3 figure is derived from: [000] section 3, GLM-5.3-Flash FP8 on vLLM at TP4 on the
+# fleet's 97,887 MiB cards (seats/glm53-fp8.yml model.observed): 75.74 GB of weights and 902,592 FP8 KV
+# tokens per rank at 6,290 B each (half of attempt 5's 12,580 B BF16 figure), at vLLM's default 0.90
+# since the run records no setting of its own. It gives 10.21 GiB; [000] section 4 quotes "roughly
+# 10.2" of non-weight runtime "measured earlier", which is this figure in GiB (10.96 GB).
+GLM53_RUN = {
+    "setting": 0.9,
+    "card_bytes": 97887 * MIB,
+    "weight_bytes": 75740000000,
+    "kv_bytes": 902592 * 6290,
+}
+FIELD_RUNTIME_RESERVE_BYTES = reserve_from_run(**GLM53_RUN)
+FIELD_RUNTIME_RESERVE_SOURCE = (
+    "derived from the field's GLM-5.3-Flash FP8 run on vLLM ([000] section 3): %.2f (vLLM's default; the run "
+    "records none) x %.2f GiB, less %.2f GiB of weights and %.2f GiB of KV cache = %.2f GiB; [000] section 4 "
+    "quotes it as roughly 10.2 of non-weight runtime"
+    % (
+        GLM53_RUN["setting"],
+        GLM53_RUN["card_bytes"] / GIB,
+        GLM53_RUN["weight_bytes"] / GIB,
+        GLM53_RUN["kv_bytes"] / GIB,
+        FIELD_RUNTIME_RESERVE_BYTES / GIB,
+    )
+)
 # Non-weight runtime per GPU by engine and model family (matched on model.architecture.family).
 RUNTIME_RESERVES = (
     {
         "engine": "vllm",
         "family": "GLM-5.3",
         "bytes": FIELD_RUNTIME_RESERVE_BYTES,
-        "source": "field figure for vLLM with GLM-5.3-Flash: about 10.2 GB of non-weight runtime per card [000]",
+        "source": "GLM-5.3 on vLLM: " + FIELD_RUNTIME_RESERVE_SOURCE,
     },
 )
 
@@ -200,9 +234,12 @@ def runtime_reserve(settings, gpu_total=None, config=None):
     size, _ = _run_kv(settings, run, config)
     if run and run["gpu_memory_mib"]:
         gpu_total = run["gpu_memory_mib"] * MIB  # the card the run had, whatever this seat is planned on
-    if gpu_total and size and memory_fraction_covers(name) == "all":
+    # Only a run that recorded its engine setting gives its own reserve: at an assumed setting the
+    # derivation returns whatever the assumption makes it (GLM-5.3 NVFP4 attempt 5 at an assumed 0.90
+    # gave 17.17 GiB, against the family's 10.21).
+    if gpu_total and size and memory_fraction_covers(name) == "all" and run["memory_utilization"] is not None:
         value, where = run_setting(settings, run)
-        left = int(gpu_total * value) - run["per_rank_weight_bytes"] - size
+        left = reserve_from_run(value, gpu_total, run["per_rank_weight_bytes"], size)
         if left > 0:
             return {
                 "bytes": left,
@@ -218,13 +255,10 @@ def runtime_reserve(settings, gpu_total=None, config=None):
     return {
         "bytes": FIELD_RUNTIME_RESERVE_BYTES,
         "kind": "stand-in",
-        "source": "stand-in: 10.2 GB was measured for vLLM with GLM-5.3-Flash only [000]; untested for %s "
-        "with %s; give a measured figure in fit.runtime_reserve_bytes" % (name, family or "this model"),
+        "source": "stand-in: %.2f GiB is vLLM's with GLM-5.3-Flash only (%s); untested for %s with %s; give a "
+        "measured figure in fit.runtime_reserve_bytes"
+        % (FIELD_RUNTIME_RESERVE_BYTES / GIB, FIELD_RUNTIME_RESERVE_SOURCE, name, family or "this model"),
     }
-
-
-def _reserve(settings):
-    return runtime_reserve(settings)["bytes"]
 
 
 def memory_setting(settings):
@@ -405,7 +439,8 @@ def one_node(settings, node):
     replicated = settings["model"]["checkpoint"]["replicated_bytes"] or 0
     per_gpu = -(-(loaded - replicated) // len(gpus)) + replicated
     smallest = min(gpu["memory_total_mib"] for gpu in gpus) * MIB
-    reserve = _reserve(settings)
+    found = runtime_reserve(settings, smallest)
+    reserve = found["bytes"]
     left = smallest - per_gpu
     declared = settings["model"]["checkpoint"]["bytes"]
     what = (
@@ -427,9 +462,9 @@ def one_node(settings, node):
             "fits": False,
             "raw_vram_bytes": raw,
             "reasons": [
-                "%s: even at 100%% memory with no KV cache each GPU would hold %s of weights, leaving %.2f GB "
-                "of its %.1f GB, below the %.1f GB non-weight runtime [000][002]; it needs more than one node"
-                % (comparison, size_text(per_gpu), left / GB, smallest / GB, reserve / GB)
+                "%s: even at 100%% memory with no KV cache each GPU would hold %s of weights, leaving %s "
+                "of its %.1f GB, below the %s non-weight runtime (%s); it needs more than one node"
+                % (comparison, size_text(per_gpu), size_text(left), smallest / GB, size_text(reserve), found["source"])
             ],
         }
     return {
@@ -437,8 +472,9 @@ def one_node(settings, node):
         "fits": True,
         "raw_vram_bytes": raw,
         "reasons": [
-            "%s: at 100%% memory each GPU would hold %s of weights plus the %.1f GB runtime reserve, "
-            "leaving %s for KV cache" % (comparison, size_text(per_gpu), reserve / GB, size_text(left - reserve))
+            "%s: at 100%% memory each GPU would hold %s of weights plus the %s runtime reserve (%s), "
+            "leaving %s for KV cache"
+            % (comparison, size_text(per_gpu), size_text(reserve), found["source"], size_text(left - reserve))
         ],
     }
 
