@@ -308,3 +308,22 @@ def test_the_api_binds_to_the_declared_serve_address():
     (rank,) = render(settings("lab", nodes=lab), lab, "lab")
     assert rank["argv"][rank["argv"].index("--host") + 1] == "127.0.0.1"
     assert rank["serve"] == "127.0.0.1:8000"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--api-key", "sk-in-extra-args-0123456789"],
+        ["--api-key=sk-in-extra-args-0123456789"],
+        ["--api_key", "sk-in-extra-args-0123456789"],
+        ["--trust-remote-code", "--api-k", "sk-in-extra-args-0123456789"],
+        ["--admin-api-key=sk-in-extra-args-0123456789"],
+    ],
+    ids=["--api-key KEY", "--api-key=KEY", "--api_key KEY", "--api-k KEY", "--admin-api-key=KEY"],
+)
+def test_a_key_given_in_extra_args_never_reaches_the_plan(extra):
+    # Issue 50 item 7: the key then landed three times in the 0644 plan file.
+    with pytest.raises(SeatError) as caught:
+        render(settings("glm53", [(("serving", "extra_args"), extra)]), EXAMPLE, "seats/glm53.yml")
+    message = str(caught.value)
+    assert "seat_api_key" in message and "sk-in-extra-args" not in message

@@ -464,12 +464,43 @@ def owned_flags(name, image=None):
     return owned
 
 
+# The engines' key options. A key given in serving.extra_args lands in the 0644 plan file, the
+# container's command line and the evidence (three times in the plan alone): seat_api_key (vault)
+# reaches the engine through its 0600 env file instead.
+KEY_FLAGS = ("--api-key", "--admin-api-key")
+
+
+def key_flag(word):
+    """The key option a word sets, in any spelling argparse reads as it ('--api_key', '--api-key=K',
+    an abbreviation such as '--api-k'), else None."""
+    if not isinstance(word, str) or not word.startswith("--"):
+        return None
+    spelled = word.split("=", 1)[0].replace("_", "-")
+    for flag in KEY_FLAGS:
+        if spelled == flag or (len(spelled) >= len(flag) - 2 and flag.startswith(spelled)):
+            return flag
+    return None
+
+
+def key_arg_problems(extra_args, source):
+    """serving.extra_args words that give the engine a key; the message never repeats the key."""
+    return [
+        "%s: serving.extra_args[%d]: %s gives the engine its API key on the command line, which puts the key "
+        "in the plan file (0644), the container's argv and the evidence: remove it and its value, and set "
+        "seat_api_key (vault it), which reaches the engine through its 0600 env file" % (source, index, flag)
+        for index, flag in ((i, key_flag(word)) for i, word in enumerate(extra_args or ()))
+        if flag
+    ]
+
+
 def extra_arg_problems(settings, source, image=None):
-    """What is wrong with serving.extra_args: an argument that sets a flag the plan renders (in
-    any spelling the engine reads as it), or one whose file of options the plan cannot see."""
+    """What is wrong with serving.extra_args: an argument that gives the engine a key, one that sets
+    a flag the plan renders (in any spelling the engine reads as it), or one whose file of options the
+    plan cannot see."""
     name = settings["engine"]["name"]
-    if name not in ENGINES:
-        return []
+    keyed = key_arg_problems(settings["serving"]["extra_args"], source)
+    if keyed or name not in ENGINES:
+        return keyed
     owned = owned_flags(name, image)
     opaque = engine(name)["spelling"]["opaque"]
     problems = []
