@@ -108,7 +108,9 @@ VARIABLES = (
         "name in the router's listing (optional)}",
         "services on the node a seat may stop while it runs and must restore after, "
         "e.g. `[{name: embedder, kind: container, gpus: [1], memory: 6 GiB}]`; a seat that leaves them "
-        "resident takes at most what their memory leaves",
+        "resident takes at most what their memory leaves, and where it is not declared (the variable unset, "
+        "or an entry without memory) the share its recipe records (topology.resident_fraction), else it is "
+        "refused; set `[]` where none runs",
     ),
     Variable(
         "seatwright_fleet_name",
