@@ -31,6 +31,18 @@ options:
         wheelhouse must install there; one resolved for another Python or machine fails the task
         before anything is packed or built.
     type: dict
+  lock:
+    description:
+      - The image's package lock. Only the wheels it names (package and version) are packed, each with
+        a sha256 it names where it names any; a swapped wheel fails the task, an extra one is left out.
+    type: path
+  local_wheels:
+    description: The definition's local wheels, file name to pinned sha256; each is packed only with those bytes.
+    type: dict
+  named_wheels:
+    description: More pinned wheels (the FlashInfer set), each C({name, version, sha256}).
+    type: list
+    elements: dict
 attributes:
   check_mode:
     support: full
@@ -54,6 +66,11 @@ dest:
   description: The tar.
   returned: success
   type: str
+wheels_left_out:
+  description: Wheels of the wheelhouse that no pin named, not packed.
+  returned: when the tar was written from a wheelhouse
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -68,13 +85,23 @@ def main():
             "files": {"type": "dict", "required": True},
             "wheelhouse": {"type": "path"},
             "wheel_target": {"type": "dict"},
+            "lock": {"type": "path"},
+            "local_wheels": {"type": "dict"},
+            "named_wheels": {"type": "list", "elements": "dict"},
         },
         supports_check_mode=True,
     )
     params = module.params
     try:
         result = build_context(
-            params["dest"], params["files"], params["wheelhouse"], module.check_mode, params["wheel_target"]
+            params["dest"],
+            params["files"],
+            params["wheelhouse"],
+            module.check_mode,
+            params["wheel_target"],
+            lock=params["lock"],
+            local_wheels=params["local_wheels"],
+            named_wheels=params["named_wheels"],
         )
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc), **exc.details)

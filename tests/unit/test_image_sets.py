@@ -5,7 +5,9 @@ wheelhouse is downloaded) and engine_image_context (the downloaded wheelhouse, b
 packed and sent to the builder). The definitions are written here, from PyPI's real file names.
 """
 
+import hashlib
 import json
+import tarfile
 from pathlib import Path
 
 import engine_image_context
@@ -17,6 +19,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels imp
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "engine_image"
+# What every wheel file these tests write holds, and its sha256.
+WHEEL_BYTES_SHA256 = hashlib.sha256(b"wheel").hexdigest()
 HASH = {
     "flashinfer_python-0.7.0.post1-py3-none-any.whl": "c7adf826568d61fc1b7d3aadd4cae387a35a138b"
     "fc08e2deca2f34ecfa280716",
@@ -45,7 +49,7 @@ def _definition(flashinfer_files, python_version="3.12", local_wheels=()):
             "build": None,
             "wheels": [{"file": name, "sha256": HASH[name]} for name in flashinfer_files],
         },
-        "local_wheels": list(local_wheels),
+        "local_wheels": [{"file": name, "sha256": WHEEL_BYTES_SHA256} for name in local_wheels],
         "wheel_target": {"python_version": python_version, "platform": "manylinux_2_36_x86_64"},
         "cuda_arch_list": "12.0",
         "patches": [],
@@ -58,8 +62,8 @@ def _plan(capsys, tmp_path, data):
     path.write_text(yaml.safe_dump(data))
     wheels = tmp_path / "wheels"
     wheels.mkdir(exist_ok=True)
-    for name in data["local_wheels"]:
-        (wheels / name).write_bytes(b"wheel")
+    for wheel in data["local_wheels"]:
+        (wheels / (wheel["file"] if isinstance(wheel, dict) else wheel)).write_bytes(b"wheel")
     args = {
         "definition_path": str(path),
         "template_paths": [str(ROLE / "templates" / "vllm-cpu.Dockerfile.j2")],
@@ -172,3 +176,73 @@ def test_a_wheelhouse_downloaded_for_the_controllers_python_is_refused_before_pa
 def test_a_wheel_fits_the_images_python_as_pip_reads_its_tags(filename, fits):
     target = {"python_version": "3.11", "platform": "manylinux_2_36_x86_64"}
     assert (wheel_misfit(filename, target) is None) is fits, wheel_misfit(filename, target)
+
+
+# ---------------------------------------------------------------- issue 50 item 4: what goes into the context
+
+RAY = "ray-2.60.0-cp311-cp311-manylinux2014_x86_64.whl"
+PYSPY = "py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl"
+TARGET = {"python_version": "3.11", "platform": "manylinux_2_36_x86_64"}
+
+
+def _pack(capsys, tmp_path, wheels, lock_text, **extra):
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    for name, data in wheels.items():
+        (house / name).write_bytes(data)
+    lock = tmp_path / "lock.txt"
+    lock.write_text(lock_text)
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM scratch\n")
+    dest = tmp_path / "ctx.tar"
+    args = dict(
+        {"dest": str(dest), "files": {"Dockerfile": str(dockerfile)}, "wheelhouse": str(house)},
+        wheel_target=TARGET,
+        lock=str(lock),
+        **extra,
+    )
+    result = _run(capsys, engine_image_context, args)
+    packed = sorted(tarfile.open(dest).getnames()) if dest.exists() else None
+    return result, packed
+
+
+def _sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_swapped_wheel_is_refused_before_packing(capsys, tmp_path):
+    lock = "ray==2.60.0 --hash=sha256:%s\npy-spy==0.4.3 --hash=sha256:%s\n" % (_sha(b"ray"), _sha(b"py-spy"))
+    result, packed = _pack(capsys, tmp_path, {RAY: b"someone else's ray", PYSPY: b"py-spy"}, lock)
+    assert result.get("failed") is True and packed is None, result
+    assert RAY in result["msg"] and "does not name" in result["msg"]
+
+
+@pytest.mark.parametrize("hashed", [True, False], ids=["lock with hashes", "lock without hashes"])
+def test_an_extra_wheel_with_a_higher_build_tag_of_a_pinned_package_is_not_packed(capsys, tmp_path, hashed):
+    # pip prefers the higher build tag: ray-2.60.0-1-... would have been installed over the named wheel.
+    extra = "ray-2.60.0-1-cp311-cp311-manylinux2014_x86_64.whl"
+    lock = "ray==2.60.0%s\n" % (" --hash=sha256:%s" % _sha(b"ray") if hashed else "")
+    result, packed = _pack(capsys, tmp_path, {RAY: b"ray", extra: b"a ray of another build"}, lock)
+    assert result.get("failed") is True and packed is None, result
+    assert extra in result["msg"]
+
+
+def test_only_what_the_resolution_named_goes_into_the_context(capsys, tmp_path):
+    lock = "ray==2.60.0 --hash=sha256:%s\n" % _sha(b"ray")
+    result, packed = _pack(capsys, tmp_path, {RAY: b"ray", PYSPY: b"not in the lock"}, lock)
+    assert result.get("failed") is not True, result
+    assert packed == ["Dockerfile", "wheelhouse/" + RAY] and result["wheels_left_out"] == [PYSPY]
+
+
+def test_a_swapped_local_wheel_is_refused(capsys, tmp_path):
+    data = _definition(["flashinfer_python-0.7.0.post1-py3-none-any.whl"], "3.11", [RAY])
+    data["local_wheels"][0]["sha256"] = _sha(b"the wheel that was pinned")
+    result = _plan(capsys, tmp_path, data)
+    assert result.get("failed") is True and "not the pinned" in result["msg"], result
+
+
+def test_a_local_wheel_named_without_its_sha256_is_refused(capsys, tmp_path):
+    data = _definition(["flashinfer_python-0.7.0.post1-py3-none-any.whl"], "3.11", [RAY])
+    data["local_wheels"] = [RAY]
+    result = _plan(capsys, tmp_path, data)
+    assert result.get("failed") is True and "sha256" in result["msg"], result

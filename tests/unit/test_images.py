@@ -1,6 +1,7 @@
 """Engine images: definitions, patch headers, content tags, image facts and the plan's checks against them."""
 
 import copy
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -182,12 +183,28 @@ def test_content_tag_moves_with_every_input_and_only_then():
     assert wheelhouse_key(lab, "a", ["1"]) != wheelhouse_key(lab, "b", ["1"])
 
 
+# The lab definition pins its local torch wheel by sha256; these tests stand a few bytes in for it.
+TORCH_PIN = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
+
+
+def _definition_path(tmp_path, name):
+    """The project's definition; the lab's as a copy whose torch pin names the stand-in's bytes."""
+    path = ROOT / "images" / ("%s.yml" % name)
+    text = path.read_text()
+    if TORCH_PIN not in text:
+        return path
+    pinned = tmp_path / "images" / path.name
+    pinned.parent.mkdir(exist_ok=True)
+    pinned.write_text(text.replace(TORCH_PIN, hashlib.sha256(b"torch").hexdigest()))
+    return pinned
+
+
 def _options(tmp_path, name="lab-vllm-cpu", **extra):
     wheels = tmp_path / "wheels"
     wheels.mkdir(exist_ok=True)
     (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"torch")
     options = {
-        "definition_path": str(ROOT / "images" / ("%s.yml" % name)),
+        "definition_path": str(_definition_path(tmp_path, name)),
         "template_paths": [str(ROLE / "templates" / "vllm-cpu.Dockerfile.j2")],
         "apply_script_path": str(ROLE / "files" / "apply-patches"),
         "patch_dirs": [str(ROLE / "files" / "patches"), str(FIXTURES / "patches")],

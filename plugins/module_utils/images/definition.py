@@ -71,6 +71,36 @@ def _list(data, key, source, pattern, expected):
     return list(value)
 
 
+# The definition's key holding {local wheel file: sha256}.
+LOCAL_PINS = "local_wheel_sha256"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _local_wheels(data, source):
+    """{file: sha256} of local_wheels, each given as {file, sha256}: a wheel no index has is pinned
+    by its bytes, so a swapped file in engine_image_local_wheels_dir is refused."""
+    value = data.get("local_wheels", [])
+    _need(isinstance(value, list), source, "local_wheels", "a list", value)
+    pins = {}
+    for position, item in enumerate(value):
+        _need(
+            isinstance(item, dict)
+            and set(item) == {"file", "sha256"}
+            and isinstance(item["file"], str)
+            and _WHEEL.match(item["file"])
+            and isinstance(item["sha256"], str)
+            and _SHA256.match(item["sha256"]),
+            source,
+            "local_wheels[%d]" % position,
+            "{file: <wheel file name>, sha256: <its 64 hex digits>} (sha256sum the wheel)",
+            item,
+        )
+        if item["file"] in pins:
+            raise ImageError("%s lists %s twice" % (_where(source, "local_wheels"), item["file"]))
+        pins[item["file"]] = item["sha256"]
+    return pins
+
+
 def pinned_name(requirement):
     """The package name of an exact pin ('ray[default]==2.60.0' -> 'ray'), lower case."""
     match = _PIN.match(requirement)
@@ -349,7 +379,8 @@ def validate_definition(data, source):
             "a mapping with name and version",
             dist_info,
         )
-    local_wheels = _list(data, "local_wheels", source, _WHEEL, "a wheel file name")
+    local_pins = _local_wheels(data, source)
+    local_wheels = list(local_pins)
     check_wheels(local_wheels, target, source + ": local_wheels")
     python = _text(data, "python", source)
     _need(
@@ -377,6 +408,9 @@ def validate_definition(data, source):
         "packages": packages,
         "lock": _text(data, "lock", source, optional=True),
         "local_wheels": local_wheels,
+        # Each local wheel's sha256, checked when it is read and packed (not in the content tag, which
+        # takes the file's own hash).
+        LOCAL_PINS: local_pins,
         "remove_packages": _list(data, "remove_packages", source, _APT, "a package name"),
         "apt_packages": _list(data, "apt_packages", source, _APT, "a Debian package name"),
         "dist_info": dist_info,

@@ -117,3 +117,84 @@ def check_wheels(filenames, wheel_target, where):
                 wheel_target["platform"],
             )
         )
+
+
+_LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>[^\s;\\]+)(?P<rest>.*)$")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})\b")
+
+
+def _same_version(left, right):
+    return str(left).lower().replace("-", "_") == str(right).lower().replace("-", "_")
+
+
+def parse_lock(text):
+    """{normal name: {"version", "hashes"}} of a package lock: `name==version` lines, each with any
+    `--hash=sha256:H` (pip's hash-checking form; a line may continue with a backslash)."""
+    joined = re.sub(r"\\\n", " ", text or "")
+    found = {}
+    for raw in joined.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        match = _LOCK_LINE.match(line)
+        if match:
+            found[normal_name(match.group("name"))] = {
+                "version": match.group("version"),
+                "hashes": set(_HASH.findall(match.group("rest"))),
+            }
+    return found
+
+
+def lock_hashed(lock):
+    """Whether every package of a parsed lock names its wheels' sha256 (pip's --require-hashes can use it)."""
+    return bool(lock) and all(pin["hashes"] for pin in lock.values())
+
+
+def pack_selection(wheels, lock=None, local_pins=None, named=None):
+    """Which wheels of a wheelhouse go into a build context: those the resolution named, each the
+    bytes it named. `wheels` [{file, sha256}]; `lock` parse_lock's; `local_pins` {file: sha256} of
+    the definition's local wheels; `named` more pins like the lock's (the FlashInfer set).
+
+    Returns {"pack": [file], "left_out": [file]}: with a lock, a wheel of no named package and version
+    is left out (pip would take an extra wheel of a pinned package with a higher build tag over the
+    named one); with none, the unpinned wheels go in as downloaded. ImageError for a wheel whose
+    sha256 differs from its pin (swapped), and, where the pin names no hash, for two wheels of one
+    pinned package and version.
+    """
+    pins = dict(lock or {})
+    pins.update(named or {})
+    local_pins = local_pins or {}
+    pack, left_out, problems, by_pin = [], [], [], {}
+    for wheel in sorted(wheels, key=lambda item: item["file"]):
+        name = wheel["file"]
+        if name in local_pins:
+            if wheel["sha256"] != local_pins[name]:
+                problems.append(
+                    "local wheel %s has sha256 %s, not the pinned %s" % (name, wheel["sha256"], local_pins[name])
+                )
+            pack.append(name)
+            continue
+        parsed = parse_wheel_name(name)
+        pin = pins.get(parsed["name"]) if parsed else None
+        if pin is None or not _same_version(pin["version"], parsed["version"]):
+            # No lock: no resolution to judge the rest by, so it goes in as downloaded.
+            (pack if lock is None else left_out).append(name)
+        elif pin["hashes"] and wheel["sha256"] not in pin["hashes"]:
+            problems.append(
+                "%s has sha256 %s, which the lock does not name for %s==%s"
+                % (name, wheel["sha256"], parsed["name"], pin["version"])
+            )
+        else:
+            by_pin.setdefault((parsed["name"], pin["version"], bool(pin["hashes"])), []).append(name)
+            pack.append(name)
+    for (package, version, hashed), files in sorted(by_pin.items()):
+        if not hashed and len(files) > 1:
+            problems.append(
+                "%s==%s has %d wheels (%s): pip would take the highest build tag, which the lock did not name"
+                % (package, version, len(files), ", ".join(files))
+            )
+    if problems:
+        raise ImageError(
+            "the wheelhouse holds wheels the resolution did not name: %s. Remove the wheelhouse folder and "
+            "download it again; lock every wheel by hash (--hash=sha256:) so a changed one is refused"
+            % "; ".join(problems)
+        )
+    return {"pack": pack, "left_out": left_out}

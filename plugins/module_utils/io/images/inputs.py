@@ -12,6 +12,7 @@ import tempfile
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition import (
+    LOCAL_PINS,
     content_tag,
     parse_patch,
     validate_definition,
@@ -20,7 +21,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.definition
     with_flashinfer_override,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry import registry_plan
-from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import (
+    check_wheels,
+    lock_hashed,
+    normal_name,
+    pack_selection,
+    parse_lock,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import file_sha256
 
 
@@ -83,7 +90,14 @@ def build_inputs(options):
                 "%s: local wheel %s is not in engine_image_local_wheels_dir (%s); put it there or point "
                 "the variable at the folder that holds it" % (source, name, options["local_wheels_dir"])
             )
-        local_wheels.append({"name": name, "path": path, "sha256": file_sha256(path)})
+        digest = file_sha256(path)
+        if digest != definition[LOCAL_PINS][name]:
+            raise ImageError(
+                "%s: local wheel %s in %s has sha256 %s, not the pinned %s: put the pinned wheel there, or pin "
+                "the new one after checking where it came from"
+                % (source, name, path, digest, definition[LOCAL_PINS][name])
+            )
+        local_wheels.append({"name": name, "path": path, "sha256": digest})
     certificates = []
     for path in options["ca_certificates"]:
         text = _read(path, "CA certificate")
@@ -108,7 +122,8 @@ def build_inputs(options):
         )
     wheel_hashes = [wheel["sha256"] for wheel in local_wheels]
     inputs = {
-        "definition": definition,
+        # The pins are checked above; the tag takes each local wheel's own hash (local_wheels below).
+        "definition": {key: value for key, value in definition.items() if key != LOCAL_PINS},
         "templates": [_read(path, "Dockerfile template") for path in options["template_paths"]],
         "apply_script": _read(options["apply_script_path"], "patch script"),
         "patches": [[patch["id"], patch["sha256"]] for patch in patches],
@@ -126,6 +141,8 @@ def build_inputs(options):
         "reference": "%s:%s" % (definition["repository"], tag),
         "wheelhouse_key": wheelhouse_key(definition, lock_text, wheel_hashes) if options["offline"] else None,
         "lock_path": lock_path,
+        # Every package of the lock names its wheels' sha256: the wheelhouse downloads with --require-hashes.
+        "lock_hashed": lock_hashed(parse_lock(lock_text)),
         "wheel_platforms": wheel_platforms((definition["wheel_target"] or {}).get("platform")),
         "local_wheels": local_wheels,
         "ca_certificates": certificates,
@@ -133,8 +150,9 @@ def build_inputs(options):
     }
 
 
-def write_context(dest, files, wheelhouse=None):
-    """Pack a build context tar at `dest` (atomically): {arcname: source path} plus a wheelhouse/.
+def write_context(dest, files, wheelhouse=None, wheels=None):
+    """Pack a build context tar at `dest` (atomically): {arcname: source path} plus a wheelhouse/
+    (only `wheels`, file names in it, when given).
 
     Returns False when `dest` already exists: its name carries the content tag, so it is complete.
     """
@@ -149,7 +167,7 @@ def write_context(dest, files, wheelhouse=None):
             for arcname, path in sorted(files.items()):
                 archive.add(path, arcname=arcname, recursive=False, filter=_plain)
             if wheelhouse:
-                for name in sorted(os.listdir(wheelhouse)):
+                for name in sorted(os.listdir(wheelhouse) if wheels is None else wheels):
                     if name.endswith(".whl"):
                         archive.add(os.path.join(wheelhouse, name), arcname="wheelhouse/" + name, filter=_plain)
         os.chmod(tmp, 0o644)
@@ -171,12 +189,28 @@ def _plain(info):
     return info
 
 
-def build_context(dest, files, wheelhouse=None, check_mode=False, wheel_target=None):
+def _selection(wheelhouse, names, lock, local_wheels, named_wheels):
+    """pack_selection over the wheelhouse's wheels, each hashed; None packs every wheel (no pins)."""
+    if not (lock or local_wheels or named_wheels):
+        return None
+    found = [{"file": name, "sha256": file_sha256(os.path.join(wheelhouse, name))} for name in names]
+    named = {}
+    for wheel in named_wheels or ():
+        pin = named.setdefault(normal_name(wheel["name"]), {"version": str(wheel["version"]), "hashes": set()})
+        pin["hashes"].add(wheel["sha256"])
+    return pack_selection(found, parse_lock(_read(lock, "package lock")) if lock else None, local_wheels, named)
+
+
+def build_context(
+    dest, files, wheelhouse=None, check_mode=False, wheel_target=None, lock=None, local_wheels=None, named_wheels=None
+):
     """The engine_image_context module's run: the context tar at `dest`, written once per content tag.
 
+    Only the wheels the resolution named go in (images/wheels.py pack_selection): the lock's
+    packages, the local wheels and `named_wheels`, each with its pinned bytes where it has a pin.
     ImageError naming what is missing on the controller, a wheel of the wheelhouse that does not
-    fit the image's wheel_target (checked before anything is packed or built), or why the tar could
-    not be written.
+    fit the image's wheel_target (checked before anything is packed or built), a wheel whose bytes
+    differ from its pin, or why the tar could not be written.
     """
     missing = sorted(
         path for path in list(files.values()) + ([wheelhouse] if wheelhouse else []) if not os.path.exists(path)
@@ -186,10 +220,14 @@ def build_context(dest, files, wheelhouse=None, check_mode=False, wheel_target=N
     if wheelhouse and wheel_target:
         names = sorted(name for name in os.listdir(wheelhouse) if name.endswith(".whl"))
         check_wheels(names, wheel_target, "wheelhouse %s" % wheelhouse)
-    if check_mode:
+    if check_mode or os.path.exists(dest):
         return dict(changed=not os.path.exists(dest), dest=dest)
+    selected = None
+    if wheelhouse:
+        names = sorted(name for name in os.listdir(wheelhouse) if name.endswith(".whl"))
+        selected = _selection(wheelhouse, names, lock, local_wheels, named_wheels)
     try:
-        changed = write_context(dest, files, wheelhouse)
+        changed = write_context(dest, files, wheelhouse, selected["pack"] if selected else None)
     except OSError as exc:
         raise ImageError("engine image context %s could not be written: %s" % (dest, exc))
-    return dict(changed=changed, dest=dest)
+    return dict(changed=changed, dest=dest, wheels_left_out=selected["left_out"] if selected else [])
