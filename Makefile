@@ -125,7 +125,10 @@ images: lab-up
 	  $(VENV)/python scripts/images-record $$name --out bench/results/images $(IMAGES_RECORD_ARGS); \
 	done
 
-# One pytest worker per core: the unit tests keep no shared state and bind port 0.
+# One pytest worker per core: the unit tests keep no shared state and bind port 0. They include the
+# alert rules' `promtool test rules` suite (tests/unit/test_monitoring_rules.py) and the dashboards'
+# queries against a Prometheus on loopback (tests/unit/test_monitoring_dashboards.py), both with
+# Debian's prometheus package, which scripts/bootstrap installs.
 unit:
 	$(VENV)/python -m pytest tests/unit -q -n auto
 

@@ -121,3 +121,11 @@ class RouterError(SeatwrightError):
 
 class DeadRouter(RouterError):
     """A router process that exited while it was waited for: no point waiting longer."""
+
+
+# ---------------------------------------------------------------- monitoring
+
+
+class MonitoringError(SeatwrightError, ValueError):
+    """A monitoring setting, target or rule input that cannot be used; the message names the
+    variable or seat and what was expected."""
