@@ -294,6 +294,37 @@ def pull_once(args):
     )
 
 
+def table_from_log(path, total_bytes):
+    """Medians from a run's log lines where its JSON never came (a run cut off at a time limit).
+
+    Each row: the stream count, then per method GB/s, the ratio to plain at that count and the passes seen.
+    """
+    import re
+
+    pattern = re.compile(r"pass (\d+) (\S+)\s+(\d+) streams\s+([\d.]+) s")
+    seen = {}
+    with open(path) as handle:
+        for line in handle:
+            found = pattern.search(line)
+            if found:
+                seen.setdefault((found.group(2), int(found.group(3))), []).append(float(found.group(4)))
+    kinds = [k for k in KINDS if any(kind == k for kind, _ in seen)]
+    lines = ["| streams | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 1)]
+    for count in sorted({c for _, c in seen}):
+        plain = statistics.median(seen[("plain", count)]) if ("plain", count) in seen else None
+        cells = []
+        for kind in kinds:
+            mine = seen.get((kind, count))
+            if not mine:
+                cells.append("-")
+                continue
+            seconds = statistics.median(mine)
+            ratio = " (%.3f)" % (plain / seconds) if plain else ""
+            cells.append("%.2f%s n=%d" % (total_bytes / seconds / 1e9, ratio, len(mine)))
+        lines.append("| %d | %s |" % (count, " | ".join(cells)))
+    return "\n".join(lines)
+
+
 def machine():
     cpu = "?"
     flags = ""
@@ -353,14 +384,24 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "staging-ram"))
     parser.add_argument("--label", default="", help="appended to the result file names")
     parser.add_argument("--note", default="", help="one sentence recorded with the result (the machine's role)")
+    parser.add_argument(
+        "--from-log",
+        metavar="LOG",
+        help="print the medians of a cut-off run's log (GB/s, ratio to plain, passes) for --shards x --shard-mib",
+    )
     # The child process's arguments (one pull).
     parser.add_argument("--pull", choices=KINDS, help=argparse.SUPPRESS)
     for name in ("--shim", "--url", "--token-file", "--dest", "--revision", "--state"):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--pull-streams", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--total-bytes", type=int, default=0, help="with --from-log: the checkpoint's bytes")
     args = parser.parse_args(argv)
     if args.pull:
         pull_once(args)
+        return
+    if args.from_log:
+        # make_checkpoint.py's shards plus its small files (8,589,944,251 bytes for 8 x 1024 MiB).
+        print(table_from_log(args.from_log, args.total_bytes or args.shards * args.shard_mib * 1024 * 1024))
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="sw-ram-", dir="/dev/shm"))
     need = 2 * args.shards * args.shard_mib * 1024 * 1024 + (64 << 20)
@@ -473,6 +514,10 @@ def main(argv=None):
                     "pass %d %-8s %2d streams %6.3f s %6.2f GB/s, cpu pull %.1f s source %.1f s"
                     % (index, kind, count, inner["seconds"], gb_s, inner["pull_cpu_s"], inner["source_cpu_s"])
                 )
+                # Every pull so far, kept where a run cut off at a time limit still leaves it.
+                partial = Path(args.out) / ("staging-ram%s.records.json" % ("-" + args.label if args.label else ""))
+                partial.parent.mkdir(parents=True, exist_ok=True)
+                partial.write_text(json.dumps({"machine": info, "ceilings": ceilings, "records": records}) + "\n")
         for server in servers:
             server.shutdown()
     finally:
@@ -531,6 +576,7 @@ def main(argv=None):
     stem = "staging-ram" + ("-" + args.label if args.label else "")
     (out / (stem + ".json")).write_text(json.dumps(doc, indent=2) + "\n")
     (out / (stem + ".md")).write_text(markdown(doc))
+    (out / (stem + ".records.json")).unlink()
     log("verified / plain at the chosen %d streams: %.3f (target >= 0.9)" % (chosen, figure["ratio"]))
     print(markdown(doc))
 
