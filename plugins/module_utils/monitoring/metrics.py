@@ -106,6 +106,16 @@ def name_regex(names):
     return "|".join(names)
 
 
+def increase_each(names, window, matchers=""):
+    """increase() of each counter, labelled `counter` by its name, joined with `or`. One increase()
+    over a `__name__=~` match fails in Prometheus 2.x once two of the counters exist for one port
+    ("vector cannot contain metrics with the same labelset"): the function drops the names first."""
+    return " or ".join(
+        'label_replace(increase(%s{%s}[%s]), "counter", "%s", "", "")' % (name, matchers, window, name)
+        for name in names
+    )
+
+
 def dcgm_counters_csv():
     """The DCGM exporter's collector file (-f), in its format: FIELD, type, help."""
     lines = ["# seatwright: the DCGM fields the alerts and the node dashboard read (monitoring/metrics.py)"]

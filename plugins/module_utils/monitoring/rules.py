@@ -223,7 +223,6 @@ def _ttft_rules(s, bounds):
 def _fleet_rules(s):
     events = metrics.name_regex(metrics.DCGM_CLOCK_EVENTS)
     bit = metrics.DCGM_SW_POWER_CAP_BIT
-    rdma = metrics.name_regex(metrics.RDMA_ERROR_COUNTERS)
     return [
         {
             "alert": "ScrapeFailing",
@@ -249,8 +248,8 @@ def _fleet_rules(s):
         },
         {
             "alert": "RdmaPortErrors",
-            "expr": 'sum by (instance, node, device, port) (increase({__name__=~"%s"}[%s])) > 0'
-            % (rdma, _dur(s["rdma_window_s"])),
+            "expr": "sum by (instance, node, device, port) (\n  %s\n) > 0"
+            % metrics.increase_each(metrics.RDMA_ERROR_COUNTERS, _dur(s["rdma_window_s"])).replace(" or ", "\n  or "),
             "keep_firing_for": _dur(s["rdma_keep_firing_s"]),
             "labels": {"severity": "warning"},
             "annotations": {

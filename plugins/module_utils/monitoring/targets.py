@@ -1,0 +1,153 @@
+"""What Prometheus scrapes: the seats' file_sd entries, the scrape configuration, the co-tenant textfile.
+
+A seat's serving rank (node rank 0: the only one with an HTTP server) is one file_sd entry in a
+file of its own, `seat-<seat>.json`, labelled seat, node, rank, engine and alias. Bring-up writes
+it, teardown removes it, a promotion's alias move relabels the seats (monitoring_targets module).
+The seats' API key never appears here: the seats' scrape job reads it from a 0600 credentials file.
+"""
+
+import re
+
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
+from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import metrics, rules
+
+_SEAT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_ADDRESS = re.compile(r"^[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}$")
+FILE_PREFIX = "seat-"
+
+
+def seat_file_name(seat):
+    if not isinstance(seat, str) or not _SEAT.match(seat):
+        raise MonitoringError(
+            "seat name %r cannot name a target file; expected the recipe's name (seats/<name>.yml)" % (seat,)
+        )
+    return "%s%s.json" % (FILE_PREFIX, seat)
+
+
+def seat_of_file(name):
+    """The seat a target file is for, or None for a file that is not one."""
+    if name.startswith(FILE_PREFIX) and name.endswith(".json"):
+        return name[len(FILE_PREFIX) : -len(".json")]
+    return None
+
+
+def seat_groups(seat, plan, alias=""):
+    """The file_sd groups for `seat` from its plan ({engine: {name}, ranks: [{host, rank, serve}]})."""
+    seat_file_name(seat)
+    engine = ((plan or {}).get("engine") or {}).get("name")
+    if engine not in metrics.ENGINE_METRICS:
+        raise MonitoringError(
+            "seat %s: the plan's engine is %r; seatwright watches %s"
+            % (seat, engine, " and ".join(sorted(metrics.ENGINE_METRICS)))
+        )
+    groups = []
+    for rank in (plan or {}).get("ranks") or []:
+        if not rank.get("serve"):
+            continue
+        if not _ADDRESS.match(str(rank["serve"])):
+            raise MonitoringError(
+                "seat %s: rank %s serves at %r, not host:port" % (seat, rank.get("rank"), rank["serve"])
+            )
+        labels = {"seat": seat, "node": str(rank["host"]), "rank": str(rank["rank"]), "engine": engine}
+        groups.append({"targets": [str(rank["serve"])], "labels": _with_alias(labels, alias)})
+    if not groups:
+        raise MonitoringError("seat %s: its plan names no serving rank (ranks[].serve); plan it again" % seat)
+    return groups
+
+
+def _with_alias(labels, alias):
+    labels = {key: value for key, value in labels.items() if key != "alias"}
+    if alias:
+        labels["alias"] = alias
+    return labels
+
+
+def move_alias(files, alias, holder):
+    """{seat: groups} with `alias` on `holder`'s targets only (a promotion moved it, or rolled it back)."""
+    if not alias:
+        raise MonitoringError("name the alias that moved")
+    moved = {}
+    for seat, groups in sorted(files.items()):
+        new = []
+        for group in groups:
+            labels = dict(group.get("labels") or {})
+            if seat == holder:
+                labels = _with_alias(labels, alias)
+            elif labels.get("alias") == alias:
+                labels = _with_alias(labels, "")
+            new.append({"targets": list(group["targets"]), "labels": labels})
+        moved[seat] = new
+    return moved
+
+
+def cotenant_textfile(record):
+    """The node exporter textfile for a node's co-tenant record (seat/cotenants.py), or none: one
+    sample per co-tenant the seat stopped (was running) and that has not been restored yet."""
+    lines = [
+        "# HELP %s A co-tenant an exclusive seat stopped and seatwright has not restored yet."
+        % metrics.COTENANT_EVICTED,
+        "# TYPE %s gauge" % metrics.COTENANT_EVICTED,
+    ]
+    if record:
+        seat = _escape(record.get("seat") or "")
+        for entry in record.get("entries") or []:
+            if entry.get("was_running"):
+                lines.append(
+                    '%s{seat="%s",cotenant="%s"} 1' % (metrics.COTENANT_EVICTED, seat, _escape(entry.get("name", "")))
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value):
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def scrape_config(
+    *,
+    nodes,
+    gpu_nodes,
+    routers,
+    file_sd_dir,
+    credentials_file,
+    rules_file,
+    scrape_interval_s=15,
+    node_exporter_port=9100,
+    dcgm_port=9400,
+):
+    """prometheus.yml as a dict. `nodes`: {name: address} of every node (node exporter); `gpu_nodes`:
+    those running the DCGM exporter; `routers`: [{name, address, path}] scrape targets of the routers."""
+    interval = "%ds" % scrape_interval_s
+
+    def static(addresses, port):
+        return [
+            {"targets": ["%s:%d" % (address, port)], "labels": {"node": name}}
+            for name, address in sorted(addresses.items())
+        ]
+
+    seats = {
+        "job_name": rules.SEAT_JOB,
+        "file_sd_configs": [{"files": ["%s/%s*.json" % (file_sd_dir.rstrip("/"), FILE_PREFIX)]}],
+    }
+    if credentials_file:
+        seats["authorization"] = {"type": "Bearer", "credentials_file": credentials_file}
+    jobs = [
+        seats,
+        {"job_name": "seatwright_nodes", "static_configs": static(nodes, node_exporter_port)},
+    ]
+    if gpu_nodes:
+        jobs.append({"job_name": "seatwright_gpus", "static_configs": static(gpu_nodes, dcgm_port)})
+    if routers:
+        jobs.append(
+            {
+                "job_name": "seatwright_routers",
+                "static_configs": [
+                    {"targets": [router["address"]], "labels": {"node": router["node"], "router": router["kind"]}}
+                    for router in routers
+                ],
+            }
+        )
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [rules_file],
+        "scrape_configs": jobs,
+    }
