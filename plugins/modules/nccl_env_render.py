@@ -57,6 +57,14 @@ options:
     type: str
     choices: [none, dmabuf-off, lower-gdr-level]
     default: none
+  node_kind:
+    description:
+      - The node's kind (plugins/module_utils/node/kind.py). C(wsl2) renders the WSL2 NCCL contract (peer
+        copies off, shared memory on, cuMem off, no IB), each entry with its sources, instead of deciding
+        from fabric facts.
+    type: str
+    choices: [linux, wsl2]
+    default: linux
 attributes:
   check_mode:
     support: full
@@ -117,6 +125,7 @@ ARGUMENT_SPEC = {
     "p2p_disable": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
     "gid_index": {"type": "int"},
     "rdma_mitigation": {"type": "str", "choices": ["none", "dmabuf-off", "lower-gdr-level"], "default": "none"},
+    "node_kind": {"type": "str", "choices": ["linux", "wsl2"], "default": "linux"},
 }
 
 

@@ -259,3 +259,35 @@ def test_the_module_reads_this_host_and_fails_on_a_declared_mismatch(capsys, tmp
     other = "linux" if fact["kind"] == "wsl2" else "wsl2"
     failed = run(capsys, {"host": "here", "declared": other, "docker_socket": str(tmp_path / "docker.sock")})
     assert failed["failed"] and "seatwright_node_kind declares %s" % other in failed["msg"]
+
+
+def test_each_role_step_through_the_filter():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.seatwright.fleet.plugins.filter.node_kind_step import node_kind_step
+
+    driver = node_kind_step("wsl2", "driver", "wsl-node", {"count": 2, "driver_version": "610.88"})
+    assert driver["act"] is False and "served by the Windows driver" in driver["messages"][0]
+    power = node_kind_step("wsl2", "power", "wsl-node", {"failed": True, "msg": "power management is not supported"})
+    assert power["act"] is False and "not settable on this node kind" in power["messages"][0]
+    assert node_kind_step("wsl2", "rdma", "wsl-node")["messages"][0].startswith("host wsl-node: skipped (wsl2)")
+    assert node_kind_step("wsl2", "power_boot", "wsl-node")["act"] is False
+    for step in ("driver", "power", "power_boot", "rdma"):
+        assert node_kind_step("linux", step, "node-a")["act"] is True
+    with pytest.raises(AnsibleFilterError, match="step 'fabric' is not one of"):
+        node_kind_step("wsl2", "fabric", "wsl-node")
+    with pytest.raises(AnsibleFilterError, match="node kind 'macos' is not one of"):
+        node_kind_step("macos", "driver", "n")
+
+
+def test_the_nccl_env_role_writes_the_wsl2_contract():
+    from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+    from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env_files
+
+    files = node_env_files("wsl-node", {}, "eth0", node_kind="wsl2")
+    assert files["variables"] == dict(kind.wsl2_nccl_env(), NCCL_SOCKET_IFNAME="=eth0", GLOO_SOCKET_IFNAME="eth0")
+    p2p = next(e for e in files["env"] if e["name"] == "NCCL_P2P_DISABLE")
+    assert "(sources: NVIDIA, CUDA on WSL User Guide" in p2p["reason"]
+    assert "NCCL_P2P_DISABLE=1" in files["nccl_conf"] and "GLOO_SOCKET_IFNAME" not in files["nccl_conf"]
+    assert files["defaults"][0].startswith("WSL2 node: no RDMA")
+    with pytest.raises(NcclError, match="node kind 'bsd'"):
+        node_env_files("n", {}, "eth0", node_kind="bsd")

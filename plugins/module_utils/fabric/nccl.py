@@ -10,6 +10,7 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import KINDS, wsl2_nccl_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import p2p_redirected
 
 GIB = 1024**3
@@ -312,6 +313,23 @@ def nccl_conf_names(entries):
 NODE_FILES_BANNER = "Written by seatwright (roles/nccl_env) from this node's fabric facts; edits are overwritten."
 
 
+def wsl2_entries(host, socket_ifname):
+    """A WSL2 node's NCCL/Gloo environment: its socket interface and the WSL2 contract (node/kind.py
+    WSL2_NCCL), each entry's reason ending with its sources. No RDMA, GPUDirect or ACS decision applies."""
+    if not socket_ifname:
+        raise NcclError(
+            "host %s: the fabric interface is not set; declare seatwright_node_fabric_iface (eth0 in WSL 2)" % host
+        )
+    entries = [
+        _entry("NCCL_SOCKET_IFNAME", "=" + socket_ifname, "bootstrap on the node's interface ('=' matches it exactly)"),
+        _entry("GLOO_SOCKET_IFNAME", socket_ifname, "torch.distributed's Gloo groups on the same interface as NCCL"),
+    ]
+    for item in wsl2_nccl_entries():
+        reason = "%s (sources: %s)" % (item["reason"], "; ".join(item["sources"]))
+        entries.append(_entry(item["name"], item["value"], reason))
+    return entries
+
+
 def node_env_files(
     host,
     fabric,
@@ -322,11 +340,19 @@ def node_env_files(
     p2p_disable="auto",
     gid_index=None,
     rdma_mitigation="none",
+    node_kind="linux",
 ):
     """What roles/nccl_env writes on a node: each entry with its reason, the defaults left alone,
-    /etc/nccl.conf (NCCL's own names) and the env file (all of them). NcclError names what to fix."""
-    options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index, rdma_mitigation)
-    entries, defaults = env_decisions(host, fabric, socket_ifname, declared_devices=list(rdma_devices), **options)
+    /etc/nccl.conf (NCCL's own names) and the env file (all of them). NcclError names what to fix.
+    A WSL2 node (`node_kind`) gets the WSL2 contract instead of decisions from fabric facts."""
+    if node_kind not in KINDS:
+        raise NcclError("host %s: node kind %r is not one of %s" % (host, node_kind, ", ".join(KINDS)))
+    if node_kind == "wsl2":
+        entries = wsl2_entries(host, socket_ifname)
+        defaults = ["WSL2 node: no RDMA, GPUDirect or ACS setting applies (plugins/module_utils/node/kind.py)"]
+    else:
+        options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index, rdma_mitigation)
+        entries, defaults = env_decisions(host, fabric, socket_ifname, declared_devices=list(rdma_devices), **options)
     return {
         "env": entries,
         "variables": {entry["name"]: entry["value"] for entry in entries},

@@ -16,6 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults imp
     STATE_DIR,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import KINDS
 from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size
 
 # Names the collectors pass on to the contract (see playbooks/vars/contract.yml); the contract then
@@ -78,6 +79,17 @@ VARIABLES = (
         None,
         "an IP address (unset: the fabric address)",
         "the address a seat's OpenAI-compatible API listens on (unset: the fabric address)",
+    ),
+    Variable(
+        "seatwright_node_kind",
+        "host",
+        False,
+        None,
+        "kind",
+        "linux or wsl2 (unset: what the node shows)",
+        "the node's kind: `linux`, or `wsl2` (Linux under Windows' WSL 2 with Docker Desktop: a single-node "
+        "seat host whose driver, power and fabric the Windows host owns; docs/node-kinds.md); the node must "
+        "show it (node_kind), and the plan uses it where no facts are cached",
     ),
     Variable(
         "seatwright_node_rdma_devices",
@@ -320,6 +332,10 @@ def _iface_ok(value, _declared):
     return "a netdev name of 1-15 letters, digits, '_', '.', ':' or '-'"
 
 
+def _kind_ok(value, _declared):
+    return None if value in KINDS else ""
+
+
 def _rdma_ok(value, _declared):
     ok = isinstance(value, list) and all(isinstance(d, str) and _RDMA_DEVICE.match(d) for d in value)
     return None if ok else ""
@@ -466,6 +482,7 @@ CHECKS = {
     "seatwright_node_fabric_ip": _ip_ok,
     "seatwright_node_fabric_iface": _iface_ok,
     "seatwright_node_serve_address": _serve_ok,
+    "seatwright_node_kind": _kind_ok,
     "seatwright_node_rdma_devices": _rdma_ok,
     "gpu_power_limit_w": _power_ok,
     "seatwright_node_cotenants": _cotenants_ok,

@@ -328,3 +328,24 @@ def wsl2_nccl_entries():
 def wsl2_nccl_env():
     """The WSL2 NCCL contract as {name: value}: what a seat's ranks on a WSL2 node run with."""
     return dict((name, value) for name, value, _, _ in WSL2_NCCL)
+
+
+STEPS = ("driver", "power", "power_boot", "rdma")
+
+
+def role_step(host, kind, step, data=None):
+    """What a node role does at `step` on a node of `kind`: {act, messages}; `act` false is a skip whose
+    messages say why (never a failure). `data`: the GPU summary for driver, the check-mode trial for power."""
+    if step not in STEPS:
+        raise NodeContractError("step %r is not one of %s" % (step, ", ".join(STEPS)))
+    if kind not in KINDS:
+        raise NodeContractError("host %s: node kind %r is not one of %s" % (host, kind, ", ".join(KINDS)))
+    if step == "power":
+        outcome = power_outcome(host, kind, data)
+        return {"act": outcome["apply"], "status": outcome["status"], "messages": outcome["messages"]}
+    if kind != "wsl2":
+        return {"act": True, "status": "linux", "messages": []}
+    if step == "driver":
+        return {"act": False, "status": "served-by-windows", "messages": [driver_report(host, kind, data)]}
+    reason = role_skip(kind, {"rdma": "rdma_fabric", "power_boot": "gpu_power_boot"}[step])
+    return {"act": False, "status": "skipped", "messages": ["host %s: %s" % (host, reason)]}

@@ -25,6 +25,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     parse_topo_matrix,
     reading_from_nvml,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import WSL_LIB_DIR
 
 try:
     import pynvml
@@ -32,6 +33,8 @@ except ImportError:  # nvidia-ml-py is optional on a node: nvidia-smi answers wi
     pynvml = None
 
 NVML_P2P_CAPS_INDEX_NVLINK = 2
+# Beside PATH: on a WSL2 node the Windows driver's nvidia-smi lies here, off root's PATH (node/kind.py).
+SMI_DIRS = [WSL_LIB_DIR]
 
 
 def _text(value):
@@ -137,7 +140,7 @@ def _smi(module, binary, args):
 
 def read_smi(module, with_links=True):
     """The same readings from nvidia-smi's CSV query, `topo -m` and `-q -d POWER` (for the CUDA version)."""
-    binary = module.get_bin_path("nvidia-smi")
+    binary = module.get_bin_path("nvidia-smi", opt_dirs=SMI_DIRS)
     if binary is None:
         raise ProbeUnavailable("nvidia-smi is not on PATH")
     query = _smi(module, binary, ["--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=csv,noheader"])
@@ -190,7 +193,7 @@ def set_power_limit(module, source, index, watts):
         finally:
             pynvml.nvmlShutdown()
         return
-    binary = module.get_bin_path("nvidia-smi", required=True)
+    binary = module.get_bin_path("nvidia-smi", required=True, opt_dirs=SMI_DIRS)
     _smi(module, binary, ["-i", str(index), "-pl", "%.2f" % watts])
 
 
@@ -241,7 +244,7 @@ def telemetry_reader(module, backend="auto"):
         except ProbeUnavailable as exc:
             reasons.append(str(exc))
     if backend in ("auto", "nvidia-smi"):
-        binary = module.get_bin_path("nvidia-smi")
+        binary = module.get_bin_path("nvidia-smi", opt_dirs=SMI_DIRS)
         if binary is None:
             reasons.append("nvidia-smi is not on PATH")
         else:
@@ -294,7 +297,7 @@ def set_persistence(module, source, index, enabled):
             ),
         )
         return
-    binary = module.get_bin_path("nvidia-smi", required=True)
+    binary = module.get_bin_path("nvidia-smi", required=True, opt_dirs=SMI_DIRS)
     _smi(module, binary, ["-i", str(index), "-pm", "1" if enabled else "0"])
 
 
@@ -314,7 +317,7 @@ def set_clock_lock(module, source, index, clock_lock):
                 index, "releasing the clock lock", lambda nvml, handle: nvml.nvmlDeviceResetGpuLockedClocks(handle)
             )
         return
-    binary = module.get_bin_path("nvidia-smi", required=True)
+    binary = module.get_bin_path("nvidia-smi", required=True, opt_dirs=SMI_DIRS)
     if clock_lock:
         _smi(module, binary, ["-i", str(index), "-lgc", "%d,%d" % (clock_lock["min_mhz"], clock_lock["max_mhz"])])
     else:

@@ -49,8 +49,10 @@ class CommandRunner:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         return proc.returncode, proc.stdout, proc.stderr
 
-    def get_bin_path(self, name, required=False):
-        path = shutil.which(name)
+    def get_bin_path(self, name, required=False, opt_dirs=()):
+        path = shutil.which(name) or next(
+            (shutil.which(name, path=folder) for folder in opt_dirs if shutil.which(name, path=folder)), None
+        )
         if path is None and required:
             raise ProbeUnavailable("%s is not on PATH" % name)
         return path
