@@ -288,6 +288,14 @@ def main():
         result = run_stage(module.params, module.check_mode, module._diff)
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc), **exc.details)
+    except Exception as exc:  # noqa: BLE001 (the play always gets JSON it can show, never a bare traceback)
+        module.fail_json(
+            msg="staging %s into %s failed on this host: %s: %s"
+            % (module.params["name"], module.params["dest"], type(exc).__name__, exc)
+        )
+    warnings = result.pop("warnings", [])
+    for warning in warnings:
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -109,6 +109,11 @@ def safe_rel(rel):
     return normal == rel and not any(part.startswith(".") for part in rel.split("/"))
 
 
+def name_key(rel):
+    """What a path is on a filesystem that folds case and normalises Unicode: two listed names must differ in it."""
+    return "\0" + unicodedata.normalize("NFC", rel).casefold()
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -161,14 +166,22 @@ def parse_listing(doc, source):
     files = doc.get("files")
     if not isinstance(files, list) or not files:
         raise StagingError("source %s lists no files for checkpoint %s" % (source, name))
-    seen = set()
+    seen = {}
     for entry in files:
         rel = entry.get("path") if isinstance(entry, dict) else None
         if not safe_rel(rel):
             raise StagingError("source %s lists an unsafe path %r" % (source, rel))
         if rel in seen:
             raise StagingError("source %s lists %s twice" % (source, rel))
-        seen.add(rel)
+        other = seen.get(name_key(rel))
+        if other is not None:
+            raise StagingError(
+                "source %s lists %r and %r, names that are one file on a filesystem that folds case or "
+                "normalises Unicode (NFC): one would overwrite the other. Nothing was written here; rename one "
+                "on the source." % (source, other, rel)
+            )
+        seen[rel] = rel
+        seen[name_key(rel)] = rel
         if not _is_int(entry.get("size")) or entry["size"] < 0:
             raise StagingError("source %s lists %s without a size" % (source, rel))
         if not _is_int(entry.get("mode")) or entry["mode"] < 0 or entry["mode"] & ~LISTED_MODE_BITS:
@@ -262,9 +275,10 @@ def stream_count(cores, nic_bytes_s=None, override=None):
 
     A node that splices (splice_pieces: few cores) keeps one stream per CORES_PER_STREAM cores
     busy. A node of more cores receives into buffers, and its streams stop gaining at
-    BUFFERED_STREAMS (on the 16-core device machine, the source on the same cores, verified moved
-    8.05, 9.31, 9.22 and 8.05 GB/s at 4, 6, 8 and 16 streams in one call, 10.90, 11.30, 11.47 at 4, 6
-    and 8 with the pull on 8 cores of its own: bench/results/staging-ram/device-2026-12-06). No more
+    BUFFERED_STREAMS (on the 16-core device machine, the source on the same cores, buffered verified
+    moved 8.05, 9.31, 9.22 and 8.05 GB/s at 4, 6, 8 and 16 streams in one call; in another, with the
+    pull on 8 cores of its own, 10.90, 11.30 and 11.47 at 4, 6 and 8:
+    bench/results/staging-ram/device-2026-12-06). No more
     streams than the NIC (when its speed is known) can fill at STREAM_BYTES_S each; never fewer than
     MIN_STREAMS (latency hides behind them) nor more than MAX_STREAMS.
     """

@@ -77,6 +77,8 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
 )
 
 ALIGN = 4096
+# The most bytes read of an answer that carries no data (a report's acknowledgement, an error's detail).
+MAX_ANSWER_BYTES = 64 * 1024
 
 # The checkpoint's name becomes a folder and a state file name: no separators, no dot-dot tricks.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -234,8 +236,14 @@ class Source:
             )
 
     def done(self, report):
+        """Tell the server this node is done; only a server proven this run's, one bounded exchange.
+
+        The answer is a few bytes: at most MAX_ANSWER_BYTES of it are read, within io_timeout_s in
+        all, however a squatter at the port sends it. Never raises: a node's files are verified
+        whatever the answer.
+        """
         if not self.proven:
-            return
+            return False
         try:
             conn = self.connection(fresh=True)
             payload = json.dumps(dict(report, client=self.client)).encode("utf-8")
@@ -245,10 +253,14 @@ class Source:
                 body=payload,
                 headers=dict(self.headers("POST", "/done", payload), **{"Content-Type": "application/json"}),
             )
-            conn.getresponse().read()
+            with Watchdog(conn.sock, self.io_timeout_s):
+                response = conn.getresponse()
+                answered = _bounded_body(response, MAX_ANSWER_BYTES) is not None and response.status == 200
             conn.close()
-        except (OSError, http.client.HTTPException):
-            pass
+            return answered
+        except (OSError, http.client.HTTPException, AttributeError):
+            self.connection(fresh=True)
+            return False
 
 
 class Watchdog:
@@ -397,6 +409,13 @@ class PartialFile:
             os.close(self.fd)
 
 
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _fill(response, view):
     """Read until `view` is full or the body ends; returns the byte count."""
     got = 0
@@ -481,7 +500,12 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         except (OSError, http.client.HTTPException) as exc:
             raise Interrupted("request failed: %s" % exc)
         if response.status not in (200, 206):
-            detail = response.read().decode("utf-8", "replace")[:300]
+            # Only the start of an error's body is shown, and no more of it is read, however long or slow.
+            with Watchdog(conn.sock, source.io_timeout_s):
+                try:
+                    detail = response.read(300).decode("utf-8", "replace")
+                except (OSError, http.client.HTTPException):
+                    detail = ""
             raise StagingError("the source answered HTTP %d for %s: %s" % (response.status, unit["target"], detail))
         if offset and response.status == 200:
             raise StagingError("the source ignored the resume request for %s" % unit["target"])
@@ -527,6 +551,9 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
         if not synced:
             # The rest of this response may still be on the wire; the stream's next request needs a clean connection.
             source.connection(fresh=True)
+            # A transfer that failed before its first byte leaves nothing to resume: no empty partial file.
+            if not os.fstat(handle.fd).st_size:
+                _unlink_quietly(partial)
         handle.close(sync=synced, mode=unit["mode"] if synced else None)
     return {algo: hasher.hexdigest() for algo, hasher in hashers.items()}, offset, handle.opened_direct
 
@@ -765,16 +792,35 @@ def stage(options, check_mode=False, now=time.time):
     started = time.monotonic()
     source = Source(options["source_url"], options["token"], options["client"], options["io_timeout_s"])
     outcome = {"ok": False}
+    warnings = []
     try:
         result = _stage(options, source, check_mode, now, started, outcome)
         outcome["ok"] = True
     finally:
         swarm = outcome.pop("swarm", None)
-        source.done(outcome)
-        # Peers may still need what this node holds: it serves on until they are done (or idle).
-        serving = swarm.finish(options.get("lifetime_s") or 7200) if swarm is not None else None
+        if not source.done(outcome) and outcome["ok"] and source.proven:
+            warnings.append(
+                "the weights source at %s did not acknowledge this node's report of being done; it serves on "
+                "until it is idle. Every file here verified." % options["source_url"]
+            )
+        serving = None
+        if swarm is not None:
+            # Peers may still need what this node holds: it serves on until they are done (or idle).
+            # What happens there never undoes files that verified here.
+            try:
+                serving = swarm.finish(options.get("lifetime_s") or 7200)
+            except Exception as exc:  # noqa: BLE001 (a peer's answer must not fail a node whose files verified)
+                if not outcome["ok"]:
+                    raise
+                warnings.append(
+                    "serving peers after this node's files verified ended early (%s: %s); every file here "
+                    "verified." % (type(exc).__name__, exc)
+                )
     if serving:
         result["peer_serving"] = serving
+        warnings.extend(serving.pop("warnings", []))
+    if warnings:
+        result["warnings"] = warnings
     return result
 
 

@@ -60,6 +60,10 @@ MAX_CONNECTIONS = 256
 CONNECTIONS_PER_CLIENT = 16
 # Seconds a connection may take to authenticate its first request; a stranger's holds a slot no longer.
 UNPROVEN_TIMEOUT_S = 10
+# Connections one remote address may hold before their first request authenticates (a destination
+# opens one per stream, at most 32, at once); one more ends that address's oldest unproven one, so
+# a stranger never holds more than this many slots per address it sends from.
+UNPROVEN_PER_ADDRESS = 32
 # Bytes sent between two looks at the upload cap: fine enough that a capped rate is smooth.
 UPLOAD_SLICE_BYTES = 1024 * 1024
 
@@ -271,12 +275,15 @@ class SourceServer(ThreadingHTTPServer):
         self.active = 0
         self.last_activity = time.monotonic()
         self._lock = threading.Lock()
-        # {socket: when it opened} for connections yet to authenticate; proven ones are only counted.
+        # {socket: (when it opened, remote address)} for connections yet to authenticate; proven ones are only counted.
         self.unproven = {}
         self.connections = 0
         self.max_connections = max(MAX_CONNECTIONS, CONNECTIONS_PER_CLIENT * clients)
         self.unproven_timeout_s = UNPROVEN_TIMEOUT_S
+        self.unproven_per_address = UNPROVEN_PER_ADDRESS
         self.refused_connections = 0
+        # Unproven connections ended to make room for newer ones from the same address.
+        self.evicted_connections = 0
         ThreadingHTTPServer.__init__(self, address, handler or _Handler)
 
     def path_for(self, target):
@@ -303,14 +310,34 @@ class SourceServer(ThreadingHTTPServer):
         return sent
 
     def process_request(self, request, client_address):
-        """A thread per connection, up to max_connections; past that the connection is closed at once."""
+        """A thread per connection, up to max_connections; past that the connection is closed at once.
+
+        Unproven connections have a cap of their own per remote address: one more ends the oldest
+        unproven one of that address, so a stranger's idle connections cannot fill the slots the
+        destinations need.
+        """
+        address = client_address[0] if client_address else None
         with self._lock:
-            full = self.connections >= self.max_connections
+            mine = sorted(
+                (opened, held)
+                for held, (opened, peer) in self.unproven.items()
+                if peer == address and held is not request
+            )
+            evict = mine[0][1] if len(mine) >= self.unproven_per_address else None
+            if evict is not None:
+                self.evicted_connections += 1
+                self.unproven.pop(evict, None)
+            full = self.connections >= self.max_connections and evict is None
             if full:
                 self.refused_connections += 1
             else:
                 self.connections += 1
-                self.unproven[request] = time.monotonic()
+                self.unproven[request] = (time.monotonic(), address)
+        if evict is not None:
+            try:
+                evict.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if full:
             self.shutdown_request(request)
             return
@@ -339,7 +366,7 @@ class SourceServer(ThreadingHTTPServer):
         """Between requests, end the connections that have not authenticated within unproven_timeout_s."""
         cutoff = time.monotonic() - self.unproven_timeout_s
         with self._lock:
-            late = [request for request, opened in self.unproven.items() if opened < cutoff]
+            late = [request for request, (opened, _address) in self.unproven.items() if opened < cutoff]
         for request in late:
             try:
                 request.shutdown(socket.SHUT_RDWR)
@@ -391,6 +418,14 @@ class SourceServer(ThreadingHTTPServer):
             if len(self.done_reports) >= self.expected_clients:
                 return "every destination reported done"
             if self.active == 0 and time.monotonic() - self.last_activity > idle_timeout_s:
+                turned_away = self.refused_connections + self.evicted_connections
+                if turned_away:
+                    # Not a quiet end: destinations may have been among those turned away.
+                    return (
+                        "flooded: no destination asked for %ds while %d connections that never authenticated were "
+                        "refused or ended (%d of %d destinations reported done)"
+                        % (idle_timeout_s, turned_away, len(self.done_reports), self.expected_clients)
+                    )
                 return "idle for %ds" % idle_timeout_s
         if time.monotonic() > deadline:
             return "reached its lifetime"
@@ -454,6 +489,7 @@ def serve_until_done(server, idle_timeout_s, lifetime_s, poll_s=0.2):
         "done_reports": dict(server.done_reports),
         "refused_requests": server.refused_requests,
         "refused_connections": server.refused_connections,
+        "evicted_connections": server.evicted_connections,
         "handler_errors": server.handler_errors,
     }
 

@@ -108,6 +108,10 @@ F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
+# Dropped or too slow pieces after which a peer is asked no more in this run.
+PEER_MAX_INTERRUPTIONS = 3
+# Peers asked for their holdings, or told this node is done, at once.
+PEER_POLL_THREADS = 16
 
 
 class _PeerHandler(_Handler):
@@ -225,24 +229,30 @@ class PeerSource(Source):
     def have(self, counts):
         """The peer's parsed holdings, or None when it does not answer as a peer of this run."""
         nonce = new_nonce()
+        watchdog = None
         try:
             conn = self.connection()
             header = authorization(self.secret, "GET", "/have", self.client, nonce=nonce)[0]
             conn.request("GET", "/have", headers={"Authorization": header})
-            response = conn.getresponse()
-            body = _bounded_body(response, MAX_HAVE_BYTES)
-        except (OSError, http.client.HTTPException):
+            # The whole exchange within io_timeout_s, however slowly the answer trickles in.
+            with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
+                response = conn.getresponse()
+                body = _bounded_body(response, MAX_HAVE_BYTES)
+        except (OSError, http.client.HTTPException, AttributeError):
             self.connection(fresh=True)
             return None
-        if body is None:
+        if body is None or watchdog.fired:
             self.connection(fresh=True)
             return None
         if response.status != 200 or not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER)):
             return None
         try:
-            return parse_have(parse_json(body), counts)
+            view = parse_have(parse_json(body), counts)
         except ValueError:
             return None
+        # A signed, well-formed answer: this is a peer of the run, and it may hear that this node is done.
+        self.proven = self.proven or view is not None
+        return view
 
 
 class PieceFile:
@@ -589,7 +599,7 @@ class Swarm:
         self.failures, self.records, self.lost = {}, [], []
         self.started, self.received, self.reused = {}, {}, {}
         self.from_peers = {}
-        self.interruptions = {}
+        self.interruptions, self.peer_interruptions = {}, {}
         self.server = None
         self.polling = threading.Event()
         self.order = walk_order(piece_order(self.counts), options.get("rank") or 0, options.get("ranks") or 1)
@@ -617,10 +627,16 @@ class Swarm:
         worker.start()
 
     def finish(self, lifetime_s):
-        """Tell every peer this node is done, then serve until they are all done or none asks for linger_s."""
-        for peer in self.peers.values():
-            peer.proven = True
-            peer.done({"ok": not self.failures})
+        """Tell the peers this node is done, then serve until they are all done or none asks for linger_s.
+
+        Only peers whose signed /have this node has seen hear of it (PeerSource.proven), all at once,
+        each exchange bounded in bytes and time: a squatter at a peer's port gets nothing and holds
+        nothing up.
+        """
+        told = [peer for name, peer in self.peers.items() if peer.proven and name not in self.banned]
+        if told:
+            with ThreadPoolExecutor(max_workers=min(len(told), PEER_POLL_THREADS)) as pool:
+                list(pool.map(lambda peer: peer.done({"ok": not self.failures}), told))
         if self.server is None:
             return {}
         self.server.own_done.set()
@@ -715,17 +731,24 @@ class Swarm:
         return kept
 
     def _poll_peers(self):
-        while not self.polling.is_set():
-            for name, peer in self.peers.items():
-                if name in self.banned:
-                    continue
-                view = peer.have(self.counts)
-                if view is not None:
-                    view["at"] = time.monotonic()
-                    with self.lock:
-                        if self.rested.get(name, 0) <= time.monotonic():
-                            self.views[name] = view
-            self.polling.wait(POLL_S)
+        """Ask every peer for its holdings, all at once: a slow or silent one delays none of the others."""
+        with ThreadPoolExecutor(max_workers=min(max(1, len(self.peers)), PEER_POLL_THREADS)) as pool:
+            asking = {}
+            while not self.polling.is_set():
+                for name, peer in self.peers.items():
+                    if name not in self.banned and name not in asking:
+                        asking[name] = pool.submit(self._poll_one, name, peer)
+                for name in [name for name, future in asking.items() if future.done()]:
+                    asking.pop(name)
+                self.polling.wait(POLL_S)
+
+    def _poll_one(self, name, peer):
+        view = peer.have(self.counts)
+        if view is not None:
+            view["at"] = time.monotonic()
+            with self.lock:
+                if self.rested.get(name, 0) <= time.monotonic():
+                    self.views[name] = view
 
     def _stream_on(self, worker):
         while True:
@@ -797,8 +820,14 @@ class Swarm:
             if self.server is not None:
                 self.server.fetching_piece(piece, False)
             if sender != ORIGIN:
+                dropped = self.peer_interruptions[sender] = self.peer_interruptions.get(sender, 0) + (
+                    not isinstance(exc, BadPiece)
+                )
                 if isinstance(exc, BadPiece):
                     self.banned[sender] = str(exc)
+                elif dropped >= PEER_MAX_INTERRUPTIONS:
+                    # A peer that keeps dropping or trickling pieces is asked no more in this run.
+                    self.banned[sender] = "interrupted %d times, the last: %s" % (dropped, exc)
                 else:
                     # A dropped exchange: leave the peer aside until a fresh answer shows it alive.
                     self.views[sender] = None
