@@ -102,6 +102,11 @@ class TransportError(SeatwrightError):
     what happened (io/common/openai_http.py turns it into the response record's transport_error)."""
 
 
+class RunBoundError(SeatwrightError):
+    """A qualification run has kept as much of its parsed answers as it may (io/qualify/run.py
+    MAX_RUN_COST): it stops, and is incomplete."""
+
+
 class BenchIncomplete(BenchError):
     """The sweep could not finish against this endpoint (load generator past its bound, a page that
     cannot be read as HTTP): the benchmark is recorded as incomplete with this reason."""

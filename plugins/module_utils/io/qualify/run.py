@@ -7,6 +7,7 @@ import datetime
 import threading
 import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RunBoundError
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.qualification import qualification_markdown
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import call
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit
@@ -40,10 +41,6 @@ MAX_RUN_COST = 384 * 2**20
 MAX_SOAK_FAILURES = 20
 
 
-class RunBound(Exception):
-    """The run has kept as much of its answers as it may: it stops, and is incomplete."""
-
-
 class Kept:
     """The parsed cost of every answer this run has read (each is kept, or may be, in the record)."""
 
@@ -64,7 +61,7 @@ class Kept:
         with self.lock:
             self.cost += response.get("kept_cost") or 0
             if self.cost > self.limit:
-                raise RunBound(
+                raise RunBoundError(
                     "the run's answers would take more than %d MiB once parsed: stopped (a bound on what one "
                     "run keeps)" % (self.limit >> 20)
                 )
@@ -287,7 +284,7 @@ def qualify(ctx, endpoint, parts, progress):
             continue
         try:
             record[part] = runner(ctx, endpoint, progress, unread, kept)
-        except RunBound as exc:
+        except RunBoundError as exc:
             unread.append("%s: %s" % (part, exc))
             break
         except MemoryError:
