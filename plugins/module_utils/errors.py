@@ -59,6 +59,15 @@ class ImageError(SeatwrightError, ValueError):
     """An engine image definition, patch or probe result that cannot be used; the message says why."""
 
 
+class DuplicateKeyError(SeatwrightError, ValueError):
+    """A YAML mapping gives one key twice (strict_yaml.py); `key`, `first_line` and `line` (1-based) say which
+    and where, so the reader can name the file too."""
+
+    def __init__(self, key, first_line, line):
+        super().__init__("key %r is given twice (lines %d and %d); keep one" % (key, first_line, line))
+        self.key, self.first_line, self.line = key, first_line, line
+
+
 # ---------------------------------------------------------------- runs that cannot go on
 
 

@@ -2,24 +2,11 @@
 
 PyYAML's safe loader keeps the last of two equal keys without a word, so a recipe that sets
 serving.max_model_len twice serves whichever came last. `strict_load` here refuses it, with the key
-and both lines, as a MarkedYAMLError that callers report like any other YAML error.
+and both lines (errors.DuplicateKeyError), for the caller to report with the file's name.
 """
 
 import yaml
-
-
-class DuplicateKeyError(yaml.constructor.ConstructorError):
-    """A mapping gives one key twice; `key` and `first_line` (1-based) say which and where first."""
-
-    def __init__(self, key, first_mark, mark):
-        self.key = key
-        self.first_line = first_mark.line + 1
-        super().__init__(
-            None,
-            None,
-            "key %r is given twice (lines %d and %d); keep one" % (key, self.first_line, mark.line + 1),
-            mark,
-        )
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DuplicateKeyError
 
 
 class StrictSafeLoader(yaml.SafeLoader):
@@ -37,7 +24,7 @@ class StrictSafeLoader(yaml.SafeLoader):
                 except TypeError:
                     continue  # an unhashable key: the base loader names that problem itself
                 if first is not None:
-                    raise DuplicateKeyError(key, first, key_node.start_mark)
+                    raise DuplicateKeyError(key, first.line + 1, key_node.start_mark.line + 1)
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 

@@ -15,12 +15,12 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload im
     PROFILES,
     profile_problem,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DuplicateKeyError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import MAX_NESTING, path_text, too_deep
 from ansible_collections.seatwright.fleet.plugins.module_utils.qualify.settings import DEFAULTS as QUALIFY_DEFAULTS
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import default_port
 from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size
-from ansible_collections.seatwright.fleet.plugins.module_utils.strict_yaml import DuplicateKeyError, strict_load
+from ansible_collections.seatwright.fleet.plugins.module_utils.strict_yaml import strict_load
 
 try:
     from jsonschema import Draft202012Validator, validators
@@ -81,7 +81,7 @@ def recipe_from_text(text, source):
     except DuplicateKeyError as exc:
         raise SeatError(
             "%s: key %r is given twice in one mapping (lines %d and %d); YAML would keep only the last and "
-            "drop the other without a word: keep one" % (source, exc.key, exc.first_line, exc.problem_mark.line + 1)
+            "drop the other without a word: keep one" % (source, exc.key, exc.first_line, exc.line)
         )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
