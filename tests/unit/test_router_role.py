@@ -108,7 +108,10 @@ def test_smg_key_reaches_its_argv_only_inside_the_wrapper():
     spec = deploy.service_specs(found, "u")["smg"]
     assert spec["argv"] == ["/bin/sh", "/etc/seatwright/router/smg-start"]
     wrapper = deploy.smg_wrapper_text(found)
-    assert '--control-plane-api-keys "seatwright:seatwright:admin:${SMG_ADMIN_KEY}"' in wrapper
+    # The key joins smg's arguments inside its process (issue 50): the exec line names the variable only.
+    (line,) = [row for row in wrapper.splitlines() if row.startswith("exec ")]
+    assert line.startswith("exec /var/lib/seatwright/router/venv-smg-%s/bin/python -c '" % adapter.PINNED["smg"])
+    assert 'os.environ["SMG_ADMIN_KEY"]' in line and "${SMG_ADMIN_KEY}" not in line
     assert "--port 4100" in wrapper and wrapper.startswith("#!/bin/sh\n")
     # A load-aware policy: round robin kept feeding a stalled canary half the alias (docs/router.md).
     assert "--policy least_load " in wrapper

@@ -480,12 +480,21 @@ def smg_reregister(workers):
 SMG_POLICY = "least_load"
 
 
+# smg's own entry point (smg/cli.py main(argv), as its console script calls it), given its launch
+# arguments and, added in the process from the environment, the control-plane key: /proc/PID/cmdline,
+# which every local user reads, holds this text and the launch arguments, never the key.
+SMG_ENTRY = (
+    "import os, sys; from smg.cli import main; "
+    'sys.exit(main(sys.argv[1:] + ["--control-plane-api-keys", "seatwright:seatwright:admin:" + os.environ["%s"]]))'
+)
+
+
 def smg_wrapper_text(lay, policy=SMG_POLICY):
-    """smg 1.13.0 takes its control-plane key only on argv: this shell reads it from the environment
-    (filled from the 0600 env file) when it starts, so it is in no unit, task or log; it is still in
-    smg's /proc/PID/cmdline, which local users can read (docs/router.md)."""
+    """smg 1.13.0 takes its control-plane key only as an argument. This shell checks the key is in
+    the environment (filled from the 0600 env file) and execs smg's Python entry point, which adds
+    it to smg's arguments inside the process: the key is in no unit, task, log or command line (a
+    `smg launch ... --control-plane-api-keys KEY` put it in smg's /proc/PID/cmdline, issue 50)."""
     argv = [
-        lay["venv"] + "/bin/smg",
         "launch",
         "--host",
         lay["smg_host"],
@@ -499,10 +508,11 @@ def smg_wrapper_text(lay, policy=SMG_POLICY):
     return "\n".join(
         [
             "#!/bin/sh",
-            "# Written by seatwright's router role: smg's key comes from the environment, not the unit.",
+            "# Written by seatwright's router role: smg's key comes from the environment, not the unit,",
+            "# and reaches smg's arguments inside its process, not on its command line.",
             'if [ -z "${%s:-}" ]; then echo "%s is not set: see %s" >&2; exit 1; fi'
             % (SMG_KEY_ENV, SMG_KEY_ENV, lay["env_file"]),
-            'exec %s --control-plane-api-keys "seatwright:seatwright:admin:${%s}"' % (" ".join(argv), SMG_KEY_ENV),
+            "exec %s/bin/python -c '%s' %s" % (lay["venv"], SMG_ENTRY % SMG_KEY_ENV, " ".join(argv)),
             "",
         ]
     )
