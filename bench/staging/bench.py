@@ -276,7 +276,9 @@ def method_script(method, made, token):
         groups = []
         for name, e in blobs:
             path = "/file/blobs/%s" % (e.get("sha256") or e.get("git-sha1"))
-            header = staging_auth.authorization(token, "GET", path, "curl")[0]
+            header = staging_auth.authorization(
+                token, "GET", path, "curl", server=staging_auth.server_name(*SOURCE_URL[len("http://") :].split(":"))
+            )[0]
             groups.append(
                 "-sf -H %s -o /srv/bench/curl/%s %s%s"
                 % (shlex.quote("Authorization: " + header), name, SOURCE_URL, path)

@@ -47,15 +47,16 @@ def write_all(fd, chunk, direct):
         chunk = chunk[os.write(fd, chunk) :]
 
 
-def auth(secret, path):
-    return {"Authorization": staging_auth.authorization(secret, "GET", path, "plain")[0]}
+def auth(secret, path, host, port):
+    server = staging_auth.server_name(host, port)
+    return {"Authorization": staging_auth.authorization(secret, "GET", path, "plain", server=server)[0]}
 
 
 def fetch(host, port, secret, target, dest_path, direct):
     """One file, with weight_stage's pipeline: two buffers, the next received while the last is written."""
     conn = http.client.HTTPConnection(host, port, timeout=60)
     path = "/file/" + quote(target, safe="/")
-    conn.request("GET", path, headers=auth(secret, path))
+    conn.request("GET", path, headers=auth(secret, path, host, port))
     response = conn.getresponse()
     if response.status != 200:
         raise SystemExit("HTTP %d for %s" % (response.status, target))
@@ -99,7 +100,7 @@ def main(argv=None):
         secret = handle.read().strip()
     started = time.monotonic()
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    conn.request("GET", "/listing", headers=auth(secret, "/listing"))
+    conn.request("GET", "/listing", headers=auth(secret, "/listing", parts.hostname, parts.port))
     listing = json.loads(conn.getresponse().read().decode("utf-8"))
     conn.close()
     jobs = {}

@@ -24,7 +24,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging as st
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import MANIFEST_NAME, failure_message
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization, server_name
 from checkpoint_cases import REVISION, big_shards, blob_name, write_folder, write_hf_entry
 
 SECRET = "q7Rw2pZ9" * 5
@@ -196,7 +196,8 @@ def test_finding2_impostor_on_the_port_is_refused_and_never_sees_the_secret(tmp_
 
 
 def test_finding2_a_captured_request_cannot_be_replayed_at_the_real_source(tmp_path, hf_source):
-    header = authorization(SECRET, "GET", "/listing", "node-b")[0]
+    here = server_name("127.0.0.1", hf_source.port)
+    header = authorization(SECRET, "GET", "/listing", "node-b", server=here)[0]
     conn = http.client.HTTPConnection("127.0.0.1", hf_source.port, timeout=5)
     conn.request("GET", "/listing", headers={"Authorization": header})
     assert conn.getresponse().read() and True
@@ -205,7 +206,8 @@ def test_finding2_a_captured_request_cannot_be_replayed_at_the_real_source(tmp_p
     assert replay.getresponse().status == 403
     target = "blobs/" + "0" * 64
     other = http.client.HTTPConnection("127.0.0.1", hf_source.port, timeout=5)
-    other.request("GET", "/file/" + target, headers={"Authorization": authorization(SECRET, "GET", "/listing", "x")[0]})
+    mismatched = authorization(SECRET, "GET", "/listing", "x", server=here)[0]
+    other.request("GET", "/file/" + target, headers={"Authorization": mismatched})
     assert other.getresponse().status == 403
 
 
@@ -455,7 +457,11 @@ def test_finding8_unauthenticated_requests_neither_keep_it_alive_nor_finish_it(t
             "POST",
             "/done",
             body=body,
-            headers={"Authorization": authorization(SECRET, "POST", "/done", "node-b", body)[0]},
+            headers={
+                "Authorization": authorization(
+                    SECRET, "POST", "/done", "node-b", body, server=server_name("127.0.0.1", running.port)
+                )[0]
+            },
         )
         assert conn.getresponse().status == 200
         assert running.server.finished_reason(600, deadline) == "every destination reported done"

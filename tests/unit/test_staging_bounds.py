@@ -17,10 +17,10 @@ import pytest
 import test_staging_attacks as staging_attacks
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, staging_source
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import source_ready, stage
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging as st
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization, server_name
 from checkpoint_cases import write_folder
 
 SECRET = "b8Kx3mQ1" * 5
@@ -280,7 +280,9 @@ def test_unauthenticated_connections_are_bounded(tmp_path, folder_source):
         time.sleep(0.05)
     assert server.connections == 0
     conn = http.client.HTTPConnection("127.0.0.1", folder_source.port, timeout=3)
-    conn.request("GET", "/listing", headers={"Authorization": authorization(SECRET, "GET", "/listing", "node-b")[0]})
+    here = server_name("127.0.0.1", folder_source.port)
+    header = authorization(SECRET, "GET", "/listing", "node-b", server=here)[0]
+    conn.request("GET", "/listing", headers={"Authorization": header})
     assert conn.getresponse().status == 200
     assert server.refused_connections >= 32
 
@@ -372,8 +374,11 @@ class Relay:
 
 
 @pytest.mark.parametrize("content_length", ["abc", "1e3", "0x10", "12 34", "1_000"])
-def test_non_numeric_content_length_is_a_clear_error(tmp_path, folder_source, content_length):
+def test_non_numeric_content_length_is_a_clear_error(tmp_path, folder_source, content_length, monkeypatch):
     relay = Relay(folder_source.port, content_length)
+    # The relay sits on the path to the source: the destination dials the source's own name.
+    source_name = server_name("127.0.0.1", folder_source.port)
+    monkeypatch.setattr(staging_pull, "server_name", lambda _host, _port: source_name)
     try:
         finished, _elapsed, outcome = with_deadline(lambda: stage(options(tmp_path, relay.url)), 10)
     finally:

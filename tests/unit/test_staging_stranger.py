@@ -20,8 +20,11 @@ import weight_stage
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Interrupted, StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, swarm
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging as st
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging_auth
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
 from checkpoint_cases import write_folder
+
+server_name = getattr(staging_auth, "server_name", None)
 
 SECRET = bounds.SECRET
 MIB = 1024 * 1024
@@ -71,7 +74,8 @@ def test_a_strangers_idle_connections_leave_room_for_a_destination(folder_source
         time.sleep(0.3)
         conn = http.client.HTTPConnection("127.0.0.1", folder_source.port, timeout=3)
         try:
-            headers = {"Authorization": authorization(SECRET, "GET", "/listing", "node-b")[0]}
+            here = server_name("127.0.0.1", folder_source.port) if server_name else None
+            headers = {"Authorization": _made_for(here, "GET", "/listing")}
             conn.request("GET", "/listing", headers=headers)
             status = conn.getresponse().status
         except (OSError, http.client.HTTPException) as exc:
@@ -121,7 +125,7 @@ def _swarm_for(peers, **extra):
 
 
 def test_done_goes_only_to_peers_whose_signed_have_was_seen():
-    squatter = Recording(bounds.trickle("body"))
+    squatter = Recording()
     try:
         peer = swarm.PeerSource(squatter.url, SECRET, "node-b", 1)
         assert peer.have({"a.bin": 4}) is None, "an unsigned /have was taken"
@@ -228,6 +232,40 @@ def test_weight_stage_always_returns_json(capsys, tmp_path, monkeypatch, error):
     except (json.JSONDecodeError, type(error)) as exc:
         pytest.fail("weight_stage printed no JSON for %r" % exc)
     assert answer["failed"] and type(error).__name__ in answer["msg"]
+
+
+# ---- signatures bound to a server -----------------------------------------------------------------
+
+
+def _made_for(server, method, path, body=b""):
+    """The Authorization of a request made for `server`; where requests name no server, one that names none."""
+    try:
+        return authorization(SECRET, method, path, "node-b", body, server=server)[0]
+    except TypeError:
+        return authorization(SECRET, method, path, "node-b", body)[0]
+
+
+def test_a_request_made_for_one_peer_is_refused_by_the_origin(folder_source):
+    peer_a = server_name("127.0.0.1", 1) if server_name else "127.0.0.1:1"
+    body = json.dumps({"ok": True}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", folder_source.port, timeout=3)
+    conn.request("GET", "/listing", headers={"Authorization": _made_for(peer_a, "GET", "/listing")})
+    assert conn.getresponse().status == 403, "the origin answered a request made for another server"
+    conn = http.client.HTTPConnection("127.0.0.1", folder_source.port, timeout=3)
+    conn.request("POST", "/done", body=body, headers={"Authorization": _made_for(peer_a, "POST", "/done", body)})
+    assert conn.getresponse().status == 403
+    assert folder_source.server.done_reports == {}, "a /done made for a peer counted at the origin"
+
+
+def test_a_squatter_that_relays_signed_answers_is_not_believed(tmp_path, folder_source):
+    relay = bounds.Relay(folder_source.port, "16")
+    source = staging_pull.Source(relay.url, SECRET, "node-b", 2)
+    try:
+        finished, _elapsed, value = bounds.with_deadline(lambda: source.listing(2), 10)
+    finally:
+        relay.stop()
+    assert finished and isinstance(value, StagingError), "a relayed listing was taken: %r" % (value,)
+    assert not source.proven
 
 
 # ---- leftovers --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkpoint_scan import scan_checkpoint
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import StageLock, stage
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import MANIFEST_NAME
-from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization, server_name
 from checkpoint_cases import (
     OTHER_REVISION,
     REVISION,
@@ -303,7 +303,7 @@ def test_source_serves_only_listed_files_with_ranges(tmp_path, source):
 
     def get(path, **headers):
         conn = http.client.HTTPConnection(host, int(port), timeout=5)
-        auth = authorization(TOKEN, "GET", path, "test")[0]
+        auth = authorization(TOKEN, "GET", path, "test", server=server_name(host, port))[0]
         conn.request("GET", path, headers=dict({"Authorization": auth}, **headers))
         response = conn.getresponse()
         return response.status, response.read()

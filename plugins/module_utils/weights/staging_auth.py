@@ -9,12 +9,16 @@ Design: every run has a random secret that the role hands to the source and to e
 
 - Requests. Each request carries `Authorization: Seatwright-HMAC client=..., nonce=..., mac=...`,
   the mac being HMAC-SHA256 under a key derived from the secret over the method, the path, the
-  client name, a fresh 128-bit nonce and the body's sha256. The source accepts each nonce once,
-  so a request captured by a process squatting on the port cannot be replayed against the real
-  source, and it cannot be turned into a request for another file. Requests that fail the check
+  client name, a fresh 128-bit nonce, the body's sha256 and the name of the server it is for
+  (server_name: its fabric address and port), so that a request made for one peer is refused by
+  every other peer and by the source, and a squatter cannot relay it to the server it copies.
+  The source accepts each nonce once, so a request captured by a process squatting on the port
+  cannot be replayed against the real source, and it cannot be turned into a request for another
+  file. Requests that fail the check
   are answered 403 and count for nothing (not for the idle timer, not as a destination done).
-- Listing. The source answers `GET /listing` with `X-Seatwright-Signature`: HMAC-SHA256, under a
-  second derived key, over the destination's nonce and the exact listing bytes. A destination
+- Listing. The source answers `GET /listing` (a peer `GET /have`) with `X-Seatwright-Signature`:
+  HMAC-SHA256, under a second derived key, over the server's name, the destination's nonce and
+  the exact bytes: an answer relayed from another server does not check. A destination
   checks it before it parses a single field, so only a process that knows the secret can tell a
   destination which files to write, where, and what they must hash to. Every file's bytes are
   then checked against that signed digest before they are renamed into place, which carries the
@@ -30,6 +34,7 @@ request (bench/results/staging.md reports the rate with and without the check).
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 
@@ -42,7 +47,7 @@ KEEPALIVE_IDLE_S = 300
 
 SCHEME = "Seatwright-HMAC"
 SIGNATURE_HEADER = "X-Seatwright-Signature"
-PROTOCOL = b"seatwright-staging/2"
+PROTOCOL = b"seatwright-staging/3"
 MIN_SECRET_CHARS = 16
 _FIELD = re.compile(r'(\w+)="([^"]*)"')
 _CLIENT = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
@@ -58,7 +63,17 @@ def new_nonce():
     return os.urandom(16).hex()
 
 
-def _request_mac(secret, method, path, client, nonce, body):
+def server_name(host, port):
+    """The name a request and a signed answer are bound to: the server's address, in one spelling, and port."""
+    host = (host or "").strip("[]")
+    try:
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        host = host.lower()
+    return "%s:%d" % (host, int(port))
+
+
+def _request_mac(secret, method, path, client, nonce, body, server):
     message = b"\n".join(
         [
             method.encode("ascii"),
@@ -66,27 +81,31 @@ def _request_mac(secret, method, path, client, nonce, body):
             client.encode("utf-8"),
             nonce.encode("ascii"),
             hashlib.sha256(body or b"").hexdigest().encode("ascii"),
+            server.encode("utf-8"),
         ]
     )
     return hmac.new(_key(secret, b"request"), message, hashlib.sha256).hexdigest()
 
 
-def authorization(secret, method, path, client, body=b"", nonce=None):
-    """(header value, nonce) that authenticates one request to the source."""
+def authorization(secret, method, path, client, body=b"", nonce=None, server=""):
+    """(header value, nonce) that authenticates one request to the server named `server` (server_name)."""
     nonce = nonce or new_nonce()
-    mac = _request_mac(secret, method, path, client, nonce, body)
+    mac = _request_mac(secret, method, path, client, nonce, body, server)
     return '%s client="%s", nonce="%s", mac="%s"' % (SCHEME, client, nonce, mac), nonce
 
 
-def check_request(secret, method, path, header, body=b""):
-    """(client, nonce) when `header` authenticates this request, else None. Replays are the caller's to refuse."""
+def check_request(secret, method, path, header, body=b"", server=""):
+    """(client, nonce) when `header` authenticates this request to this server, else None.
+
+    Replays are the caller's to refuse.
+    """
     if not isinstance(header, str) or not header.startswith(SCHEME + " "):
         return None
     fields = dict(_FIELD.findall(header[len(SCHEME) + 1 :]))
     client, nonce, mac = fields.get("client", ""), fields.get("nonce", ""), fields.get("mac", "")
     if not (_CLIENT.match(client) and _NONCE.match(nonce) and _MAC.match(mac)):
         return None
-    if not hmac.compare_digest(mac, _request_mac(secret, method, path, client, nonce, body)):
+    if not hmac.compare_digest(mac, _request_mac(secret, method, path, client, nonce, body, server)):
         return None
     return client, nonce
 
@@ -95,13 +114,14 @@ def valid_client_name(client):
     return isinstance(client, str) and bool(_CLIENT.match(client))
 
 
-def listing_signature(secret, nonce, body):
-    """What the source sends beside the listing bytes it answers a request with `nonce`."""
-    return hmac.new(_key(secret, b"listing"), nonce.encode("ascii") + b"\n" + body, hashlib.sha256).hexdigest()
+def listing_signature(secret, nonce, body, server=""):
+    """What a server named `server` sends beside the bytes it answers a request with `nonce` (a listing, a /have)."""
+    message = server.encode("utf-8") + b"\n" + nonce.encode("ascii") + b"\n" + body
+    return hmac.new(_key(secret, b"listing"), message, hashlib.sha256).hexdigest()
 
 
-def listing_signed(secret, nonce, body, signature):
-    """True only when `signature` is the run's signature of exactly these bytes for this nonce."""
+def listing_signed(secret, nonce, body, signature, server=""):
+    """True only when `signature` is the run's signature of exactly these bytes, for this nonce, from this server."""
     if not isinstance(signature, str) or not _MAC.match(signature):
         return False
-    return hmac.compare_digest(signature, listing_signature(secret, nonce, body))
+    return hmac.compare_digest(signature, listing_signature(secret, nonce, body, server))

@@ -73,6 +73,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
     authorization,
     listing_signed,
     new_nonce,
+    server_name,
     valid_client_name,
 )
 
@@ -141,6 +142,8 @@ class Source:
     def __init__(self, url, secret, client, io_timeout_s):
         self.url = url
         self.host, self.port = parse_source_url(url)
+        # Every request is made for this server alone, and its signed answers must name it.
+        self.name = server_name(self.host, self.port)
         self.secret = secret
         self.client = client
         self.io_timeout_s = io_timeout_s
@@ -149,7 +152,7 @@ class Source:
         self.proven = False
 
     def headers(self, method, path, body=b""):
-        return {"Authorization": authorization(self.secret, method, path, self.client, body)[0]}
+        return {"Authorization": authorization(self.secret, method, path, self.client, body, server=self.name)[0]}
 
     def connection(self, fresh=False):
         conn = getattr(self.local, "conn", None)
@@ -183,7 +186,7 @@ class Source:
                     )
                 time.sleep(0.5)
                 continue
-            header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce)[0]
+            header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce, server=self.name)[0]
             with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
                 try:
                     conn.request("GET", "/listing", headers={"Authorization": header})
@@ -220,7 +223,7 @@ class Source:
                 "weights source (another run's, or another process holding the port). Nothing was "
                 "written here." % self.url
             )
-        if not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER)):
+        if not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER), self.name):
             raise StagingError(
                 "the process answering at %s (HTTP %d) did not sign its listing with this run's "
                 "secret: it is not this run's weights source, and may be a process that took the "

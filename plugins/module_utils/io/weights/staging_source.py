@@ -51,6 +51,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
     SIGNATURE_HEADER,
     check_request,
     listing_signature,
+    server_name,
 )
 
 # A destination's report of being done is a few hundred bytes; anything far larger is refused.
@@ -160,7 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authenticated(self, body=b""):
         """The client name when this request is authenticated under the run's secret and fresh, else None."""
-        checked = check_request(self.server.secret, self.command, self.path, self.headers.get("Authorization"), body)
+        checked = check_request(
+            self.server.secret, self.command, self.path, self.headers.get("Authorization"), body, self.server.name
+        )
         if checked is None or not self.server.fresh_nonce(checked[1]):
             self.server.refused()
             return None
@@ -186,7 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.activity():
             if self.path == "/listing":
                 body = self.server.listing_bytes
-                self._reply(200, body, headers={SIGNATURE_HEADER: listing_signature(self.server.secret, nonce, body)})
+                signature = listing_signature(self.server.secret, nonce, body, self.server.name)
+                self._reply(200, body, headers={SIGNATURE_HEADER: signature})
             elif self.path.startswith("/file/"):
                 self._send_file(unquote(self.path[len("/file/") :]), client)
             else:
@@ -285,6 +289,8 @@ class SourceServer(ThreadingHTTPServer):
         # Unproven connections ended to make room for newer ones from the same address.
         self.evicted_connections = 0
         ThreadingHTTPServer.__init__(self, address, handler or _Handler)
+        # What every request to this server must be made for, and what its signed answers name.
+        self.name = server_name(*self.server_address[:2])
 
     def path_for(self, target):
         """Where the bytes of `target` are read from, or None when this server does not serve it."""

@@ -124,7 +124,8 @@ class _PeerHandler(_Handler):
         with self.server.activity():
             if self.path == "/have":
                 body = self.server.have_bytes()
-                self._reply(200, body, headers={SIGNATURE_HEADER: listing_signature(self.server.secret, nonce, body)})
+                signature = listing_signature(self.server.secret, nonce, body, self.server.name)
+                self._reply(200, body, headers={SIGNATURE_HEADER: signature})
             elif self.path.startswith("/file/"):
                 self._send_file(unquote(self.path[len("/file/") :]), client)
             else:
@@ -232,7 +233,7 @@ class PeerSource(Source):
         watchdog = None
         try:
             conn = self.connection()
-            header = authorization(self.secret, "GET", "/have", self.client, nonce=nonce)[0]
+            header = authorization(self.secret, "GET", "/have", self.client, nonce=nonce, server=self.name)[0]
             conn.request("GET", "/have", headers={"Authorization": header})
             # The whole exchange within io_timeout_s, however slowly the answer trickles in.
             with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
@@ -244,7 +245,8 @@ class PeerSource(Source):
         if body is None or watchdog.fired:
             self.connection(fresh=True)
             return None
-        if response.status != 200 or not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER)):
+        signature = response.getheader(SIGNATURE_HEADER)
+        if response.status != 200 or not listing_signed(self.secret, nonce, body, signature, self.name):
             return None
         try:
             view = parse_have(parse_json(body), counts)
