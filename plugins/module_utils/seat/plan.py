@@ -23,6 +23,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts impo
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of, multi_node_refusal
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import (
     DEFAULT_MODELS_ROOT,
@@ -160,9 +161,13 @@ def node_hardware(candidate, position):
             )
     else:
         gpus, source = declared, "inventory"
+    # Linux or WSL2 (node/kind.py): the node's cached fact, else the inventory's seatwright_node_kind.
+    kind, kind_source = kind_of(candidate.get("seatwright_host_kind"), candidate.get("seatwright_node_kind"))
     return {
         "host": host,
         "source": source,
+        "kind": kind,
+        "kind_source": kind_source,
         "gpus": gpus,
         "notes": notes,
         "checkpoint": candidate.get("seatwright_checkpoint"),
@@ -592,6 +597,9 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
         raise SeatError("%s: %s" % (source, exc))
     if multi_node and socket_refusal(transport):
         rules["refusals"].append(socket_refusal(transport))
+    wsl2 = multi_node_refusal(seat_nodes, multi_node)
+    if wsl2:
+        rules["refusals"].append(wsl2)
 
     if shortfall:
         estimate = weight_estimate(settings)
@@ -711,6 +719,8 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
                 "host": node["host"],
                 "node_rank": index,
                 "source": node["source"],
+                "kind": node["kind"],
+                "kind_source": node["kind_source"],
                 "fabric_ip": node["fabric_ip"],
                 "fabric_iface": node["fabric_iface"],
                 "nccl_env_source": "facts" if node["fabric"] else "inventory",
