@@ -324,3 +324,17 @@ def test_the_watcher_says_clean_when_the_key_is_nowhere(tmp_path):
     assert "0 with the key" in out and "the key was found nowhere" in out
     assert time.monotonic() - started_at < 30
     assert keywatch("--key-file", key_file(tmp_path, "sk-x", mode=0o644))[0] == 2
+
+
+def test_the_watcher_finds_a_piece_of_the_key_a_cut_copy_left(tmp_path):
+    # Issue 50: copies cut at [:200] before redaction left 27 of 40 characters in evidence, and
+    # the watcher, which looked for the whole key only, said clean.
+    fake_key = "sk-Zq8Ww2LmR4tY7uPa9XcV1bN3mK5jH6gF-%d" % os.getpid()
+    path = key_file(tmp_path, fake_key)
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    (evidence / "qualification.json").write_text(json.dumps({"error": ("x" * 185 + fake_key)[:200]}))
+    (evidence / "clean.md").write_text("nothing here but sk-Zq8W")
+    rc, out = keywatch("--key-file", path, "--evidence", evidence)
+    assert rc == 1, out
+    assert "1 with a piece of it" in out and "qualification.json: 1 pieces" in out and fake_key[:15] not in out

@@ -7,15 +7,37 @@ leaked; the sample log keeps each distinct command line once, in a 0600 file.
 
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
+
+# A head or tail of the secret this long or longer is a piece of it (a copy cut before redaction
+# left 27 of 40 characters in evidence, issue 50): the redactor's own bound (MIN_FRAGMENT_LEN).
+MIN_PIECE = 8
 
 
 def needles(secret):
     """The byte strings a secret is found by: as is, JSON-escaped and URL-quoted."""
     forms = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")}
     return sorted({form.encode("utf-8") for form in forms if form})
+
+
+def pieces(secret, least=MIN_PIECE):
+    """One pattern for the secret's heads and tails of `least` characters or more, shorter than it."""
+    parts = {secret[:n] for n in range(least, len(secret))} | {secret[-n:] for n in range(least, len(secret))}
+    if not parts:
+        return None
+    return re.compile(b"|".join(re.escape(p.encode("utf-8")) for p in sorted(parts, key=len, reverse=True)))
+
+
+def pieces_in_bytes(data, forms, pattern):
+    """Heads or tails of the secret in `data` outside its whole occurrences (a copy cut at a limit)."""
+    if pattern is None:
+        return 0
+    for form in forms:
+        data = data.replace(form, b"\0")
+    return len(pattern.findall(data))
 
 
 def read_cmdlines(proc="/proc"):
@@ -85,17 +107,20 @@ def hits_in_bytes(data, forms):
     return sum(data.count(form) for form in forms)
 
 
-def scan_file(path, forms):
-    """Occurrences of any form of the secret in one file (0 for what cannot be read)."""
+def scan_file(path, forms, cut=None):
+    """Occurrences of any form of the secret in one file, or with `cut` (pieces()) the pieces of it
+    outside those (0 for what cannot be read)."""
     try:
         with open(path, "rb") as handle:
-            return hits_in_bytes(handle.read(), forms)
+            data = handle.read()
     except OSError:
         return 0
+    return pieces_in_bytes(data, forms, cut) if cut is not None else hits_in_bytes(data, forms)
 
 
-def scan_tree(root, forms):
-    """(files read, {relative path: occurrences}) for every file under `root`, links not followed."""
+def scan_tree(root, forms, cut=None):
+    """(files read, {relative path: occurrences}) for every file under `root`, links not followed;
+    with `cut`, the pieces of the secret instead (scan_file)."""
     count, hits = 0, {}
     for folder, _dirs, files in os.walk(root):
         for name in files:
@@ -103,7 +128,7 @@ def scan_tree(root, forms):
             if os.path.islink(path):
                 continue
             count += 1
-            found = scan_file(path, forms)
+            found = scan_file(path, forms, cut)
             if found:
                 hits[os.path.relpath(path, root)] = found
     return count, hits
