@@ -291,3 +291,17 @@ def test_the_nccl_env_role_writes_the_wsl2_contract():
     assert files["defaults"][0].startswith("WSL2 node: no RDMA")
     with pytest.raises(NcclError, match="node kind 'bsd'"):
         node_env_files("n", {}, "eth0", node_kind="bsd")
+
+
+def test_the_labs_wsl2_test_input_is_decided_like_the_node_and_stays_out_of_molecule():
+    import yaml
+    from conftest import ROOT
+
+    text = (ROOT / "lab" / "node_kind" / "wsl2.yml").read_text()
+    assert "TEST EQUIPMENT" in text
+    readings = yaml.safe_load(text)["node_base_kind_test_input"]
+    fact = kind.decide("node-b", readings, source="test-input")
+    assert (fact["kind"], fact["source"], fact["warnings"]) == ("wsl2", "test-input", [])
+    assert fact["docker_engine"]["docker_desktop"] is True
+    scenario = (ROOT / "molecule" / "default" / "molecule.yml").read_text()
+    assert "node_kind" not in scenario
