@@ -43,6 +43,9 @@ def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a
     assert result.returncode != 0, result.stdout + result.stderr
     last = _last_words(result)
     assert "seat glm53 would be refused: model.revision: not given by the field" in last
+    # Only the operator's two pins stand between the seat and a launch: no rule or engineering gap is open.
+    refusal = last.split("would be refused: ")[1].split(" (check mode")[0]
+    assert [item.split(":")[0] for item in refusal.split("; ")] == ["model.revision", "model.repo"], refusal
     # Issue 24: no example host has built vllm-sm120, so its flags are checked against the facts
     # recorded from the real build (images/facts/vllm-sm120.json).
     assert "image flags not checked" not in result.stdout
@@ -57,6 +60,18 @@ def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a
     recap = result.stdout.split("PLAY RECAP")[1]
     assert "localhost" in recap and "node-a" not in recap and "node-b" not in recap
     assert not out.exists()
+
+
+def test_seat_glm53_check_with_the_operators_pins_would_serve(tmp_path):
+    pins = ["-e", "seat_model_repo=example-org/GLM-5.3-Flash-NVFP4", "-e", "seat_model_revision=" + "0a1b2c3d4e" * 4]
+    result = run(tmp_path, "playbooks/seat-glm53.yml", "--check", *pins)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "seat glm53 would serve" in result.stdout
+    # Fix 2 is met by the image's facts: the patch and the in-image check recorded by make images.
+    assert "patch sm120-nope-mla-fa2 applied; check nope-mla-sm120 passed" in result.stdout
+    assert (
+        "model.revision 0a1b2c3d4e" in result.stdout and "given by the operator (seat_model_revision)" in result.stdout
+    )
 
 
 def test_plan_writes_the_contract_json(tmp_path):

@@ -1,7 +1,12 @@
 """Compatibility rules (plugins/module_utils/seat/rules.py): conditions, effects, overrides, refusals."""
 
+import copy
+import json
+from pathlib import Path
+
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import (
@@ -13,6 +18,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import
     table_rows,
 )
 from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
+
+# The facts make images read from the built vllm-sm120 image, its in-image check included.
+VLLM_SM120_FACTS = json.loads((Path(__file__).parents[2] / "images" / "facts" / "vllm-sm120.json").read_text())
 
 
 def recipe(name, folder=None, changes=()):
@@ -52,11 +60,11 @@ def test_rule_ids_are_unique_and_every_rule_is_complete():
         )
 
 
-# No patch makes the stock image's MLA path run on SM120 (issue 24): the rule says what is needed and leaves it open.
+# Without the image's facts the recipe alone cannot show the fix-2 patch and its in-image check.
 MLA_BACKEND_UNVERIFIED = (
-    "engine.image must carry an attention backend that runs sparse MLA with no rotary part (rotary 0, query 512) "
-    "on capability 12; none in a stock vLLM is known to; nothing in the recipe or the image facts shows one: "
-    "name the backend and the run on these GPUs that showed it in overrides (rule nope-mla-backend-gate)"
+    "no facts of seatwright/vllm-sm120 were read, so patch sm120-nope-mla-fa2 and in-image check nope-mla-sm120 "
+    "cannot be seen; build it and read its facts (make images, or playbooks/images.yml with "
+    "engine_image_read_facts) (rule nope-mla-backend-gate)"
 )
 
 
@@ -205,16 +213,39 @@ def test_a_recipe_contradicting_a_rule_is_an_error_naming_field_rule_and_fix(pat
     assert "add to overrides" in message and "Rule reason:" in message
 
 
-def test_a_pinned_stock_image_leaves_the_mla_backend_unverified_and_asks_for_no_patch():
-    changes = [
-        (("engine", "image", "digest"), "sha256:" + "b" * 64),
-        (("engine", "image", "status"), "pinned"),
-        (("engine", "patches"), []),
-    ]
-    result = evaluate(recipe("glm53", changes=changes), SM120_X4, "glm53")
+def with_image(data, facts):
+    return recipe_with_image(data, facts)[0]
+
+
+def test_the_built_images_patch_and_check_meet_the_backend_gate():
+    result = evaluate(with_image(recipe("glm53"), VLLM_SM120_FACTS), SM120_X4, "glm53")
     entry = next(item for item in result["applied"] if item["id"] == "nope-mla-backend-gate")
-    assert "sm90-mla" not in entry["effect"] and "FA3 MLA" in entry["reason"]
-    assert any("rule nope-mla-backend-gate" in line for line in result["unverified"])
+    assert not any("nope-mla-backend-gate" in line for line in result["unverified"])
+    assert entry["overridden"] is None
+    assert "patch sm120-nope-mla-fa2 applied; check nope-mla-sm120 passed" in entry["details"][0]
+    assert "FlashInferMLASparseSM90Backend" in entry["details"][0] and "need an SM120 GPU" in entry["details"][0]
+
+
+@pytest.mark.parametrize(
+    "change,fragment",
+    [
+        # The fix-2 patch taken out of the image: nothing else opens the backend to capability 12.
+        (lambda facts: facts.update(patches=[]), "holds patches [none], not sm120-nope-mla-fa2"),
+        (lambda facts: facts.update(checks={}), "hold no in-image check nope-mla-sm120"),
+        (
+            lambda facts: facts["checks"]["nope-mla-sm120"].update(passed=False, problems=["the selector chose X"]),
+            "in-image check nope-mla-sm120 failed: the selector chose X",
+        ),
+    ],
+    ids=["patch-removed", "no-check", "check-failed"],
+)
+def test_an_image_without_the_patch_or_a_passing_check_is_refused_by_the_gate(change, fragment):
+    facts = copy.deepcopy(VLLM_SM120_FACTS)
+    change(facts)
+    with pytest.raises(SeatError) as caught:
+        evaluate(with_image(recipe("glm53"), facts), SM120_X4, "seats/glm53.yml")
+    assert "seats/glm53.yml: rule nope-mla-backend-gate: " in str(caught.value)
+    assert fragment in str(caught.value)
 
 
 def test_an_override_names_the_backend_that_ran_and_clears_the_unverified_line():

@@ -11,6 +11,7 @@ with a reason. Conditions answer True, False or None (None: a field they read is
 import copy
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.checks import NOPE_MLA_PATCH, NOPE_MLA_SM120
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import is_sm120
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import engine_share
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import flag_text
@@ -141,10 +142,10 @@ SOURCES = {
     # Open when read: auto-disables custom all-reduce on sm_12x after an abort at CUDA-graph capture
     # with two PCIe GPUs; no field report names it.
     "vLLM PR #47751": {"kind": "upstream", "link": "https://github.com/vllm-project/vllm/pull/47751"},
-    # Read for issue 24: FlashAttnMLAImpl asserts flash_attn_supports_mla() (FA3, capability family 90).
-    "vLLM flashattn_mla.py": {
+    # Read in vLLM 0.33.0's wheel: FlashInfer's sparse NoPE MLA backend, capability 9 and FA3 only as shipped.
+    "vLLM flashinfer_mla_sparse_sm90.py": {
         "kind": "upstream",
-        "link": "https://github.com/vllm-project/vllm/blob/main/vllm/v1/attention/backends/mla/flashattn_mla.py",
+        "link": "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py",
     },
 }
 SOURCE_LINKS = {key: source["link"] for key, source in SOURCES.items()}
@@ -329,21 +330,22 @@ RULES = (
         "seen": _NOPE_SEEN,
         "effects": (
             {
-                "kind": "needs",
-                "field": "engine.image",
-                "value": "an attention backend that runs sparse MLA with no rotary part (rotary 0, query 512) "
-                "on capability 12; none in a stock vLLM is known to",
+                "kind": "image_check",
+                "field": "engine.image_checks",
+                "value": NOPE_MLA_SM120,
+                "patch": NOPE_MLA_PATCH,
             },
         ),
-        "reason": "The image's only SM120 sparse-MLA path expects a 64-dimension rotary part and the FP8 MLA "
-        "cache refused the geometry [000]. The field then gated vLLM's FlashAttention MLA backend to "
-        "capability 12 and the seat later served [000], but that backend asserts FlashAttention's FA3 MLA "
-        "support, whose kernels are Hopper's, and the selector does not offer it to sparse (DSA) models "
-        "(vLLM's flashattn_mla.py and fa_utils.py), so the report does not show which backend ran. "
-        "No patch is shipped; overrides must name the backend that served correctly on these GPUs (a run "
-        "that passed the smoke and nan-logits gates) with its source. The community SM120 image carried "
-        "its own kernels and needed none [000].",
-        "sources": ("000", "vLLM flashattn_mla.py"),
+        "reason": "On capability 12 vLLM 0.33.0 offers sparse MLA only through FLASHINFER_MLA_SPARSE_SM120, "
+        "which needs an fp8_ds_mla cache and a 64-dimension rotary part, so a NoPE seat (rotary 0, head 512) "
+        "with a BF16 cache has no backend; the FP8 MLA cache refused the geometry in the field too [000]. "
+        "The field's fix 2 gated FlashInfer's sparse NoPE MLA backend (FLASHINFER_MLA_SPARSE_SM90, FA2 and "
+        "FA3 paths) to capability 12 and the seat served from attempt 8 on [000]; off Hopper it must build "
+        "FlashInfer's wrapper on FA2, since FA3's kernels are Hopper's (vLLM's flashinfer_mla_sparse_sm90.py). "
+        "The image must carry patch %s and its in-image check must show, with capability 12.0 given, the "
+        "backend's support, the selector's choice for GLM-5.3's shape and an FA2 wrapper. The community "
+        "SM120 image carried its own kernels and needed none [000]." % NOPE_MLA_PATCH,
+        "sources": ("000", "vLLM flashinfer_mla_sparse_sm90.py"),
     },
     {
         "id": "nope-mla-block-size",
@@ -430,6 +432,8 @@ def describe_effect(effect):
         return "%s at least %s" % (field, shown)
     if kind == "needs":
         return "%s must carry %s" % (field, shown)
+    if kind == "image_check":
+        return "the engine image carries patch %s and passes its in-image check %s" % (effect["patch"], shown)
     return "refuse the seat"
 
 
@@ -444,6 +448,8 @@ def launch_text(rule):
             parts.append("no flag: %s is checked against the pinned image" % field)
         elif kind == "needs":
             parts.append("no flag: unverified until an override names what ran on the seat's GPUs")
+        elif kind == "image_check":
+            parts.append("no flag: read from the image's facts (patch applied, in-image check passed)")
         else:
             limit = kind if kind in ("at_most", "multiple_of") else None
             parts.append(flag_text(field, effect["value"], limit) or "no flag renders %s" % field)
@@ -464,6 +470,8 @@ def _apply(effect, recipe):
             "%s must carry %s; nothing in the recipe or the image facts shows one: name the backend and the run "
             "on these GPUs that showed it in overrides" % (field, want)
         )
+    if kind == "image_check":
+        return _image_check_outcome(effect, recipe)
     have = _lookup(recipe, field)
     if kind == "set":
         if have is None:
@@ -511,6 +519,54 @@ def _apply(effect, recipe):
             else ("conflict", "%s is %r; the rule needs %s or newer" % (field, have, want))
         )
     raise SeatError("rule effect kind %r is not known to seatwright" % kind)
+
+
+def _image_check_outcome(effect, recipe):
+    """(outcome, detail) of an image_check effect: the patch among the image's and its check passed.
+
+    Unverified while no image facts were read (the recipe alone cannot show it); a conflict when
+    the facts lack the patch or the check, or the check failed.
+    """
+    engine = recipe["engine"]
+    reference = engine["image"].get("reference") or "the seat's image"
+    build = engine["image"].get("build")
+    rebuild = (
+        "; build images/%s.yml again and read its facts (make images)" % build
+        if build
+        else "; pin an image built from a definition that lists the patch (images/vllm-sm120.yml)"
+    )
+    checks = engine.get("image_checks")
+    patch, name = effect["patch"], effect["value"]
+    if checks is None:
+        return "unverified", (
+            "no facts of %s were read, so patch %s and in-image check %s cannot be seen; build it and read "
+            "its facts (make images, or playbooks/images.yml with engine_image_read_facts)" % (reference, patch, name)
+        )
+    if patch not in (engine.get("patches") or []):
+        return "conflict", "image %s holds patches [%s], not %s%s" % (
+            reference,
+            ", ".join(engine.get("patches") or []) or "none",
+            patch,
+            rebuild,
+        )
+    check = checks.get(name)
+    if not check:
+        return "conflict", "image %s's facts hold no in-image check %s%s" % (reference, name, rebuild)
+    if not check.get("passed"):
+        return "conflict", "image %s's in-image check %s failed: %s%s" % (
+            reference,
+            name,
+            "; ".join(check.get("problems") or ["no reason recorded"]),
+            rebuild,
+        )
+    chosen = ((check.get("steps") or {}).get("selector") or {}).get("value") or {}
+    return "ok", "image %s: patch %s applied; check %s passed (selected %s; not shown here: %s)" % (
+        reference,
+        patch,
+        name,
+        (chosen.get("chosen") or "").rsplit(".", 1)[-1],
+        check.get("unshown"),
+    )
 
 
 def _seen_scope(rule, ctx, recipe):
