@@ -69,8 +69,15 @@ def blob_name(name, payload):
     return hashlib.sha1(b"blob %d\x00" % len(payload) + payload).hexdigest()
 
 
+# What a real cache entry holds beside the weights: the engines read the model's shape from it
+# (weights/hf_cache.py refuses a snapshot without one).
+ENTRY_CONFIG = b'{"model_type": "llama"}\n'
+
+
 def write_hf_entry(cache_root, files, revision=REVISION, repo="org/model"):
-    """A cache entry models--org--model with blobs, a snapshot of relative symlinks and refs/main."""
+    """A cache entry models--org--model with blobs, a snapshot of relative symlinks and refs/main;
+    a config.json is added where `files` has none, as every model repository has one."""
+    files = dict({"config.json": ENTRY_CONFIG}, **files)
     entry = os.path.join(str(cache_root), "models--" + repo.replace("/", "--"))
     blobs = os.path.join(entry, "blobs")
     snapshot = os.path.join(entry, "snapshots", revision)

@@ -38,6 +38,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoin
     revision_problems,
     summarise_tensors,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.weights.hf_cache import cache_gaps, repo_of_entry
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import PIECE_FIELDS, PIECE_HASHES
 
 # Large reads let hashlib drop the GIL for long stretches, so hashing threads overlap.
@@ -343,7 +344,14 @@ def scan_checkpoint(path, revision=None, mode="quick", workers=4):
         % (rel, links_within, "the cache entry's blobs/" if layout == "hf-cache" else "its own folder")
         for rel in escapes
     ]
-    report = assemble_report(layout, path, revision, judged, tensors, index, issues, manifest, mode)
+    gaps = {"errors": [], "warnings": []}
+    if layout == "hf-cache" and snapshot_present:
+        # A cache the operator filled has no manifest listing its files: hold it to what the engines read.
+        blobs = os.listdir(os.path.join(path, "blobs"))
+        repo = repo_of_entry(os.path.basename(os.path.normpath(path)))
+        gaps = cache_gaps(revision, files, (index or {}).get("shards", []), blobs, repo)
+    report = assemble_report(layout, path, revision, judged, tensors, index, issues + gaps["errors"], manifest, mode)
+    report["warnings"].extend(gaps["warnings"])
     if manifest_warning:
         report["warnings"].append(manifest_warning)
     if layout == "hf-cache":
