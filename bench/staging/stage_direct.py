@@ -30,7 +30,7 @@ def main(argv=None):
     parser.add_argument("--no-signature-check", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.shim)
-    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, transport
     from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
     spent = {"seconds": 0.0, "calls": 0}
@@ -46,8 +46,9 @@ def main(argv=None):
 
         return wrapper
 
-    staging_pull.authorization = timed(staging_pull.authorization)
-    staging_pull.listing_signed = timed((lambda *a: True) if args.no_signature_check else staging_pull.listing_signed)
+    # The transport signs every request and checks every signed answer, for the whole-file pull and the swarm.
+    transport.authorization = timed(transport.authorization)
+    transport.listing_signed = timed((lambda *a: True) if args.no_signature_check else transport.listing_signed)
     with open(args.token_file) as handle:
         secret = handle.read().strip()
     result = staging_pull.stage(

@@ -68,8 +68,10 @@ options:
     default: destination
   streams:
     description:
-      - Files transferred at once; C(0) derives it from this node (one per two cores, no more than
-        I(nic_mb_per_s) can fill, at least 4 and at most 32).
+      - Files transferred at once; C(0) derives it from the cores this process may use (6 on a node
+        of more than 4 cores, which receives pieces into buffers; one per two cores on a smaller
+        node, which splices them into its files), no more than I(nic_mb_per_s) can fill, at least 4
+        and at most 32.
     type: int
     default: 0
   nic_mb_per_s:

@@ -17,7 +17,7 @@ import pytest
 import test_staging_attacks as staging_attacks
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, staging_source
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source, transport
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import source_ready, stage
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights import staging as st
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import authorization, server_name
@@ -378,7 +378,7 @@ def test_non_numeric_content_length_is_a_clear_error(tmp_path, folder_source, co
     relay = Relay(folder_source.port, content_length)
     # The relay sits on the path to the source: the destination dials the source's own name.
     source_name = server_name("127.0.0.1", folder_source.port)
-    monkeypatch.setattr(staging_pull, "server_name", lambda _host, _port: source_name)
+    monkeypatch.setattr(transport, "server_name", lambda _host, _port: source_name)
     try:
         finished, _elapsed, outcome = with_deadline(lambda: stage(options(tmp_path, relay.url)), 10)
     finally:

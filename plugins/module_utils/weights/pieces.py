@@ -24,9 +24,6 @@ import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_sha256
 
-# Default piece size: large enough that a request's overhead is noise, small enough that a
-# 400 GB checkpoint has thousands of pieces to spread over a dozen nodes.
-PIECE_BYTES = 64 * 1024 * 1024
 MIN_PIECE_BYTES = 1024 * 1024
 MAX_PIECE_BYTES = 1024 * 1024 * 1024
 # Pieces a checkpoint is cut into at least, while they stay MIN_PIECE_BYTES or more: a killed run

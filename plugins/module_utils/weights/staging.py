@@ -291,6 +291,40 @@ def stream_count(cores, nic_bytes_s=None, override=None):
     return max(MIN_STREAMS, min(MAX_STREAMS, want))
 
 
+def stage_options(params, cores):
+    """A destination run's options from weight_stage's parameters, converted and range-checked in one place.
+
+    MB/s become bytes/s (bandwidth_limit_bytes_s, upload_limit_bytes_s, nic_bytes_s) and the stream
+    count is derived for a node of `cores` (stream_count) unless one is given. StagingError names
+    the first number that cannot make a run; staging_pull and swarm take the result as it is.
+    """
+    if params.get("streams") is not None and params["streams"] < 0:
+        raise StagingError(
+            "streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"]
+        )
+    for field in ("connect_timeout_s", "io_timeout_s"):
+        if params[field] < 1:
+            raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
+    for field in (
+        "retries",
+        "progress_interval_s",
+        "bandwidth_limit_mb_per_s",
+        "nic_mb_per_s",
+        "upload_limit_mb_per_s",
+        "linger_s",
+    ):
+        if (params.get(field) or 0) < 0:
+            raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
+    nic_bytes_s = int((params.get("nic_mb_per_s") or 0) * 1e6)
+    return dict(
+        params,
+        bandwidth_limit_bytes_s=int((params.get("bandwidth_limit_mb_per_s") or 0) * 1e6),
+        upload_limit_bytes_s=int((params.get("upload_limit_mb_per_s") or 0) * 1e6),
+        nic_bytes_s=nic_bytes_s,
+        streams=stream_count(cores, nic_bytes_s, params.get("streams")),
+    )
+
+
 def partial_name(target, layout, unit):
     """Where a transfer in progress lives; tied to the expected digest so a new version never resumes an old one."""
     if layout == "hf-cache":

@@ -12,15 +12,12 @@ destination; transfers in progress are opened without following links, and a fil
 permissions no wider than the source's copy.
 """
 
-import errno
 import fcntl
 import http.client
-import json
 import mmap
 import os
 import posixpath
 import re
-import socket
 import stat
 import threading
 import time
@@ -38,8 +35,17 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     load_manifest,
     new_hashers,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.swarm import Swarm
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
-from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.transport import (
+    PartialFile,
+    Source,
+    Watchdog,
+    fsync_dir,
+    make_dirs_under,
+    resolve_under,
+    usable_cores,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import (
     MANIFEST_NAME,
     build_manifest,
@@ -61,25 +67,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     partial_name,
     plan_unit,
     progress_record,
-    stream_count,
+    stage_options,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
     CHUNK_BYTES as CHUNK,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
-    KEEPALIVE_IDLE_S,
-    MAX_LISTING_BYTES,
-    SIGNATURE_HEADER,
-    authorization,
-    listing_signed,
-    new_nonce,
-    server_name,
     valid_client_name,
 )
-
-ALIGN = 4096
-# The most bytes read of an answer that carries no data (a report's acknowledgement, an error's detail).
-MAX_ANSWER_BYTES = 64 * 1024
 
 # The checkpoint's name becomes a folder and a state file name: no separators, no dot-dot tricks.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -136,282 +131,6 @@ class Progress:
         self.write("failed" if exc[0] else "done")
 
 
-class Source:
-    """The HTTP source, one keep-alive connection per thread; every request authenticated."""
-
-    def __init__(self, url, secret, client, io_timeout_s):
-        self.url = url
-        self.host, self.port = parse_source_url(url)
-        # Every request is made for this server alone, and its signed answers must name it.
-        self.name = server_name(self.host, self.port)
-        self.secret = secret
-        self.client = client
-        self.io_timeout_s = io_timeout_s
-        self.local = threading.local()
-        # Set once the listing's signature checked out; nothing is reported to an unproven listener.
-        self.proven = False
-
-    def headers(self, method, path, body=b""):
-        return {"Authorization": authorization(self.secret, method, path, self.client, body, server=self.name)[0]}
-
-    def connection(self, fresh=False):
-        conn = getattr(self.local, "conn", None)
-        # The source closes a connection idle for KEEPALIVE_IDLE_S; one idle half that long is replaced first.
-        stale = conn is not None and time.monotonic() - self.local.used > KEEPALIVE_IDLE_S / 2
-        if conn is None or fresh or stale:
-            if conn is not None:
-                conn.close()
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.io_timeout_s)
-            self.local.conn = conn
-        self.local.used = time.monotonic()
-        return conn
-
-    def listing(self, connect_timeout_s):
-        """The listing, returned only once its signature shows it comes from this run's source.
-
-        Until then the answer comes from a process that may not hold the secret: one exchange may
-        take io_timeout_s in all and MAX_LISTING_BYTES of body, however the bytes arrive.
-        """
-        deadline = time.monotonic() + connect_timeout_s
-        while True:
-            nonce = new_nonce()
-            try:
-                conn = self.connection(fresh=True)
-                conn.connect()
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise StagingError(
-                        "could not reach the weights source at %s within %ds (%s): is the "
-                        "source task running and the fabric address right?" % (self.url, connect_timeout_s, exc)
-                    )
-                time.sleep(0.5)
-                continue
-            header = authorization(self.secret, "GET", "/listing", self.client, nonce=nonce, server=self.name)[0]
-            with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
-                try:
-                    conn.request("GET", "/listing", headers={"Authorization": header})
-                    response = conn.getresponse()
-                    body = _bounded_body(response, MAX_LISTING_BYTES)
-                    failure = None
-                except (OSError, http.client.HTTPException) as exc:
-                    failure = exc
-            if watchdog.fired:
-                conn.close()
-                raise StagingError(
-                    "the process answering at %s did not finish its listing within %ds: it is not "
-                    "answering as this run's weights source does, and nothing it sent was used. Find what "
-                    "listens on that port (ss -ltnp), stop it, and run again." % (self.url, self.io_timeout_s)
-                )
-            if failure is None and body is None:
-                conn.close()
-                raise StagingError(
-                    "the process answering at %s sent more than %d bytes without proving it is this run's "
-                    "weights source; nothing it sent was used and nothing was written here. Find what listens "
-                    "on that port (ss -ltnp), stop it, and run again." % (self.url, MAX_LISTING_BYTES)
-                )
-            if failure is None:
-                break
-            if time.monotonic() > deadline:
-                raise StagingError(
-                    "could not read a listing from the weights source at %s within %ds (%s): is the "
-                    "source task running and the fabric address right?" % (self.url, connect_timeout_s, failure)
-                )
-            time.sleep(0.5)
-        if response.status == 403:
-            raise StagingError(
-                "the process answering at %s refused this run's credentials: it is not this run's "
-                "weights source (another run's, or another process holding the port). Nothing was "
-                "written here." % self.url
-            )
-        if not listing_signed(self.secret, nonce, body, response.getheader(SIGNATURE_HEADER), self.name):
-            raise StagingError(
-                "the process answering at %s (HTTP %d) did not sign its listing with this run's "
-                "secret: it is not this run's weights source, and may be a process that took the "
-                "port first. Nothing it sent was used and nothing was written here; find what "
-                "listens on that port, stop it, and run again." % (self.url, response.status)
-            )
-        self.proven = True
-        try:
-            return parse_json(body)
-        except ValueError as exc:
-            raise StagingError(
-                "the weights source at %s sent a signed listing that is not readable JSON (%s)" % (self.url, exc)
-            )
-
-    def done(self, report):
-        """Tell the server this node is done; only a server proven this run's, one bounded exchange.
-
-        The answer is a few bytes: at most MAX_ANSWER_BYTES of it are read, within io_timeout_s in
-        all, however a squatter at the port sends it. Never raises: a node's files are verified
-        whatever the answer.
-        """
-        if not self.proven:
-            return False
-        try:
-            conn = self.connection(fresh=True)
-            payload = json.dumps(dict(report, client=self.client)).encode("utf-8")
-            conn.request(
-                "POST",
-                "/done",
-                body=payload,
-                headers=dict(self.headers("POST", "/done", payload), **{"Content-Type": "application/json"}),
-            )
-            with Watchdog(conn.sock, self.io_timeout_s):
-                response = conn.getresponse()
-                answered = _bounded_body(response, MAX_ANSWER_BYTES) is not None and response.status == 200
-            conn.close()
-            return answered
-        except (OSError, http.client.HTTPException, AttributeError):
-            self.connection(fresh=True)
-            return False
-
-
-class Watchdog:
-    """Ends a socket's exchange at a wall-clock deadline, however slowly the other side trickles bytes.
-
-    A socket timeout bounds each wait for the next byte, not the exchange: one byte every few
-    seconds would keep a reader waiting for ever. Shutting the socket down wakes the reader.
-    """
-
-    def __init__(self, sock, seconds):
-        self.sock, self.fired = sock, False
-        self.timer = threading.Timer(seconds, self._fire)
-        self.timer.daemon = True
-
-    def _fire(self):
-        self.fired = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def __enter__(self):
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.timer.cancel()
-
-
-def _bounded_body(response, limit):
-    """The response's body, or None once it passes `limit` bytes (announced or sent): the rest is never read."""
-    if response.length is not None and response.length > limit:
-        return None
-    parts, total = [], 0
-    while True:
-        part = response.read(min(64 * 1024, limit + 1 - total))
-        if not part:
-            return b"".join(parts)
-        parts.append(part)
-        total += len(part)
-        if total > limit:
-            return None
-
-
-def usable_cores():
-    """The cores this process may run on (its affinity: a container's or a pinned job's share), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def resolve_under(root, rel):
-    """The absolute path of `rel` under `root` once links are resolved; StagingError when it leaves `root`.
-
-    `root` is resolved by the caller (the destination may itself live behind a link); every
-    folder on the way to `rel` must be a real folder inside it.
-    """
-    candidate = os.path.join(root, rel)
-    parent = os.path.realpath(os.path.dirname(candidate))
-    if not (parent == root or parent.startswith(root + os.sep)):
-        raise StagingError(
-            "%s resolves to %s, outside the destination %s: a link in the destination points "
-            "elsewhere. Nothing was written there; remove the link and run again." % (candidate, parent, root)
-        )
-    return os.path.join(parent, os.path.basename(candidate))
-
-
-class PartialFile:
-    """The file a transfer writes, with O_DIRECT where the filesystem allows it.
-
-    Direct writes skip the page cache: staging hundreds of GB through it evicts the weights other
-    services keep cached, and in the lab's VM the cache's allocation and writeback cost more CPU
-    than hashing. Direct I/O needs block-aligned offsets and lengths, so every chunk but the last is
-    a multiple of ALIGN and the tail is written after switching back to buffered writes.
-    """
-
-    def __init__(self, path, direct, resume):
-        self.direct = self.opened_direct = False
-        self.fd = None
-        if resume:
-            self.fd = self._open_existing(path, direct)
-        if self.fd is None:
-            # A leftover (or a planted link) under the predictable name is removed, never followed.
-            if os.path.lexists(path):
-                os.unlink(path)
-            self.fd = self._open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, direct)
-
-    def _open(self, path, flags, direct):
-        if direct:
-            try:
-                fd = os.open(path, flags | os.O_DIRECT, 0o600)
-                self.direct = self.opened_direct = True
-                return fd
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    raise
-        return os.open(path, flags, 0o600)
-
-    def _open_existing(self, path, direct):
-        """The interrupted transfer's file, only when it is a plain file of ours with one name."""
-        try:
-            fd = self._open(path, os.O_RDWR | os.O_NOFOLLOW, direct)
-        except OSError:
-            self.direct = self.opened_direct = False
-            return None
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.geteuid():
-            os.close(fd)
-            self.direct = self.opened_direct = False
-            return None
-        return fd
-
-    def buffered(self):
-        if self.direct:
-            fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~os.O_DIRECT)
-            self.direct = False
-
-    def usable_prefix(self, size):
-        """How much of what is on disk a resume can keep: all of it, or down to a block boundary."""
-        return size - size % ALIGN if self.direct else size
-
-    def read_into(self, view):
-        return os.readv(self.fd, [view])
-
-    def write(self, view):
-        if self.direct and len(view) % ALIGN:
-            self.buffered()
-        while view:
-            try:
-                written = os.write(self.fd, view)
-            except OSError as exc:
-                if not self.direct or exc.errno != errno.EINVAL:
-                    raise
-                self.buffered()
-                continue
-            view = view[written:]
-
-    def close(self, sync, mode=None):
-        try:
-            if mode is not None:
-                os.fchmod(self.fd, mode)
-            if sync:
-                os.fsync(self.fd)
-        finally:
-            os.close(self.fd)
-
-
 def _unlink_quietly(path):
     try:
         os.unlink(path)
@@ -428,14 +147,6 @@ def _fill(response, view):
             break
         got += count
     return got
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Writer:
@@ -596,7 +307,7 @@ def transfer(source, unit, root, layout, plan, throttle, progress, options):
             "Nothing in place here was replaced" % (problem, unit["source_path"])
         )
     os.replace(partial, final)
-    _fsync_dir(os.path.dirname(final))
+    fsync_dir(os.path.dirname(final))
     seconds = time.monotonic() - started
     return {
         "target": unit["target"],
@@ -632,25 +343,6 @@ def _stat(path, regular=True):
     if regular and not stat.S_ISREG(info.st_mode):
         return None
     return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
-
-
-def make_dirs_under(root, rel_dir):
-    """Create `rel_dir` under `root` one folder at a time, refusing any part that is a link or a file."""
-    current = root
-    for part in [p for p in rel_dir.split("/") if p]:
-        current = os.path.join(current, part)
-        if os.path.islink(current) or (os.path.exists(current) and not os.path.isdir(current)):
-            raise StagingError(
-                "%s is a link or a file where the destination needs a folder; nothing was written "
-                "through it. Remove it and run again." % current
-            )
-        try:
-            os.mkdir(current, 0o755)
-        except FileExistsError:
-            # Another stream made it meanwhile; it must still be a real folder.
-            if os.path.islink(current) or not os.path.isdir(current):
-                raise StagingError("%s is a link or a file where the destination needs a folder" % current)
-    return current
 
 
 def _stale_partials(root, unit, keep):
@@ -787,8 +479,8 @@ def confirm_source(url, secret, client, connect_timeout_s, io_timeout_s=30):
 def stage(options, check_mode=False, now=time.time):
     """Run one destination's staging; returns the result dict a module exits with.
 
-    options: dest, source_url, token (the run's secret), client, name, revision, streams (0 or None:
-    derived from the node's cores and nic_mb_per_s, weights/staging.py stream_count), verify,
+    options: as weights/staging.py stage_options makes them from the module's parameters: dest,
+    source_url, token (the run's secret), client, name, revision, streams (1 or more), verify,
     direct_io, bandwidth_limit_bytes_s, state_dir, connect_timeout_s, io_timeout_s, retries,
     progress_interval_s, source_label, prune.
     """
@@ -839,10 +531,7 @@ def _refuse_linked_prune(dest):
 
 
 def _stage(options, source, check_mode, now, started, outcome):
-    options = dict(
-        options,
-        streams=stream_count(usable_cores(), (options.get("nic_mb_per_s") or 0) * 1e6, options.get("streams")),
-    )
+    # Options as weights/staging.py stage_options made them: in bytes, checked, the stream count derived.
     if options.get("prune"):
         _refuse_linked_prune(options["dest"])
     listing = parse_listing(source.listing(options["connect_timeout_s"]), options["source_url"])
@@ -1025,8 +714,6 @@ def _progress_path(options):
 
 def _run_pieces(source, listing, units, pending, root, layout, options, outcome):
     """Every pending unit by piece, from the origin and the peers; this node serves peers meanwhile."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.swarm import Swarm
-
     throttle = Throttle(options["bandwidth_limit_bytes_s"])
     total = sum(units[t]["size"] for t in pending)
     with Progress(options["name"], _progress_path(options), total, options.get("progress_interval_s") or 1) as progress:
@@ -1050,13 +737,9 @@ def run_stage(params, check_mode, want_diff):
     StagingError with the message for people, naming the host's own failure apart from the source's.
     """
     check_stage_request(params)
+    options = stage_options(params, usable_cores())
     try:
         parse_source_url(params["source_url"])
-        options = dict(
-            params,
-            bandwidth_limit_bytes_s=int(params["bandwidth_limit_mb_per_s"] * 1e6),
-            upload_limit_bytes_s=int((params.get("upload_limit_mb_per_s") or 0) * 1e6),
-        )
         result = stage(options, check_mode=check_mode)
     except OSError as exc:
         raise StagingError("staging %s into %s failed on this host: %s" % (params["name"], params["dest"], exc))
@@ -1067,23 +750,16 @@ def run_stage(params, check_mode, want_diff):
 
 
 def check_stage_request(params):
-    """StagingError naming the first parameter that cannot make a staging run."""
+    """StagingError naming the first name that cannot make a staging run (numbers: stage_options)."""
     if params["revision"] is not None and not is_revision(params["revision"]):
         raise StagingError("revision %r is not a pinned 40-hex commit id" % params["revision"])
     if not _SAFE_NAME.match(params["name"]):
         raise StagingError("name %r may hold only letters, digits, '.', '_' and '-'" % params["name"])
     if not valid_client_name(params["client"]):
         raise StagingError("client %r may hold only letters, digits and '._:@-' (1-128 characters)" % params["client"])
-    if params["streams"] is not None and params["streams"] < 0:
-        raise StagingError(
-            "streams is %d; give 1 or more, or 0 to derive it from this node's cores" % params["streams"]
-        )
-    for field in ("connect_timeout_s", "io_timeout_s"):
-        if params[field] < 1:
-            raise StagingError("%s is %d; give 1 or more" % (field, params[field]))
-    for field in ("retries", "progress_interval_s", "bandwidth_limit_mb_per_s", "nic_mb_per_s"):
-        if (params.get(field) or 0) < 0:
-            raise StagingError("%s is %s; give 0 or more" % (field, params[field]))
+    problem = peers_problem(params)
+    if problem:
+        raise StagingError(problem)
 
 
 def peers_problem(params):
@@ -1107,9 +783,6 @@ def peers_problem(params):
         problem = check_bind_address(params["serve_address"])
         if problem:
             return "serve_address: %s" % problem
-    for field in ("upload_limit_mb_per_s", "linger_s"):
-        if (params.get(field) or 0) < 0:
-            return "%s is %s; give 0 or more" % (field, params[field])
     return None
 
 

@@ -35,22 +35,22 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
     piece_hasher,
     piece_hashes_here,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_pull import (
-    PartialFile,
-    Source,
-    Watchdog,
-    _bounded_body,
-    _fsync_dir,
-    make_dirs_under,
-    resolve_under,
-    usable_cores,
-)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import (
     SourceServer,
     SourceServer6,
     _Handler,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.transport import (
+    PartialFile,
+    Source,
+    Watchdog,
+    bounded_body,
+    fsync_dir,
+    make_dirs_under,
+    resolve_under,
+    usable_cores,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
     PIECE_FIELDS,
@@ -238,7 +238,7 @@ class PeerSource(Source):
             # The whole exchange within io_timeout_s, however slowly the answer trickles in.
             with Watchdog(conn.sock, self.io_timeout_s) as watchdog:
                 response = conn.getresponse()
-                body = _bounded_body(response, MAX_HAVE_BYTES)
+                body = bounded_body(response, MAX_HAVE_BYTES)
         except (OSError, http.client.HTTPException, AttributeError):
             self.connection(fresh=True)
             return None
@@ -987,7 +987,7 @@ class Swarm:
         direct = handle.direct_fd is not None
         handle.close(sync=True, mode=unit["mode"])
         os.replace(partial, final)
-        _fsync_dir(os.path.dirname(final))
+        fsync_dir(os.path.dirname(final))
         if self.server is not None:
             self.server.located(target, final)
         seconds = time.monotonic() - self.started[target]
