@@ -156,7 +156,8 @@ def test_nope_rules_do_not_apply_off_sm12x():
 
 
 def test_unknown_attention_leaves_the_nope_rules_undecided():
-    result = evaluate(recipe("qwen35-122b"), SM120_X2, "qwen35")
+    data = recipe("qwen35-122b", changes=[(("model", "architecture", "attention"), "unknown")])
+    result = evaluate(data, SM120_X2, "qwen35")
     assert [item["id"] for item in result["undecided"]] == [
         "nope-mla-backend-gate",
         "nope-mla-block-size",
