@@ -12,7 +12,8 @@ description:
     and takes it out; a router that is not running is left alone, with a note or a warning.
   - C(restored) puts the targets in I(removed) back exactly. A router stopped on purpose is not
     waited for (the note says the targets were not re-registered); one expected up that does not
-    answer is a warning. Neither fails the task.
+    answer is a warning. Neither fails the task; a running router that answered and then refuses the
+    targets fails it (an active admission plane fails closed).
 options:
   state:
     description: What to do.

@@ -4,7 +4,8 @@ An exclusive seat that stops co-tenants takes them out of the router first (drai
 and puts them back after they are running again. The router itself may be down, and why matters:
 one stopped on purpose is not a live admission plane, so a restore never waits for it nor fails
 because it is absent (the field's campaign rolled a healthy restore back over exactly that [003]).
-One expected up that does not answer is a warning in the result, never a failed restore.
+One expected up that does not answer is a warning in the result. One that answered and then refused
+to take the co-tenants back fails closed, as an active router did in the field (readmission_refused).
 
 States, as observed on the router's node (io/router/lifecycle.py):
 - running: its unit (or pid) is up and its API answered;
@@ -74,6 +75,19 @@ def restore_action(prior, current, removed):
         "roles/router tasks_from=apply_targets (the co-tenants themselves are restored)" % (current, describe(removed))
     )
     return {"action": "warn", "note": warning, "warning": warning}
+
+
+def readmission_refused(removed, applied, problem):
+    """Why a restore fails: the router was running and answered, then refused to take the co-tenants back.
+
+    An active admission plane fails closed ([003]: only the router stopped on purpose is skipped), so a
+    seat's teardown does not end with the alias routing to nothing while saying all is well."""
+    done = ", ".join(item["alias"] for item in applied) or "none"
+    return (
+        "the router is running and answered, but refused to take back %s (aliases put back before it "
+        "refused: %s): %s; fix the router, then put them back with roles/router tasks_from=apply_targets "
+        "(the co-tenants themselves are restored)" % (describe(removed), done, problem)
+    )
 
 
 def removals(evicted, aliases_targets):

@@ -3,7 +3,8 @@ the alias targets it lists; the evicted co-tenants' targets drained and removed,
 
 router/lifecycle.py decides; this observes (systemctl is-active, or the pid file where systemd is
 not PID 1) and acts through io/router/switch.py, the same code as roles/router's apply_targets and
-deregister. A router that is stopped, down or unreachable never fails a restore: the answer says so.
+deregister. A router that is stopped, down or unreachable never fails a restore: the answer says so;
+one that answered as running and then refused the targets fails it (router/lifecycle.py).
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
@@ -62,7 +63,8 @@ def remove(router, aliases, removals, check_mode, timeout_s):
 
 def restore(router, aliases, prior, removed, check_mode, timeout_s):
     """Put the recorded targets back exactly, unless the router is stopped on purpose (a note) or
-    expected up and not answering (a warning); never an error for an absent router."""
+    expected up and not answering (a warning); never an error for an absent router, RouterError for a
+    running one that refuses them."""
     removed = removed or {}
     view = observe(router, aliases) if removed else {"state": None, "aliases": {}, "problem": None}
     decided = lifecycle.restore_action(prior, view["state"], removed)
@@ -75,8 +77,8 @@ def restore(router, aliases, prior, removed, check_mode, timeout_s):
                 answer = router.apply(alias, aliases, want, check_mode, timeout_s)
                 applied.append({"alias": alias, "targets": answer["targets"], "changed": answer["changed"]})
         except RouterError as exc:
-            decided = lifecycle.restore_action(prior, "unreachable", removed)
-            result.update(action=decided["action"], note=decided["note"], problem=str(exc))
+            # It answered as running, then refused: an active admission plane fails closed ([003]).
+            raise RouterError(lifecycle.readmission_refused(removed, applied, exc))
         result.update(changed=any(item["changed"] for item in applied), applied=applied)
     if decided.get("warning"):
         result["warning"] = decided["warning"]
