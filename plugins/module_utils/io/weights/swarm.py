@@ -679,8 +679,15 @@ class Swarm:
         finally:
             self.polling.set()
             for target, handle in list(self.files.items()):
+                empty = not handle.size()
                 handle.close(sync=False)
                 self.files.pop(target, None)
+                if empty:
+                    # Not one piece landed: nothing to resume, so no empty partial file is left behind.
+                    try:
+                        os.unlink(resolve_under(self.root, partial_name(target, self.layout, self.units[target])))
+                    except OSError:
+                        pass
         for target in self.pending:
             if target not in self.failures and not any(r["target"] == target for r in self.records):
                 self.failures[target] = "not every piece arrived" + (": %s" % self.lost[0] if self.lost else "")
