@@ -126,7 +126,9 @@ listing:
     layout: {description: C(folder) or C(hf-cache)., type: str}
     revision: {description: Revision served., type: str}
 stopped:
-  description: Why serving stopped.
+  description:
+    - Why serving stopped. C(flooded:) when no destination asked for the idle timeout while connections that
+      never authenticated were refused or ended (a stranger at the port); the module then warns.
   returned: success
   type: str
 served_s:
@@ -147,6 +149,10 @@ refused_requests:
   type: int
 refused_connections:
   description: Connections closed at once because the source already served its most at a time.
+  returned: success
+  type: int
+evicted_connections:
+  description: Connections that had not authenticated, ended to make room for newer ones from the same address.
   returned: success
   type: int
 handler_errors:
@@ -184,6 +190,12 @@ def main():
         result = run_source(module.params, module.check_mode)
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc), **exc.details)
+    if result.get("stopped", "").startswith("flooded"):
+        module.warn(
+            "the weights source stopped %s: destinations may have been turned away; find what connects to %s:%d "
+            "without this run's credentials, and run again"
+            % (result["stopped"], module.params["bind_address"], module.params["port"])
+        )
     module.exit_json(**result)
 
 
