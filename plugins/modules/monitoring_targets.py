@@ -30,9 +30,10 @@ options:
     description: The seat's plan (C(engine.name), C(ranks[].host, rank, serve)); present only.
     type: dict
   alias:
-    description: The alias the seat serves (present, optional), or the alias that moved (alias).
+    description: >-
+      The alias the seat serves (present; left out, a seat that has a target file keeps its alias label), or
+      the alias that moved (alias).
     type: str
-    default: ""
 attributes:
   check_mode:
     support: full
@@ -77,7 +78,7 @@ def main():
             "file_sd_dir": {"type": "path", "required": True},
             "seat": {"type": "str", "required": True},
             "plan": {"type": "dict"},
-            "alias": {"type": "str", "default": ""},
+            "alias": {"type": "str"},
         },
         required_if=[("state", "present", ["plan"]), ("state", "alias", ["alias"])],
         supports_check_mode=True,

@@ -77,6 +77,8 @@ def test_an_alias_move_relabels_both_seats_and_only_once(capsys, tmp_path):
     labels = {seat: groups[0]["labels"] for seat, groups in targets_of(tmp_path).items()}
     assert labels["lab-allcores"]["alias"] == "production" and "alias" not in labels["lab"]
     assert run(capsys, move)["changed"] is False
+    # lab-allcores brought up again (no alias given) keeps the alias it serves.
+    assert run(capsys, {"file_sd_dir": str(tmp_path), "seat": "lab-allcores", "plan": TP2})["changed"] is False
 
 
 def targets_of(folder):

@@ -48,7 +48,12 @@ def converge_targets(params, check_mode, diff):
     folder = params["file_sd_dir"]
     state = params["state"]
     if state == "present":
-        wanted = {params["seat"]: targets.seat_groups(params["seat"], params["plan"], params.get("alias") or "")}
+        alias = params.get("alias")
+        if alias is None:
+            # A seat brought up again keeps the alias it serves: only an alias move changes that.
+            current = read_seat_files(folder).get(params["seat"]) or [{}]
+            alias = (current[0].get("labels") or {}).get("alias", "")
+        wanted = {params["seat"]: targets.seat_groups(params["seat"], params["plan"], alias)}
     elif state == "absent":
         targets.seat_file_name(params["seat"])
         wanted = {params["seat"]: None}
