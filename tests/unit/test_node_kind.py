@@ -163,9 +163,7 @@ def test_power_on_linux_is_applied():
 def test_the_driver_role_reads_the_windows_driver_and_installs_nothing():
     summary = {"count": 2, "driver_version": "610.88"}
     report = kind.driver_report("wsl-node", "wsl2", summary)
-    assert report.startswith(
-        "host wsl-node: driver Windows driver 610.88 answers for 2 GPUs; served by the Windows driver"
-    )
+    assert report.startswith("host wsl-node: Windows driver 610.88 answers for 2 GPUs; served by the Windows driver")
     assert "no driver package, kernel module" in report
     assert "no driver version read (nvidia-smi did not answer)" in kind.driver_report("w", "wsl2", {})
     assert kind.driver_report("node-a", "linux", summary) is None

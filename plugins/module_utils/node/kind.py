@@ -246,7 +246,7 @@ def driver_report(host, kind, summary):
         if version
         else "no driver version read (%s)" % (summary.get("reason") or "nvidia-smi did not answer")
     )
-    return "host %s: driver %s; %s" % (host, seen, DRIVER_SERVED)
+    return "host %s: %s; %s" % (host, seen, DRIVER_SERVED)
 
 
 def _changes(trial):
