@@ -10,22 +10,14 @@ not appear in Prometheus's config, its targets or its log. The lab's own run of 
 (make lab) is separate.
 """
 
-import http.server
 import json
-import shutil
-import socket
-import subprocess
-import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pytest
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import dashboards, rules, targets
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import RECORD_FORMAT
 from conftest import FIXTURES
+from monitoring_live import api, free_port, scraped_at_least, serve, start_prometheus, wait_until
 
 KEY = "sk-monitoring-test-7f3a9c1e5b"
 RECORD = {
@@ -43,54 +35,8 @@ def exposition(*names):
     return "".join((FIXTURES / name).read_text() for name in names)
 
 
-class Exposition(http.server.BaseHTTPRequestHandler):
-    body = ""
-    key = None
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.key and self.headers.get("Authorization") != "Bearer " + self.key:
-            self.send_response(401)
-            self.end_headers()
-            return
-        payload = self.body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
-
-def serve(body, key=None):
-    handler = type("Handler", (Exposition,), {"body": body, "key": key})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def api(base, path, **params):
-    url = base + path + ("?" + urllib.parse.urlencode(params) if params else "")
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return json.load(answer)
-    except urllib.error.HTTPError as exc:
-        # Prometheus says why a query failed in the body (a 400 or 422 with {"error": ...}).
-        return json.loads(exc.read() or b"{}") | {"http_status": exc.code}
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus is missing: install Debian's prometheus package (scripts/bootstrap does)")
     work = tmp_path_factory.mktemp("prometheus")
     seat = serve(exposition("bench/vllm-0.32.0-cpu-metrics-tiny.txt"), key=KEY)
     node = serve(
@@ -123,37 +69,13 @@ def prometheus(tmp_path_factory):
         dcgm_port=gpu.server_port,
     )
     (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = open(work / "prometheus.log", "w")
-    process = subprocess.Popen(
-        [
-            binary,
-            "--config.file=%s" % (work / "prometheus.yml"),
-            "--storage.tsdb.path=%s" % (work / "data"),
-            "--web.listen-address=127.0.0.1:%d" % port,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = "http://127.0.0.1:%d" % port
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                # Three scrapes of every target: rate() and increase() need two samples.
-                scraped = api(base, "/api/v1/query", query="min(count_over_time(up[1m]))")["data"]["result"]
-                if scraped and float(scraped[0]["value"][1]) >= 3:
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("Prometheus did not scrape its targets: %s" % (work / "prometheus.log").read_text()[-2000:])
-            time.sleep(0.5)
-        yield {"base": base, "log": work / "prometheus.log"}
+        with start_prometheus(work, free_port()) as running:
+            wait_until(
+                lambda: scraped_at_least(running["base"], 3), 60, "Prometheus did not scrape its targets", running
+            )
+            yield running
     finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
         for server in servers:
             server.shutdown()
 
