@@ -28,9 +28,13 @@ NOPE_MLA_BACKEND = "FLASHINFER_MLA_SPARSE_SM90"
 NOPE_MLA_PATCH = "sm120-nope-mla-fa2"
 
 _NOPE_MLA_SCRIPT = r"""
-import json, sys
+import json, os, sys
 MARK, SHAPE = sys.argv[1], json.loads(sys.argv[2])
-out = {"check": "nope-mla-sm120", "shape": SHAPE, "steps": {}}
+# With the stand-in driver library (no symbols) the engine's compiled ops load only with lazy binding.
+DRIVER = os.environ.get("SEATWRIGHT_DRIVER", "real")
+if DRIVER == "stand-in":
+    sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_GLOBAL)
+out = {"check": "nope-mla-sm120", "shape": SHAPE, "driver": DRIVER, "steps": {}}
 
 def step(name, action):
     try:
@@ -64,10 +68,31 @@ def selector():
     config = AttentionSelectorConfig(head_size=SHAPE["head_size"], dtype=torch.bfloat16,
                                      kv_cache_dtype=SHAPE["kv_cache_dtype"], block_size=SHAPE["block_size"],
                                      use_mla=True, use_sparse=True)
-    valid, invalid = GivenCapability.get_valid_backends(CAP, config, num_heads=SHAPE["num_heads"])
-    chosen = GivenCapability.get_attn_backend_cls(None, config, num_heads=SHAPE["num_heads"])
-    return {"chosen": chosen, "valid": [c.backend.name for c in valid],
-            "refused": {b.name: reasons for b, (_, reasons) in invalid.items()}}
+    # Backends read the model's MLA dimensions from the current config: GLM-5.3's, the rest default.
+    from types import SimpleNamespace
+    from vllm.config import VllmConfig, set_current_vllm_config
+    vllm_config = VllmConfig()
+    model = SimpleNamespace(hf_text_config=SimpleNamespace(kv_lora_rank=SHAPE["kv_lora_rank"],
+                                                           qk_rope_head_dim=SHAPE["qk_rope_head_dim"]))
+    object.__setattr__(vllm_config, "model_config", model)
+    with set_current_vllm_config(vllm_config):
+        valid, invalid = GivenCapability.get_valid_backends(CAP, config, num_heads=SHAPE["num_heads"])
+        found = {"valid": [c.backend.name for c in valid],
+                 "refused": {b.name: reasons for b, (_, reasons) in invalid.items()}}
+        if not valid:
+            raise LookupError("no valid backend; refused: %s" % json.dumps(found["refused"]))
+        found["chosen"] = GivenCapability.get_attn_backend_cls(None, config, num_heads=SHAPE["num_heads"])
+    return found
+
+def flashinfer_usable():
+    # vLLM turns FlashInfer off without flashinfer-cubin unless nvcc (CUDA_HOME) and ninja are found.
+    from vllm.utils import flashinfer as vllm_flashinfer
+    usable = {"has_flashinfer": vllm_flashinfer.has_flashinfer(),
+              "has_flashinfer_sm90_nope_mla": vllm_flashinfer.has_flashinfer_sm90_nope_mla(),
+              "cuda_home": os.environ.get("CUDA_HOME")}
+    if not usable["has_flashinfer_sm90_nope_mla"]:
+        raise AssertionError("vLLM finds FlashInfer unusable for NoPE MLA: %s" % json.dumps(usable))
+    return usable
 
 def wrapper():
     # The wrapper is made as the builder makes it, on the CPU, with FlashInfer's class recorded.
@@ -92,6 +117,7 @@ def wrapper():
             "flashinfer_takes_backend": "backend" in inspect.signature(real.__init__).parameters}
 
 step("backend_supports", backend_supports)
+step("flashinfer_usable", flashinfer_usable)
 step("selector", selector)
 step("wrapper", wrapper)
 print(MARK + json.dumps(out, default=str))
@@ -103,14 +129,15 @@ ENGINE_CHECKS = {"vllm": [(NOPE_MLA_SM120, _NOPE_MLA_SCRIPT, [json.dumps(NOPE_ML
 # What the checks cannot show without an SM120 card, said wherever their result is quoted.
 NOPE_MLA_UNSHOWN = (
     "the FA2 MLA kernel compiled for sm_120 and run, and its logits free of NaN, need an SM120 GPU; "
-    "the check shows vLLM's own gate, selection and wrapper arguments with capability 12.0 given"
+    "the check shows vLLM's own gate, selection and wrapper arguments with capability 12.0 given, "
+    "on a node with no driver against a stand-in libcuda.so.1 that no step calls"
 )
 
 
 def _judge_nope_mla(steps):
     """(passed, problems) of the nope-mla-sm120 steps."""
     problems = []
-    for name in ("backend_supports", "selector", "wrapper"):
+    for name in ("backend_supports", "flashinfer_usable", "selector", "wrapper"):
         entry = steps.get(name) or {}
         if not entry.get("ok"):
             problems.append("%s failed: %s" % (name, entry.get("error") or "not run"))
@@ -130,7 +157,10 @@ UNSHOWN = {NOPE_MLA_SM120: NOPE_MLA_UNSHOWN}
 
 
 def parse_check(name, output, exit_code):
-    """{name, passed, problems, steps, unshown, exit} of one check's output (its CHECK_MARK line)."""
+    """{name, passed, problems, steps, driver, unshown, exit} of one check's output (its CHECK_MARK line).
+
+    `driver` is 'real' where the node's libcuda.so.1 loaded, 'stand-in' where the probe gave one.
+    """
     found = None
     for line in (output or "").splitlines():
         if line.startswith(CHECK_MARK):
@@ -153,7 +183,7 @@ def parse_check(name, output, exit_code):
             result, passed=False, steps=parsed["steps"], problems=["seatwright has no judge for check %r" % name]
         )
     passed, problems = JUDGES[name](parsed["steps"])
-    return dict(result, passed=passed, steps=parsed["steps"], problems=problems)
+    return dict(result, passed=passed, steps=parsed["steps"], problems=problems, driver=parsed.get("driver"))
 
 
 def image_check(image_facts, name):

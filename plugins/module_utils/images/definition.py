@@ -255,6 +255,7 @@ def validate_definition(data, source):
         "flashinfer",
         "flashinfer_overrides",
         "cuda_arch_list",
+        "cuda_home",
         "patches",
         "wheel_target",
         "registry",
@@ -370,6 +371,15 @@ def validate_definition(data, source):
         )
     else:
         _need(arch is None, source, "cuda_arch_list", "null for a CPU image", arch)
+    # Where the image's CUDA toolkit (nvcc) is: FlashInfer's JIT and vLLM's check for it read CUDA_HOME.
+    cuda_home = data.get("cuda_home")
+    _need(
+        cuda_home is None or (engine["device"] == "cuda" and isinstance(cuda_home, str) and cuda_home.startswith("/")),
+        source,
+        "cuda_home",
+        "an absolute path in the image holding bin/nvcc (a CUDA image only), or unset",
+        cuda_home,
+    )
     dist_info = data.get("dist_info")
     if dist_info is not None:
         _need(
@@ -417,6 +427,7 @@ def validate_definition(data, source):
         "flashinfer": flashinfer,
         "flashinfer_overrides": checked_overrides,
         "cuda_arch_list": arch,
+        "cuda_home": cuda_home,
         "patches": _list(data, "patches", source, _NAME, "a patch id (files/patches/<id>.patch)"),
         "wheel_target": target,
     }
