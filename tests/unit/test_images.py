@@ -76,6 +76,7 @@ def test_every_image_definition_is_valid(name):
         (("wheel_target",), None, "not for the controller"),
         (("base", "platform"), "linux/arm64", "a digest taken from an arm64 deployment"),
         (("repository",), "Seatwright/Vllm", "repository"),
+        (("cuda_home",), "nvidia/cu13", "expected an absolute path in the image holding bin/nvcc"),
     ],
 )
 def test_bad_gpu_definitions_name_the_field(path, value, words):
@@ -86,6 +87,13 @@ def test_bad_gpu_definitions_name_the_field(path, value, words):
         validate_definition(data, "images/vllm-sm120.yml")
     assert "images/vllm-sm120.yml" in str(error.value)
     assert words in str(error.value)
+
+
+def test_cuda_home_belongs_to_a_cuda_image_only():
+    data = dict(definition("lab-vllm-cpu"), cuda_home="/opt/cuda")
+    with pytest.raises(ImageError, match="expected an absolute path in the image holding bin/nvcc"):
+        validate_definition(data, "images/lab-vllm-cpu.yml")
+    assert validate_definition(definition("vllm-sm120"), "images/vllm-sm120.yml")["cuda_home"].endswith("nvidia/cu13")
 
 
 def test_unknown_definition_field_is_named():

@@ -181,16 +181,19 @@ def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    # Issue 24: the lab's Debian base for amd64, two stages, FlashInfer by hash, no patch.
+    # The lab's Debian base for amd64, two stages, FlashInfer by hash, the fix-2 patch (issue 48).
     assert "FROM --platform=linux/amd64 seatwright/lab-base:current AS engine" in out
     assert 'ENV TORCH_CUDA_ARCH_LIST="12.0"' in out
+    # vLLM turns FlashInfer off unless nvcc is found (no flashinfer-cubin on PyPI for this set).
+    assert "CUDA_HOME=/opt/vllm/lib/python3.11/site-packages/nvidia/cu13" in out
     assert "# FlashInfer 0.7.2.post1 as one set (flashinfer-python) from the pypi channel" in out
     assert (
         "'flashinfer-python==0.7.2.post1 --hash=sha256:bfdc18b9e1e4d8d0730fe4343dc0e284"
         "cd0c160086de80f99888bc4867922d49'" in out
     )
     assert " vllm==0.33.0 " in out and "'ray[default]==2.60.0'" in out and "py-spy==0.4.3" in out
-    assert "RUN seatwright-apply-patches /opt/vllm/bin/python /tmp/seatwright-patches\n" in out
+    assert "RUN seatwright-apply-patches /opt/vllm/bin/python /tmp/seatwright-patches sm120-nope-mla-fa2\n" in out
+    assert "# patch sm120-nope-mla-fa2" in out and "#   why: GLM-5.3-Flash is sparse MLA with no rotary part" in out
     assert "COPY --from=engine /opt/vllm /opt/vllm" in out and out.count("COPY wheelhouse/") == 1
     assert "node-a" not in out.split("PLAY RECAP")[1]
     assert not env_cache.exists()
