@@ -61,11 +61,12 @@ def test_rule_ids_are_unique_and_every_rule_is_complete():
 
 
 # Without the image's facts the recipe alone cannot show the fix-2 patch and its in-image check.
-MLA_BACKEND_UNVERIFIED = (
-    "no facts of seatwright/vllm-sm120 were read, so patch sm120-nope-mla-fa2 and in-image check nope-mla-sm120 "
+MLA_BACKEND_UNVERIFIED_OF = (
+    "no facts of %s were read, so patch sm120-nope-mla-fa2 and in-image check nope-mla-sm120 "
     "cannot be seen; build it and read its facts (make images, or playbooks/images.yml with "
     "engine_image_read_facts) (rule nope-mla-backend-gate)"
 )
+MLA_BACKEND_UNVERIFIED = MLA_BACKEND_UNVERIFIED_OF % "seatwright/vllm-sm120"
 
 
 def test_the_issue_names_these_rules():
@@ -176,7 +177,7 @@ def test_unknown_engine_leaves_engine_scoped_rules_undecided():
 def test_unknown_image_makes_mla_backend_and_flashinfer_unverified_not_errors():
     result = evaluate(recipe("glm53-fp8"), SM120_X4, "v")
     assert result["unverified"] == [
-        MLA_BACKEND_UNVERIFIED,
+        MLA_BACKEND_UNVERIFIED_OF % "the seat's image",
         "engine.flashinfer_version is unknown; the rule needs 0.6.18 or newer (rule nope-mla-flashinfer)",
     ]
 

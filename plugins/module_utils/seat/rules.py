@@ -336,15 +336,15 @@ RULES = (
                 "patch": NOPE_MLA_PATCH,
             },
         ),
-        "reason": "On capability 12 vLLM 0.33.0 offers sparse MLA only through FLASHINFER_MLA_SPARSE_SM120, "
-        "which needs an fp8_ds_mla cache and a 64-dimension rotary part, so a NoPE seat (rotary 0, head 512) "
-        "with a BF16 cache has no backend; the FP8 MLA cache refused the geometry in the field too [000]. "
-        "The field's fix 2 gated FlashInfer's sparse NoPE MLA backend (FLASHINFER_MLA_SPARSE_SM90, FA2 and "
-        "FA3 paths) to capability 12 and the seat served from attempt 8 on [000]; off Hopper it must build "
-        "FlashInfer's wrapper on FA2, since FA3's kernels are Hopper's (vLLM's flashinfer_mla_sparse_sm90.py). "
-        "The image must carry patch %s and its in-image check must show, with capability 12.0 given, the "
-        "backend's support, the selector's choice for GLM-5.3's shape and an FA2 wrapper. The community "
-        "SM120 image carried its own kernels and needed none [000]." % NOPE_MLA_PATCH,
+        "reason": "On capability 12 the pinned vLLM offers sparse MLA only through FLASHINFER_MLA_SPARSE_SM120, "
+        "which needs an fp8_ds_mla cache and a 64-dimension rotary part, so a NoPE seat with a BF16 cache has no "
+        "backend; the FP8 MLA cache refused the geometry in the field too [000]. The field's second fix gated "
+        "FlashInfer's sparse NoPE MLA backend (FLASHINFER_MLA_SPARSE_SM90, FA2 and FA3 paths) to capability 12 and "
+        "the seat then served correctly [000]; off Hopper it must build FlashInfer's wrapper on FA2, since FA3's "
+        "kernels are Hopper's (vLLM's flashinfer_mla_sparse_sm90.py). The image must carry patch %s and its "
+        "in-image check must show, with the capability given, the backend's support, the selector's choice for "
+        "GLM-5.3's shape and an FA2 wrapper. The community SM120 image carried its own kernels and needed "
+        "none [000]." % NOPE_MLA_PATCH,
         "sources": ("000", "vLLM flashinfer_mla_sparse_sm90.py"),
     },
     {
