@@ -154,6 +154,20 @@ def test_every_recipe_but_the_labs_is_a_seed(name):
     assert is_seed(seat_data(name)) is not name.startswith("lab")
 
 
+@pytest.mark.parametrize(
+    "message,text",
+    [
+        (
+            "seats/x.yml: rule r: seen. Change the recipe. Rule reason: why [000].",
+            "seats/x.yml: rule r: seen. Change the recipe. (the rule's reason: docs/rules.md)",
+        ),
+        ("seats/x.yml: model.name: missing", "seats/x.yml: model.name: missing"),
+    ],
+)
+def test_a_stopped_plan_keeps_what_was_seen_and_what_to_do(message, text):
+    assert seat_needs(failed_plan("x", {}, message))[0]["text"] == text
+
+
 def test_a_plan_that_does_not_fit_needs_its_fit_first_then_refusals_then_unknowns():
     plan = {
         "verdict": "does-not-fit",

@@ -133,8 +133,11 @@ def classify_refusal(refusal):
 
 
 def failed_plan(seat, data, message):
-    """What stands for a plan when the planner stops on the recipe (a SeatError's message)."""
-    return {"seat": seat, "title": data.get("title"), "sources": data.get("sources") or [], "error": message}
+    """What stands for a plan when the planner stops on the recipe (a SeatError's message); a rule's
+    conflict keeps what was seen and what to do, and points at the rules table for the rule's reason."""
+    seen, cut, _reason = message.partition(" Rule reason: ")
+    error = "%s (the rule's reason: docs/rules.md)" % seen if cut else message
+    return {"seat": seat, "title": data.get("title"), "sources": data.get("sources") or [], "error": error}
 
 
 def seat_needs(plan):
