@@ -3,7 +3,7 @@
 import json
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring.files import render
 
 DOCUMENTATION = r"""
@@ -51,7 +51,7 @@ def monitoring_render(what, args=None):
     plain = json.loads(json.dumps(args or {}, default=str))
     try:
         return render(str(what), plain)
-    except (MonitoringError, TypeError) as exc:
+    except (SeatwrightError, TypeError) as exc:
         raise AnsibleFilterError("monitoring_render %s: %s" % (what, exc))
 
 

@@ -25,8 +25,8 @@ RECORD = {
     "host": "node-a",
     "seat": "lab-allcores",
     "entries": [
-        {"name": "embedder", "kind": "docker", "was_running": True},
-        {"name": "idle-service", "kind": "systemd", "was_running": False},
+        {"name": "embedder", "kind": "container", "was_running": True},
+        {"name": "idle-service.service", "kind": "systemd", "was_running": False},
     ],
 }
 

@@ -5,7 +5,7 @@ import json
 import monitoring_targets
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import targets
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import RECORD_FORMAT
 
@@ -97,18 +97,23 @@ def test_the_cotenant_textfile_names_what_is_still_stopped():
         "host": "node-a",
         "seat": "lab-allcores",
         "entries": [
-            {"name": "embedder", "kind": "docker", "was_running": True},
-            {"name": 'odd"name', "kind": "systemd", "was_running": True},
-            {"name": "was-stopped", "kind": "docker", "was_running": False},
+            {"name": "embedder", "kind": "container", "was_running": True},
+            {"name": "vllm-embed.service", "kind": "systemd", "was_running": True},
+            {"name": "was-stopped", "kind": "container", "was_running": False},
         ],
     }
     text = targets.cotenant_textfile(record)
     samples = [line for line in text.splitlines() if not line.startswith("#")]
     assert samples == [
         'seatwright_cotenant_evicted{seat="lab-allcores",cotenant="embedder"} 1',
-        'seatwright_cotenant_evicted{seat="lab-allcores",cotenant="odd\\"name"} 1',
+        'seatwright_cotenant_evicted{seat="lab-allcores",cotenant="vllm-embed.service"} 1',
     ]
     assert [line for line in targets.cotenant_textfile(None).splitlines() if not line.startswith("#")] == []
+
+
+def test_a_record_seatwright_did_not_write_is_refused_by_the_seat_code():
+    with pytest.raises(SeatError, match="is not a .* record"):
+        targets.cotenant_textfile({"format": "something else", "entries": []})
 
 
 def test_the_scrape_config_keeps_the_key_in_a_file_and_follows_the_seat_files():

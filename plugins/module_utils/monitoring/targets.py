@@ -10,6 +10,7 @@ import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import metrics, rules
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import restore_actions
 
 _SEAT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}$")
@@ -90,10 +91,11 @@ def cotenant_textfile(record):
     ]
     if record:
         seat = _escape(record.get("seat") or "")
-        for entry in record.get("entries") or []:
-            if entry.get("was_running"):
+        # What a restore would start, as seat/cotenants.py decides it (nothing counted as running now).
+        for action in restore_actions(record.get("host") or "", record, {}):
+            if action["action"] == "start":
                 lines.append(
-                    '%s{seat="%s",cotenant="%s"} 1' % (metrics.COTENANT_EVICTED, seat, _escape(entry.get("name", "")))
+                    '%s{seat="%s",cotenant="%s"} 1' % (metrics.COTENANT_EVICTED, seat, _escape(action["name"]))
                 )
     return "\n".join(lines) + "\n"
 
