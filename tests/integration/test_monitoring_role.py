@@ -2,7 +2,8 @@
 of its own, which is both the Prometheus host and an exporter node), then a seat's target brought up,
 moved under an alias and torn down as bring-up, promote.yml and teardown do.
 
-Checks: the first run converges, a second changes nothing, --check changes nothing; Prometheus
+Checks: --check on the bare node says what it would install and changes nothing; the first run
+converges, a second changes nothing, --check then changes nothing; Prometheus
 reports the node and the seat `up` with the seat's labels; the seats' key is in no Prometheus config,
 targets page or log; the alias label moves; teardown removes the target. The seat is a static file
 server in the container serving the lab engine's recorded /metrics.
@@ -112,6 +113,10 @@ def node(tmp_path_factory):
 
 
 def test_the_role_converges_then_changes_nothing(node):
+    # --check on the bare node: says what it would install, changes nothing, fails nowhere.
+    checked, _ = playbook(node["inventory"], ROOT / "playbooks/monitoring.yml", "--check", "--diff")
+    assert "would install prometheus-node-exporter" in checked and "would install prometheus;" in checked
+    assert docker("exec", NODE, "test", "-e", "/usr/bin/prometheus", check=False).returncode != 0
     first, _ = playbook(node["inventory"], ROOT / "playbooks/monitoring.yml")
     assert "Prometheus: http://" in first
     assert playbook(node["inventory"], ROOT / "playbooks/monitoring.yml")[1] == 0
