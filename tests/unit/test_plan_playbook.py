@@ -45,7 +45,10 @@ def test_seat_glm53_check_prints_plan_and_every_rank_and_ends_with_the_refusal_a
     assert "seat glm53 would be refused: model.revision: not given by the field" in last
     # Only the operator's two pins stand between the seat and a launch: no rule or engineering gap is open.
     refusal = last.split("would be refused: ")[1].split(" (check mode")[0]
-    assert [item.split(":")[0] for item in refusal.split("; ")] == ["model.revision", "model.repo"], refusal
+    assert refusal == (
+        "model.revision: not given by the field; pin the full 40-hex commit before bring-up; "
+        "model.repo: the field does not name the checkpoint's repository."
+    )
     # Issue 24: no example host has built vllm-sm120, so its flags are checked against the facts
     # recorded from the real build (images/facts/vllm-sm120.json).
     assert "image flags not checked" not in result.stdout

@@ -108,9 +108,9 @@ def test_glm53_two_nodes_gets_every_multi_node_and_nope_fix():
     assert [w["id"] for w in result["warnings"]] == ["distributed-timeout", "cudagraph-capture-cap"]
     assert result["settings"]["topology"]["executor"] == "mp"
     assert result["refusals"] == [] and result["undecided"] == []
-    # No shipped patch makes the stock image's MLA path run here: the backend stays unverified (issue 24).
+    # The recipe alone (no image facts read) cannot show the fix-2 patch ran its check: unverified.
     assert result["unverified"] == [MLA_BACKEND_UNVERIFIED]
-    assert result["settings"]["engine"]["patches"] == []
+    assert result["settings"]["engine"]["patches"] == ["sm120-nope-mla-fa2"]
 
 
 @pytest.mark.parametrize(
