@@ -151,3 +151,20 @@ def test_the_alias_label_follows_then_teardown_removes_the_target(node):
     wait(lambda: any(t["labels"].get("alias") == "production" for t in targets(node["base"])))
     assert playbook(node["inventory"], node["seat"], "-e", "step=seat_targets", "-e", "state=absent")[1] == 1
     wait(lambda: [t["labels"]["job"] for t in targets(node["base"])] == ["seatwright_nodes"])
+
+
+def test_a_changed_rule_is_reloaded_and_a_changed_argument_restarts(node):
+    """Without systemd as PID 1 Debian's init scripts lose the daemon: the handlers must still apply
+    a new rule (SIGHUP) and a new argument (a restart) to the one Prometheus running."""
+
+    def stall_for():
+        groups = json.loads(get(node["base"] + "/api/v1/rules"))["data"]["groups"]
+        return next(r["duration"] for g in groups for r in g["rules"] if r["name"] == "SeatTokensStalled")
+
+    settings = json.dumps({"monitoring_alert_settings": {"stall_for_s": 300}, "monitoring_retention_days": 7})
+    assert playbook(node["inventory"], ROOT / "playbooks/monitoring.yml", "-e", settings)[1] > 0
+    wait(lambda: stall_for() == 300)
+    processes = docker("exec", NODE, "pgrep", "-a", "-f", "^/usr/bin/prometheus ").stdout.splitlines()
+    assert len(processes) == 1 and "--storage.tsdb.retention.time=7d" in processes[0], processes
+    assert playbook(node["inventory"], ROOT / "playbooks/monitoring.yml")[1] > 0
+    wait(lambda: stall_for() == 120)
