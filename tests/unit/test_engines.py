@@ -125,12 +125,20 @@ def test_defaults_carry_their_source(name, port):
                 "allreduce_fusion": False,
                 "speculation": {"method": "mtp", "num_speculative_tokens": 3},
             },
-            ["--disable-custom-all-reduce", "--speculative-algorithm", "NEXTN", "--speculative-num-draft-tokens", "3"],
+            [
+                "--disable-custom-all-reduce",
+                "--speculative-algorithm",
+                "NEXTN",
+                "--speculative-num-draft-tokens",
+                "3",
+                "--enable-metrics",
+            ],
         ),
         (
             "sglang",
             {"custom_all_reduce": True, "enforce_eager": True, "gpu_memory_utilization": 0.75},
-            ["--mem-fraction-static", "0.75", "--disable-cuda-graph"],
+            # SGLang serves /metrics only when asked: every seat asks, for the monitoring role.
+            ["--mem-fraction-static", "0.75", "--disable-cuda-graph", "--enable-metrics"],
         ),
     ],
 )

@@ -199,6 +199,8 @@ SGLANG = {
         ),
         _row("serving.reasoning_parser", "--reasoning-parser"),
         _row("serving.tool_call_parser", "--tool-call-parser"),
+        # SGLang serves /metrics only when asked; the monitoring role scrapes every seat (docs/monitoring.md).
+        _row(None, "--enable-metrics", "switch_always"),
     ),
 }
 
