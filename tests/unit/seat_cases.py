@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import PROBE_MARK, parse_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 SEATS = ROOT / "seats"
@@ -31,6 +32,20 @@ def example_node(host):
 
 def example_nodes():
     return [example_node("node-a"), example_node("node-b")]
+
+
+def profile_gpus(profile="rtx-pro-6000-maxq", count=2):
+    """`count` GPUs of a declared profile, as the plan sees a host's declared hardware."""
+    spec = GPU_PROFILES[profile]
+    return [
+        {
+            "index": i,
+            "name": spec["name"],
+            "compute_capability": spec["compute_capability"],
+            "memory_total_mib": spec["memory_mib"],
+        }
+        for i in range(count)
+    ]
 
 
 def h200_gpus():

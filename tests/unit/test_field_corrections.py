@@ -8,7 +8,6 @@ import copy
 import pytest
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import GIB, fit_seat
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.kv import kv_bytes_per_token, model_context
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
@@ -23,21 +22,11 @@ from seat_cases import (
     example_nodes,
     h200_gpus,
     mutated,
+    profile_gpus,
     seat_data,
 )
 
-
-def gpus(profile="rtx-pro-6000-maxq", count=2):
-    spec = GPU_PROFILES[profile]
-    return [
-        {
-            "index": i,
-            "name": spec["name"],
-            "compute_capability": spec["compute_capability"],
-            "memory_total_mib": spec["memory_mib"],
-        }
-        for i in range(count)
-    ]
+gpus = profile_gpus
 
 
 SM120_X2, SM120_X4 = gpus(), gpus() + gpus()

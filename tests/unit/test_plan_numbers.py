@@ -14,27 +14,15 @@ import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine as io_engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import observed, read_back, shown_run
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.fit import FIELD_RUNTIME_RESERVE_BYTES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan, plan_lines
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import recipe_from_text, validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, evaluate
-from seat_cases import ROOT, SCHEMA, SEATS, example_nodes, mutated, seat_data
+from seat_cases import ROOT, SCHEMA, SEATS, example_nodes, mutated, profile_gpus, seat_data
 from test_container import IMAGE_ENV, inspect_of, lab_node
 
-
-def _gpus(profile, count):
-    spec = GPU_PROFILES[profile]
-    return [
-        {
-            "index": i,
-            "name": spec["name"],
-            "compute_capability": spec["compute_capability"],
-            "memory_total_mib": spec["memory_mib"],
-        }
-        for i in range(count)
-    ]
+_gpus = profile_gpus
 
 
 SM120_X4 = _gpus("rtx-pro-6000-maxq", 2) + _gpus("rtx-pro-6000-ws", 2)

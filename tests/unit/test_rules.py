@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import recipe_with_image
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import validate_recipe
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import (
     RULE_IDS,
@@ -17,7 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import
     launch_text,
     table_rows,
 )
-from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, seat_data
+from seat_cases import FIXTURE_SEATS, SCHEMA, h200_gpus, mutated, profile_gpus, seat_data
 
 # The facts make images read from the built vllm-sm120 image, its in-image check included.
 VLLM_SM120_FACTS = json.loads((Path(__file__).parents[2] / "images" / "facts" / "vllm-sm120.json").read_text())
@@ -30,17 +29,7 @@ def recipe(name, folder=None, changes=()):
     return validate_recipe(data, SCHEMA, "seats/%s.yml" % name, RULE_IDS)
 
 
-def gpus(profile, count):
-    spec = GPU_PROFILES[profile]
-    return [
-        {
-            "index": i,
-            "name": spec["name"],
-            "compute_capability": spec["compute_capability"],
-            "memory_total_mib": spec["memory_mib"],
-        }
-        for i in range(count)
-    ]
+gpus = profile_gpus
 
 
 SM120_X4 = gpus("rtx-pro-6000-maxq", 2) + gpus("rtx-pro-6000-ws", 2)
