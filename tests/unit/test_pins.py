@@ -4,7 +4,7 @@ import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import plan_seat
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.pins import pin_model
-from seat_cases import ROOT, example_nodes, seat_data
+from seat_cases import ROOT, SCHEMA, example_nodes, seat_data
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 REPO = "example-org/GLM-5.3-Flash-NVFP4"
@@ -21,18 +21,18 @@ REPO = "example-org/GLM-5.3-Flash-NVFP4"
 )
 def test_a_malformed_pin_is_refused_naming_the_variable(repo, revision, words):
     with pytest.raises(SeatError) as caught:
-        pin_model(seat_data("glm53"), repo, revision)
+        pin_model(seat_data("glm53"), SCHEMA, repo, revision)
     assert words in str(caught.value)
 
 
 def test_no_pin_leaves_the_recipe_as_it_is():
     data = seat_data("glm53")
-    assert pin_model(data, None, "") == (data, [])
+    assert pin_model(data, SCHEMA, None, "") == (data, [])
 
 
 def test_pins_fill_what_the_field_left_unknown_and_say_so():
     data = seat_data("glm53")
-    pinned, notes = pin_model(data, REPO, REVISION)
+    pinned, notes = pin_model(data, SCHEMA, REPO, REVISION)
     assert (pinned["model"]["repo"], pinned["model"]["revision"], pinned["model"]["revision_status"]) == (
         REPO,
         REVISION,
@@ -48,7 +48,7 @@ def test_pins_fill_what_the_field_left_unknown_and_say_so():
 def test_a_pin_that_replaces_the_recipes_own_says_what_it_replaced():
     data = seat_data("glm53")
     data["model"].update(repo="org/older", revision="f" * 40, revision_status="pinned")
-    _, notes = pin_model(data, None, REVISION)
+    _, notes = pin_model(data, SCHEMA, None, REVISION)
     assert notes == ["seat_model_revision %s replaces the recipe's model.revision %s" % (REVISION, "f" * 40)]
 
 

@@ -13,11 +13,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.errors import Sea
 # The variables an operator sets; the plan and its errors name them.
 REPO_VARIABLE = "seat_model_repo"
 REVISION_VARIABLE = "seat_model_revision"
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_REVISION = re.compile(r"^[0-9a-f]{40}$")
 
 
-def pin_model(data, repo=None, revision=None):
+def _pattern(schema, field):
+    """The recipe schema's own pattern for model.<field>: the pins are held to what a recipe is."""
+    return re.compile(schema["$defs"]["model"]["properties"][field]["pattern"])
+
+
+def pin_model(data, schema, repo=None, revision=None):
     """(recipe data with the given pins applied, notes); SeatError naming the variable when a pin is malformed.
 
     The notes are also appended to the recipe's own, which the plan shows.
@@ -26,9 +29,9 @@ def pin_model(data, repo=None, revision=None):
     revision = revision.strip() if isinstance(revision, str) else revision
     if not repo and not revision:
         return data, []
-    if repo and not _REPO.match(repo):
+    if repo and not _pattern(schema, "repo").match(repo):
         raise SeatError("%s is %r; give the checkpoint's Hugging Face repository as ORG/NAME" % (REPO_VARIABLE, repo))
-    if revision and not _REVISION.match(revision):
+    if revision and not _pattern(schema, "revision").match(revision):
         raise SeatError(
             "%s is %r; give the checkpoint's full 40-hex commit, lowercase (git rev-parse of the revision "
             "you staged), not a branch or a short hash" % (REVISION_VARIABLE, revision)

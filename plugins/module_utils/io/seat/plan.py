@@ -62,7 +62,7 @@ def plan_seat(seat, recipe_path, schema_path, nodes, image_facts_dir=None, serve
         raise SeatError("the recipe schema %s is not valid JSON: %s" % (schema_path, exc))
     source = os.path.relpath(recipe_path)
     data = recipe_from_text(_read(recipe_path, "recipe"), source)
-    data, _ = pin_model(data, (pins or {}).get("repo"), (pins or {}).get("revision"))
+    data, _ = pin_model(data, schema, (pins or {}).get("repo"), (pins or {}).get("revision"))
     recorded = recorded_image_facts(data, image_facts_dir) if image_facts_dir else {}
     return make_plan(data, schema, seat, nodes, source, recorded_images=recorded, served_aliases=served_aliases)
 
