@@ -96,18 +96,6 @@ def write_hf_entry(cache_root, files, revision=REVISION, repo="org/model"):
     return entry
 
 
-def run_checkpoint_facts(capsys, args):
-    """The checkpoint_facts module's JSON for `args`, run through patch_module_args."""
-    import checkpoint_facts
-    import pytest
-    from ansible.module_utils.testing import patch_module_args
-
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            checkpoint_facts.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def blob_path(entry, name, revision=REVISION):
     return os.path.realpath(os.path.join(entry, "snapshots", revision, name))
 

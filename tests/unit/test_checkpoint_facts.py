@@ -1,12 +1,20 @@
 """The checkpoint_facts module through patch_module_args: facts, the seat's offline check, bad input."""
 
+import json
+
+import checkpoint_facts
 import pytest
-from checkpoint_cases import REVISION, blob_path, reference_files, run_checkpoint_facts, truncate, write_hf_entry
+from ansible.module_utils.testing import patch_module_args
+from checkpoint_cases import REVISION, blob_path, reference_files, truncate, write_hf_entry
 
 SHARD1 = "model-00001-of-00002.safetensors"
 
 
-run = run_checkpoint_facts
+def run(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            checkpoint_facts.main()
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture

@@ -2,21 +2,28 @@
 seat takes a GPU (weights/hf_cache.py through checkpoint_facts, which roles/seat/tasks/checks.yml runs
 before the co-tenants are evicted and the engine starts with HF_HUB_OFFLINE=1)."""
 
+import json
 import os
 
+import checkpoint_facts
 import pytest
+from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.hf_cache import (
     cache_gaps,
     refetch_hint,
     repo_of_entry,
 )
-from checkpoint_cases import REVISION, big_shards, blob_path, run_checkpoint_facts, truncate, write_hf_entry
+from checkpoint_cases import REVISION, big_shards, blob_path, truncate, write_hf_entry
 
 REPO = "nvidia/Qwen3.5-122B-A10B-NVFP4"
 SHARD2 = "model-00002-of-00003.safetensors"
 
 
-run = run_checkpoint_facts
+def run(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            checkpoint_facts.main()
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
