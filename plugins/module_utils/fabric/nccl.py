@@ -10,6 +10,7 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import dscp_problem, traffic_class
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import KINDS, wsl2_nccl_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import p2p_redirected
 
@@ -109,11 +110,13 @@ def render_env(
         )
         env.extend(_gid_entries(host, hcas, gid_index))
         if ib_dscp is not None:
-            if not isinstance(ib_dscp, int) or isinstance(ib_dscp, bool) or not 0 <= ib_dscp <= 63:
-                raise NcclError("host %s: ib_dscp is %r; expected a DSCP value from 0 to 63" % (host, ib_dscp))
+            if dscp_problem(ib_dscp):
+                raise NcclError("host %s: ib_dscp is %r; expected %s" % (host, ib_dscp, dscp_problem(ib_dscp)))
             env.append(
                 _entry(
-                    "NCCL_IB_TC", ib_dscp * 4, "traffic class = DSCP %d x 4, the lossless class on the switch" % ib_dscp
+                    "NCCL_IB_TC",
+                    traffic_class(ib_dscp),
+                    "traffic class = DSCP %d x 4, the lossless class on the switch" % ib_dscp,
                 )
             )
         env.extend(_gdr_entries(host, fabric, gdr_level))
