@@ -55,6 +55,11 @@ class QualifyError(SeatwrightError, ValueError):
     """Qualification input that cannot be used (command line, recipe block, a missing package)."""
 
 
+class DrainError(SeatwrightError, ValueError):
+    """Drain input that cannot be judged (a change, a live seat or an alias table of the wrong
+    shape); the message names the node or seat, what was expected and what to do."""
+
+
 class ImageError(SeatwrightError, ValueError):
     """An engine image definition, patch or probe result that cannot be used; the message says why."""
 

@@ -1,0 +1,187 @@
+"""node/drain.py: what a converge does with the seats on the nodes it disrupts (issue 52)."""
+
+import pytest
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
+from ansible_collections.seatwright.fleet.plugins.module_utils.node import drain
+
+ORDER = ["node-a", "node-b", "node-c"]
+DRIVER = {"kind": "driver", "detail": "driver 570.86.15 is loaded, branch 580 is wanted"}
+IMAGE = {"kind": "engine_image", "image": "seatwright/vllm-cpu:new", "detail": "tag new"}
+
+
+def seat(hosts, image="seatwright/vllm-cpu:c3df6602063ae109", cotenants=None, gpus=None, planned=True):
+    return {"hosts": hosts, "image": image, "cotenants": cotenants or {}, "gpus": gpus or {}, "planned": planned}
+
+
+# The lab as make lab leaves it: lab and lab-allcores on node-a (lab's co-tenant restored on teardown),
+# lab-tp2 across node-a and node-b; production on lab-allcores after the promotion.
+LAB = {
+    "lab": seat(["node-a"], cotenants={"node-a": ["lab-cotenant"]}),
+    "lab-allcores": seat(["node-a"]),
+    "lab-tp2": seat(["node-a", "node-b"]),
+}
+
+
+def steps(plan, batch=0):
+    return [
+        (s["step"], s.get("seat") or s.get("alias") or ",".join(s.get("hosts", [])))
+        for s in plan["batches"][batch]["steps"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "aliases, drain_asked, refused_words",
+    [
+        # The alias served by a second seat on another node: moved, no consent needed.
+        ({"production": {"lab": 100, "other": 0}}, False, []),
+        # Nobody else serves it: refused, naming the seat and the alias.
+        ({"production": {"lab": 100}}, False, ["seat lab", "alias production", "seatwright_drain=true"]),
+        # The operator asked for the drain: torn down, alias unserved until the seat is back.
+        ({"production": {"lab": 100}}, True, []),
+        # A seat serving no alias at all: its clients reach it directly, so it needs the operator's word.
+        ({}, False, ["seat lab", "serves no router alias"]),
+        ({}, True, []),
+    ],
+)
+def test_a_serving_seat_is_moved_torn_down_or_refused(aliases, drain_asked, refused_words):
+    live = {"lab": seat(["node-a"], cotenants={"node-a": ["lab-cotenant"]}), "other": seat(["node-b"])}
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, aliases, drain=drain_asked)
+    text = " ".join(plan["refusals"])
+    for word in refused_words:
+        assert word in text
+    assert bool(plan["refusals"]) == bool(refused_words)
+    assert plan["drain_hosts"] == ["node-a"] and plan["batch_sizes"] == [1]
+    kinds = [s[0] for s in steps(plan)]
+    moved = "other" in aliases.get("production", {})
+    assert kinds == (["move"] if moved else []) + ["teardown", "change", "check", "bringup"] + (
+        ["restore-alias"] if moved else []
+    )
+
+
+def test_the_move_takes_the_seats_share_to_a_standby_and_the_restore_puts_it_back():
+    live = {"lab": seat(["node-a"]), "lab-allcores": seat(["node-b"])}
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, {"production": {"lab": 100, "lab-allcores": 0}})
+    move = plan["batches"][0]["steps"][0]
+    assert move["targets"] == {"lab": 0, "lab-allcores": 100} and move["to"] == ["lab-allcores"]
+    assert plan["batches"][0]["steps"][-1]["targets"] == {"lab": 100, "lab-allcores": 0}
+
+
+def test_a_seat_on_the_same_node_is_no_place_to_move_an_alias():
+    # make lab's own state: both one-node seats on node-a, so production has nowhere to go.
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, LAB, {"production": {"lab": 0, "lab-allcores": 100}})
+    text = " ".join(plan["refusals"])
+    assert "seat lab-allcores (on node-a) serves alias production" in text
+    assert "seat lab (on node-a) serves no router alias" in text
+    assert "seat lab-tp2 (on node-a, node-b) serves no router alias" in text
+
+
+def test_a_seat_spanning_two_nodes_drains_whole_in_one_batch():
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, LAB, {"production": {"lab-allcores": 100}}, drain=True)
+    assert plan["refusals"] == []
+    # node-b joins node-a's batch although nothing changes on it: lab-tp2 comes down and back on both.
+    assert plan["batches"][0]["hosts"] == ["node-a", "node-b"] and plan["batch_sizes"] == [2]
+    teardown = [s for s in plan["batches"][0]["steps"] if s["step"] == "teardown"]
+    assert [(s["seat"], s["hosts"]) for s in teardown] == [
+        ("lab", ["node-a"]),
+        ("lab-allcores", ["node-a"]),
+        ("lab-tp2", ["node-a", "node-b"]),
+    ]
+    assert teardown[0]["cotenants"] == {"node-a": ["lab-cotenant"]}
+    assert teardown[1]["stranded"] == ["production"]
+    assert plan["batches"][1]["hosts"] == ["node-c"] and plan["batches"][1]["steps"] == []
+
+
+def test_batches_run_in_order_and_never_split_a_seat():
+    live = {"wide": seat(["node-b", "node-c"]), "one": seat(["node-a"])}
+    pending = {host: [DRIVER] for host in ORDER}
+    plan = drain.drain_plan(ORDER, pending, live, {}, drain=True, batch_size=1)
+    assert [b["hosts"] for b in plan["batches"]] == [["node-a"], ["node-b", "node-c"]]
+    plan = drain.drain_plan(ORDER, pending, live, {}, drain=True, batch_size=3)
+    assert [b["hosts"] for b in plan["batches"]] == [ORDER]
+
+
+@pytest.mark.parametrize(
+    "change, image, hit",
+    [
+        (IMAGE, "seatwright/vllm-cpu:c3df6602063ae109", True),
+        (IMAGE, "seatwright/sglang-cpu:1", False),
+        # A registry port's colon is not a tag's.
+        ({"kind": "engine_image", "image": "reg:5000/vllm:new"}, "reg:5000/vllm:old", True),
+        ({"kind": "power_cap", "gpus": [0]}, None, False),  # a CPU seat holds no GPU
+        ({"kind": "mtu"}, None, True),
+        ({"kind": "docker"}, None, True),
+    ],
+)
+def test_what_each_change_reaches(change, image, hit):
+    live = {"s": seat(["node-a"], image=image)}
+    assert drain.affected("node-a", [change], live) == (["s"] if hit else [])
+
+
+def test_a_power_cap_reaches_the_seats_on_its_gpus():
+    live = {"g": seat(["node-a"], gpus={"node-a": [0, 1]}), "h": seat(["node-a"], gpus={"node-a": [2]})}
+    assert drain.affected("node-a", [{"kind": "power_cap", "gpus": [1]}], live) == ["g"]
+
+
+def test_the_router_node_going_down_needs_the_operators_word():
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, {}, {}, router_node="node-a")
+    assert "the router runs here" in plan["refusals"][0] and plan["drain_hosts"] == ["node-a"]
+    assert drain.drain_plan(ORDER, {"node-a": [DRIVER]}, {}, {}, drain=True, router_node="node-a")["refusals"] == []
+    # An image change does not restart the router's process.
+    assert drain.drain_plan(ORDER, {"node-a": [IMAGE]}, {}, {}, router_node="node-a")["drain_hosts"] == []
+
+
+def test_a_seat_without_a_plan_or_with_a_node_out_of_reach_is_refused_even_when_drain_is_asked():
+    live = {"lab": seat(["node-a"], planned=False), "tp": seat(["node-a", "node-z"])}
+    text = " ".join(drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, {}, drain=True)["refusals"])
+    assert "seat lab (on node-a): no plan of it is recorded" in text
+    assert "seat tp spans node-z, which this run does not reach" in text
+
+
+def test_describe_lists_the_batches_and_steps_in_order():
+    live = {"lab": seat(["node-a"], cotenants={"node-a": ["lab-cotenant"]}), "lab-allcores": seat(["node-b"])}
+    plan = drain.drain_plan(
+        ORDER, {"node-a": [DRIVER], "node-c": [DRIVER]}, live, {"production": {"lab": 100, "lab-allcores": 0}}
+    )
+    assert drain.describe(plan) == [
+        "batch 1: node-a: drain",
+        "  1. move alias production from lab to lab-allcores (lab 0, lab-allcores 100)",
+        "  2. tear seat lab down on node-a, restoring co-tenants lab-cotenant on node-a",
+        "  3. make the changes: node-a: driver (driver 570.86.15 is loaded, branch 580 is wanted)",
+        "  4. check node-a",
+        "  5. bring seat lab back on node-a from its plan",
+        "  6. put alias production back (lab 100, lab-allcores 0)",
+        "batch 2: node-b: no disruptive change pending",
+        "batch 3: node-c: no serving seat is touched, converges as usual",
+    ]
+
+
+@pytest.mark.parametrize(
+    "kind, version, tests, done, kinds",
+    [
+        ("linux", "580.95.05", [], [], []),
+        ("linux", "570.86.15", [], [], ["driver"]),
+        ("wsl2", "570.86.15", [], [], []),  # the Windows host's driver: never changed here
+        ("linux", None, [], [], []),  # a first install: nothing can be serving yet
+        ("linux", "580.95.05", [{"kind": "driver", "id": "lab-590"}], [], ["driver"]),
+        ("linux", "580.95.05", [{"kind": "driver", "id": "lab-590"}], ["lab-590"], []),
+    ],
+)
+def test_pending_changes(kind, version, tests, done, kinds):
+    found = drain.pending_changes("node-a", kind, version, "580", tests, done)
+    assert [c["kind"] for c in found] == kinds
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: drain.affected("node-a", [{"kind": "reboot"}], {}), "is not one of"),
+        (lambda: drain.affected("node-a", [{"kind": "engine_image"}], {}), "needs the image repository"),
+        (lambda: drain.drain_plan(ORDER, {}, {"s": {"hosts": []}}, {}), "live seat s: needs the hosts"),
+        (lambda: drain.drain_plan(ORDER, {}, {}, {"production": "lab"}), "router alias production"),
+        (lambda: drain.batches(ORDER, {}, {}, 0), "seatwright_serial 0"),
+        (lambda: drain.pending_changes("node-a", "linux", None, "580", [{"kind": "driver"}]), "needs an id"),
+    ],
+)
+def test_bad_input_is_named(call, words):
+    with pytest.raises(DrainError, match=words):
+        call()
