@@ -185,3 +185,35 @@ def test_pending_changes(kind, version, tests, done, kinds):
 def test_bad_input_is_named(call, words):
     with pytest.raises(DrainError, match=words):
         call()
+
+
+def test_a_docker_ps_line_of_the_wrong_shape_is_named():
+    with pytest.raises(DrainError, match="docker ps line 1: .* has 3 columns"):
+        drain.parse_seat_containers("a\tb\tc\n")
+
+
+def test_live_seats_take_their_hosts_and_gpus_from_the_plan_and_their_cotenants_from_the_record():
+    running = [{"name": "x", "image": "seatwright/vllm-cpu:c3df", "running": True, "seat": "lab-tp2", "rank": 0}]
+    nodes = {
+        "node-a": {
+            "containers": running
+            + [{"name": "y", "image": "seatwright/vllm-cpu:c3df", "running": True, "seat": "lab", "rank": 0}]
+            + [{"name": "z", "image": "i", "running": False, "seat": "gone", "rank": 0}],
+            "cotenants": {"seat": "lab", "entries": [{"name": "lab-cotenant", "was_running": True}]},
+        },
+        "node-b": {"containers": [dict(running[0], rank=1)], "cotenants": None},
+    }
+    plans = {"lab-tp2": {"ranks": [{"host": "node-a", "gpus": [0]}, {"host": "node-b", "gpus": [1]}]}, "lab": None}
+    live = drain.live_seats(nodes, plans)
+    assert sorted(live) == ["lab", "lab-tp2"]  # a stopped container serves nothing
+    assert live["lab-tp2"]["hosts"] == ["node-a", "node-b"] and live["lab-tp2"]["gpus"] == {
+        "node-a": [0],
+        "node-b": [1],
+    }
+    assert live["lab"]["cotenants"] == {"node-a": ["lab-cotenant"]} and live["lab"]["planned"] is False
+
+
+def test_test_input_problem():
+    assert drain.test_input_problem("node-a", [], False, "example") is None
+    assert drain.test_input_problem("node-a", [{"id": "x"}], True, "lab") is None
+    assert "lab test equipment" in drain.test_input_problem("node-a", [{"id": "x"}], True, "fleet")

@@ -32,6 +32,8 @@ COTENANTS_RECORD = SEAT_DIR + "/cotenants.json"
 MODELS_DIR = STATE_DIR + "/models"
 # The record of a node's last full converge (node/converge_record.py).
 CONVERGE_RECORD = STATE_DIR + "/converge-record.json"
+# What the drain before a disruptive change records on a node: the lab's test changes made (node/drain.py).
+DRAIN_DIR = STATE_DIR + "/drain"
 
 # Where playbooks/plan.yml writes a seat's plan and bring-up reads it, relative to the project on the
 # controller (<project>/.cache/plans/<seat>.json).
@@ -137,6 +139,7 @@ FOR_ANSIBLE = {
     "cotenants_record": COTENANTS_RECORD,
     "models_dir": MODELS_DIR,
     "converge_record": CONVERGE_RECORD,
+    "drain_dir": DRAIN_DIR,
     "plan_dir": PLAN_DIR,
     "labelled_pattern": COLLECT_PATTERN,
     "seat_name_pattern": SEAT_NAME_PATTERN,

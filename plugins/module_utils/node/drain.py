@@ -15,6 +15,7 @@ Pure: inputs are what the roles observed (node/drain facts, the router's listing
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import driver_action
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import LABEL_PREFIX
 
 # What each pending change reaches on its node: every seat there, the seats running one engine
 # image, or the seats holding GPUs (a power cap changes their clocks, not a CPU seat's).
@@ -314,3 +315,80 @@ def pending_changes(host, kind, driver_version, driver_branch, test_changes=(), 
         if change["id"] not in (done or ()):
             found.append(dict(change, test_input=True))
     return found
+
+
+# The columns io/node/drain_probe.py asks `docker ps` for, tab-separated, in this order.
+SEAT_LABEL = LABEL_PREFIX + "seat"
+PS_FORMAT = '{{.Names}}\t{{.Image}}\t{{.State}}\t{{.Label "%s"}}\t{{.Label "%srank"}}' % (SEAT_LABEL, LABEL_PREFIX)
+
+
+def parse_seat_containers(text):
+    """[{name, image, running, seat, rank}] of `docker ps --format PS_FORMAT` lines (seat containers only)."""
+    found = []
+    for number, line in enumerate((text or "").splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 5:
+            raise DrainError(
+                "docker ps line %d: %r has %d columns, expected 5 (%s)" % (number, line, len(fields), PS_FORMAT)
+            )
+        name, image, state, seat, rank = (field.strip() for field in fields)
+        if not seat:
+            continue
+        found.append(
+            {
+                "name": name,
+                "image": image,
+                "running": state == "running",
+                "seat": seat,
+                "rank": int(rank) if rank.isdigit() else None,
+            }
+        )
+    return found
+
+
+def live_seats(nodes, plans):
+    """{seat: {hosts, gpus, image, cotenants, planned}} of the seats running on the observed nodes.
+
+    nodes: {host: node_drain_facts' answer ({containers, cotenants})}; plans: {seat: plan or None}
+    (the controller's plan files). A seat's hosts are its plan's, else where its containers run; its
+    co-tenants are those its record on each node says it stopped and will restore.
+    """
+    live = {}
+    for host in sorted(nodes):
+        facts = nodes[host] or {}
+        for container in facts.get("containers") or []:
+            if not container["running"]:
+                continue
+            entry = live.setdefault(container["seat"], {"hosts": [], "gpus": {}, "image": None, "cotenants": {}})
+            if host not in entry["hosts"]:
+                entry["hosts"].append(host)
+            entry["image"] = entry["image"] or container["image"]
+        record = facts.get("cotenants") or {}
+        if record.get("seat") in live:
+            names = [e["name"] for e in record.get("entries") or [] if e.get("was_running")]
+            live[record["seat"]]["cotenants"][host] = names
+    for seat, entry in live.items():
+        plan = (plans or {}).get(seat)
+        entry["planned"] = bool(plan)
+        if plan:
+            ranks = plan.get("ranks") or []
+            entry["hosts"] = [r["host"] for r in ranks] + [
+                h for h in entry["hosts"] if h not in [r["host"] for r in ranks]
+            ]
+            entry["gpus"] = {r["host"]: list(r.get("gpus") or []) for r in ranks}
+    return live
+
+
+def test_input_problem(host, test_changes, lab_marker, fleet_name):
+    """None when lab test changes may stand in for a real one, else why not: honoured only on a lab
+    node (seatwright_fleet_name lab, prepared by lab/prepare.yml), as node/kind.py's test input is."""
+    if not test_changes:
+        return None
+    if fleet_name != "lab" or not lab_marker:
+        return (
+            "host %s: seatwright_drain_test_changes is lab test equipment (a simulated change) and is honoured "
+            "only on a lab node (seatwright_fleet_name lab, prepared by lab/prepare.yml); remove it" % host
+        )
+    return None
