@@ -7,6 +7,15 @@ import re
 import pytest
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import (
+    WORKER_IN_CONTAINER,
+    container_argv,
+    pair_plan,
+    worker_argv,
+)
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import (
+    container_spec as crossnode_spec,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import (
     DEFAULT_MODELS_ROOT,
     SPEC_LABEL,
@@ -26,6 +35,8 @@ KEY = "sk-test-0123456789abcdef"
 IMAGE_ID = "sha256:" + "ab" * 32
 IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
 RECIPES = ROOT / "tests" / "molecule" / "seat_recipes"
+# A lab node's fabric facts: no RDMA, a 10 Gb/s interface.
+LAB_FABRIC = {"rdma_devices": [], "fabric_iface": {"name": "eth0", "present": True, "mtu": 1500, "speed_mbps": 10000}}
 
 
 def lab_node(host):
@@ -243,6 +254,25 @@ def test_sglang_takes_the_key_on_its_command_line_and_the_plan_says_so():
     lines = plan_lines(plan)
     assert any(line.startswith("  api key: SGLang takes the API key only as --api-key") for line in lines)
     assert any("--api-key '<secret seat_api_key>'" in line for line in lines)
+
+
+def test_a_spec_with_a_secret_never_puts_its_env_on_the_command_line(plans):
+    # Without an env file (a probe's foreground run) the env goes on the command line, which every
+    # local user reads: a spec holding the API key is refused there.
+    spec = plans["lab"]["ranks"][0]["container_spec"]
+    assert spec["secrets"]
+    with pytest.raises(SeatError, match="holds secrets, so its env must come from an env file"):
+        docker_run_argv(spec, None, {"seat_api_key": KEY}, detach=False)
+
+
+def test_the_cross_node_all_reduce_runs_a_whole_spec_through_the_same_renderer():
+    plan = pair_plan("node-a", LAB_FABRIC, 1, "node-b", LAB_FABRIC, 1, "172.30.99.11", "gloo")
+    inner = worker_argv(plan, "node-a", 29533, [4], 0, 1, 60, "python3", WORKER_IN_CONTAINER)
+    spec = crossnode_spec(plan, "node-a", "lab-vllm-cpu", "/w.py", {"NCCL_DEBUG": "INFO"}, inner)
+    check_spec(spec)
+    argv = container_argv(plan, "node-a", "lab-vllm-cpu", "/w.py", {"NCCL_DEBUG": "INFO"}, inner)
+    assert argv == ["docker"] + docker_run_argv(spec, None, detach=False)
+    assert argv[1:3] == ["run", "--rm"] and "--detach" not in argv and "--shm-size" not in argv
 
 
 @pytest.mark.parametrize("seat", ["lab", "lab-tp2", "lab-ray"])

@@ -5,16 +5,18 @@ plan (seat/plan.py shows the cached fact of each node pair of a multi-node seat)
 
 - `pair_plan`: world size (the GPUs of both nodes), each node's ranks, the rendezvous address (the
   first node's fabric address), the backend, and the line rate the result is judged against;
-- `worker_argv` / `container_argv`: the worker's command and the `docker run` around it, in the
-  engine image, with host networking, the GPUs and the RDMA devices;
+- `worker_argv` / `container_spec`: the worker's command and the container it runs in (the engine
+  image, host networking, the GPUs and the RDMA devices), a spec like a seat rank's;
+  `container_argv` is that spec's `docker run`;
 - `parse_result`: the busbw per size and the channel transports from rank 0's output;
 - `pair_inputs`: what the figure depends on (image, both ends' fabric facts and NCCL env), whose
   fingerprint keys the cached record;
 - `judge_pair`: the record against a fraction of the link rate;
 - `plan_entries`: the `cross_node_nccl` entries of a seat's plan, or `unknown` with what to run.
 
-The `docker run` is built here, apart from the seat's container spec (seat/container.py), but the
-RDMA devices and capabilities of both come from one decision, fabric/transport.py container_rdma.
+The container is a seat container spec's fields (seat/container.py), so its `docker run` is rendered
+by the same function as a seat rank's (docker_run_argv), and the RDMA devices and capabilities of
+both come from one decision, fabric/transport.py container_rdma.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
@@ -28,6 +30,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl impor
     summarise_transports,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport import container_rdma
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import docker_run_argv
 
 BACKENDS = ("nccl", "gloo")
 FACT = "seatwright_nccl_crossnode"
@@ -123,30 +126,51 @@ def worker_argv(plan, host, port, sizes, warmup, iters, timeout_s, python="pytho
     return argv + [str(size) for size in sizes]
 
 
-def container_argv(plan, host, image, worker_path, env, command, docker="docker"):
-    """`docker run` of `host`'s ranks in the engine image: host network (the fabric address is the
-    host's), host IPC, unlimited locked memory, the GPUs and, when the pair runs over RDMA, the
-    verbs devices with IPC_LOCK. `command` is `worker_argv` with the in-container worker path."""
+def container_spec(plan, host, image, worker_path, env, command):
+    """The container spec (seat/container.py's fields) of `host`'s ranks in the engine image: host
+    network (the fabric address is the host's), host IPC, unlimited locked memory, every GPU and,
+    when the pair runs over RDMA, the verbs devices with IPC_LOCK; the worker file mounted read-only.
+    `command` is `worker_argv` with the in-container worker path."""
     if not image:
         raise NcclError(
             "pair %s: no engine image to run in; build it first (playbooks/images.yml) or pass image" % plan["pair"]
         )
     node = node_of(plan, host)
-    name = "seatwright-nccl-%s-%d" % (plan["pair"].replace("<->", "-"), node["node_rank"])
-    argv = [docker, "run", "--rm", "--name", name, "--network", "host", "--ipc", "host"]
-    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-    if plan["backend"] == "nccl":
-        argv += ["--gpus", "all"]
-    if plan["rdma"]:
-        rdma = node.get("rdma") or {}
-        for device in rdma.get("devices") or []:
-            argv += ["--device", device]
-        for capability in rdma.get("cap_add") or []:
-            argv += ["--cap-add", capability]
-    for key in sorted(env):
-        argv += ["-e", "%s=%s" % (key, env[key])]
-    argv += ["-v", "%s:%s:ro" % (worker_path, command[1]), "--entrypoint", command[0], image]
-    return argv + list(command[1:])
+    rdma = (node.get("rdma") or {}) if plan["rdma"] else {}
+    return {
+        "name": "seatwright-nccl-%s-%d" % (plan["pair"].replace("<->", "-"), node["node_rank"]),
+        "part": "nccl-crossnode",
+        "image": image,
+        "image_id": None,
+        "entrypoint": command[0],
+        "command": list(command[1:]),
+        "env": {str(key): str(value) for key, value in env.items()},
+        "secrets": [],
+        "labels": {},
+        "network_mode": "host",
+        "ipc_mode": "host",
+        # Host IPC: the host's /dev/shm, so no size of its own.
+        "shm_size_bytes": None,
+        # Every GPU of the node: one rank each.
+        "gpus": {"device_ids": None, "capabilities": [["gpu"]]} if plan["backend"] == "nccl" else None,
+        "ulimits": [
+            {"name": "memlock", "soft": -1, "hard": -1},
+            {"name": "stack", "soft": 67108864, "hard": 67108864},
+        ],
+        "cap_add": list(rdma.get("cap_add") or []),
+        "devices": list(rdma.get("devices") or []),
+        "rdma_source": rdma.get("source"),
+        "privileged": False,
+        "mounts": [{"source": worker_path, "target": command[1], "read_only": True}],
+        "run_args": [],
+    }
+
+
+def container_argv(plan, host, image, worker_path, env, command, docker="docker"):
+    """`docker run` of `host`'s ranks in the foreground: container_spec rendered by the one renderer
+    of a spec (seat/container.py docker_run_argv), its env on the command line (it holds no secret)."""
+    spec = container_spec(plan, host, image, worker_path, env, command)
+    return [docker] + docker_run_argv(spec, None, detach=False)
 
 
 def parse_result(output, world_size):

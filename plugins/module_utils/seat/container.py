@@ -4,7 +4,8 @@ A spec is plain data (JSON in the plan): image, entrypoint and command, env, lab
 IPC mode, /dev/shm, GPUs and their capabilities, ulimits, added Linux capabilities, privileged,
 mounts, RDMA device nodes, and any site run options. Secrets are held in a spec by name ({"secret": name, ...}),
 never by value: the value is supplied only when the container starts, and read-back compares it
-by hash. `docker_run_argv` is the one place a spec becomes a `docker run` command line;
+by hash. The cross-node all-reduce's containers are specs too (fabric/crossnode.py container_spec).
+`docker_run_argv` is the one place a spec becomes a `docker run` command line;
 `read_back` compares a spec with what Docker reports for the started container.
 """
 
@@ -271,22 +272,34 @@ def _size_text(size):
     return "%dg" % (size // GIB) if size % GIB == 0 else "%db" % size
 
 
-def docker_run_argv(spec, env_file, secrets=None, shown=False):
+def docker_run_argv(spec, env_file, secrets=None, shown=False, detach=True):
     """`docker run` arguments (after `docker`) that start the spec's container.
 
-    The env comes from env_file (0600: it may hold the API key); the engine is PID 1 through
-    --entrypoint, so its argv reads back exactly. shown=True renders secrets as placeholders,
-    for the plan and --check output.
+    The env comes from env_file (0600: it may hold the API key); with no env_file, a spec that holds
+    no secret gives its env on the command line (-e). The engine is PID 1 through --entrypoint, so
+    its argv reads back exactly. shown=True renders secrets as placeholders, for the plan and --check
+    output. detach=False runs it in the foreground and removes it when it exits (a probe's run).
     """
-    command = ["run", "--detach", "--name", spec["name"], "--network", spec["network_mode"], "--env-file", env_file]
+    command = ["run", "--detach" if detach else "--rm", "--name", spec["name"], "--network", spec["network_mode"]]
+    if env_file:
+        command += ["--env-file", env_file]
+    elif spec["secrets"]:
+        raise SeatError("the container spec %s holds secrets, so its env must come from an env file" % spec["name"])
+    else:
+        for key, value in sorted(spec["env"].items()):
+            command += ["-e", "%s=%s" % (key, value)]
     for key, value in sorted(spec["labels"].items()):
         command += ["--label", "%s=%s" % (key, value)]
     for mount in spec["mounts"]:
-        command += ["--volume", "%s:%s%s" % (mount["source"], mount["target"], ":ro" if mount["read_only"] else "")]
-    if spec["gpus"]:
+        command += ["-v", "%s:%s%s" % (mount["source"], mount["target"], ":ro" if mount["read_only"] else "")]
+    if spec["gpus"] and spec["gpus"]["device_ids"] is None:
+        command += ["--gpus", "all"]
+    elif spec["gpus"]:
         # Docker wants the device list quoted when it holds a comma.
         command += ["--gpus", '"device=%s"' % ",".join(spec["gpus"]["device_ids"])]
-    command += ["--ipc", spec["ipc_mode"], "--shm-size", _size_text(spec["shm_size_bytes"])]
+    command += ["--ipc", spec["ipc_mode"]]
+    if spec["shm_size_bytes"] is not None:
+        command += ["--shm-size", _size_text(spec["shm_size_bytes"])]
     for limit in spec["ulimits"]:
         command += ["--ulimit", "%s=%d:%d" % (limit["name"], limit["soft"], limit["hard"])]
     for device in spec["devices"]:

@@ -1,7 +1,8 @@
 """The pairwise fabric bandwidth probe on a node: look up a cached measurement, serve, measure, store.
 
-Runs the tools (ib_write_bw, iperf3) and keeps records under the state folder; fabric/links.py
-plans the probe and judges the result. Failures raise FabricError with the message for people.
+The steps are the pair probe's (io/fabric/pair_probe.py); this file runs the tools (ib_write_bw,
+iperf3) and keeps records under the state folder; fabric/links.py plans the probe and judges the
+result. Failures raise FabricError with the message for people.
 """
 
 import datetime
@@ -21,28 +22,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.links impo
     parse_iperf3_json,
     probe_plan,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
-    atomic_write_json,
-    cache_lookup,
-    fingerprint,
-    read_json,
-)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.pair_probe import PairProbe, run_pair_step
 
 _LISTEN = "0A"
-
-
-def cache_path(state_dir, label):
-    return os.path.join(state_dir, "fabric_bandwidth", label.replace("<->", "--") + ".json")
-
-
-def cached_records(state_dir):
-    folder = os.path.join(state_dir, "fabric_bandwidth")
-    records = {}
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        record = read_json(os.path.join(folder, name)) if name.endswith(".json") else None
-        if isinstance(record, dict) and record.get("pair"):
-            records[record["pair"]] = record
-    return records
+FOLDER = "fabric_bandwidth"
 
 
 def listening(port):
@@ -76,7 +59,7 @@ def serve(module, params, plan):
             "host %s: TCP port %d is already in use, so no probe server can listen "
             "there; stop what holds it or set tcp_port" % (params["host"], params["tcp_port"])
         )
-    log_path = os.path.join(params["state_dir"], "fabric_bandwidth", "server.log")
+    log_path = os.path.join(params["state_dir"], FOLDER, "server.log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "wb") as log:
         # A new session keeps the server alive after the module returns; timeout bounds its life.
@@ -110,7 +93,7 @@ def measure(module, params, plan, label, inputs, digest):
     if plan["method"] == "rdma":
         rc, help_out, help_err = module.run_command(["ib_write_bw", "--help"])
         if "out_json" in help_out + help_err:
-            json_file = os.path.join(params["state_dir"], "fabric_bandwidth", "ib_write_bw.json")
+            json_file = os.path.join(params["state_dir"], FOLDER, "ib_write_bw.json")
             if os.path.exists(json_file):
                 os.unlink(json_file)
         argv = ib_write_bw_argv(
@@ -159,78 +142,49 @@ def measure(module, params, plan, label, inputs, digest):
     }
 
 
+class BandwidthProbe(PairProbe):
+    """ib_write_bw or iperf3 between a client (the first node) and a server (the peer)."""
+
+    folder = FOLDER
+    fact = "seatwright_fabric_bandwidth"
+    error = FabricError
+    start_step = "serve"
+
+    def checked(self, params):
+        if not 0 < params["threshold"] <= 1.5:
+            raise FabricError("threshold is %r; expected a fraction of line rate such as 0.9" % params["threshold"])
+        if params["duration_s"] < 1 or params["qps"] < 1:
+            raise FabricError("duration_s and qps must be at least 1")
+        if params["host"] == params["peer"]:
+            raise FabricError("host and peer are both %s; a probe needs two different nodes" % params["host"])
+        return params
+
+    def plan(self, params, client, client_fabric, server, server_fabric, swapped):
+        plan = probe_plan(
+            client, client_fabric, server, server_fabric, params["method"], params["line_rate_gbps"], params["use_cuda"]
+        )
+        inputs = bandwidth_inputs(client, client_fabric, server, server_fabric, plan, params["duration_s"])
+        return pair_label(client, server), plan, inputs
+
+    def judge(self, record, threshold):
+        return judge(record, threshold)
+
+    def missing(self, label, digest):
+        return "pair %s: no valid measurement is cached (fingerprint %s); run the probe" % (label, digest[:12])
+
+    def start(self, module, params, plan, label):
+        pid, argv = serve(module, params, plan)
+        return {
+            "server_pid": pid,
+            "argv": argv,
+            "msg": "%s server on %s for %s, exits after one client or %d s"
+            % (argv[0], params["host"], label, params["server_lifetime_s"]),
+        }
+
+    def measure(self, module, params, plan, label, inputs, digest):
+        return measure(module, params, plan, label, inputs, digest)
+
+
 def run_step(module, params, check_mode):
     """One step of the probe (lookup, serve, measure or store); returns the module's result."""
-    if not 0 < params["threshold"] <= 1.5:
-        raise FabricError("threshold is %r; expected a fraction of line rate such as 0.9" % params["threshold"])
-    if params["duration_s"] < 1 or params["qps"] < 1:
-        raise FabricError("duration_s and qps must be at least 1")
-    if params["host"] == params["peer"]:
-        raise FabricError("host and peer are both %s; a probe needs two different nodes" % params["host"])
-
-    # The plan is always made from the client's point of view, so both ends agree on it.
-    client, server = params["host"], params["peer"]
-    client_fabric, server_fabric = params["host_fabric"], params["peer_fabric"]
-    if params["step"] in ("serve", "store"):
-        client, server = server, client
-        client_fabric, server_fabric = server_fabric, client_fabric
-    label = pair_label(client, server)
-    plan = probe_plan(
-        client, client_fabric, server, server_fabric, params["method"], params["line_rate_gbps"], params["use_cuda"]
-    )
-    inputs = bandwidth_inputs(client, client_fabric, server, server_fabric, plan, params["duration_s"])
-    digest = fingerprint(inputs)
-    path = cache_path(params["state_dir"], label)
-    result = {"changed": False, "fingerprint": digest, "plan": plan, "pair": label}
-
-    if params["step"] == "lookup":
-        record = cache_lookup(path, digest, params["max_age_s"])
-        result["cached"] = record is not None
-        if record is not None:
-            passed, message = judge(record, params["threshold"])
-            result.update(record=record, passed=passed, msg=message)
-        result["ansible_facts"] = {"seatwright_fabric_bandwidth": cached_records(params["state_dir"])}
-        if params["enforce"] and record is None:
-            raise FabricError(
-                "pair %s: no valid measurement is cached (fingerprint %s); run the probe" % (label, digest[:12]),
-                **result,
-            )
-        if params["enforce"] and record is not None and not passed:
-            raise FabricError(message, **result)
-        return result
-
-    if check_mode:
-        return dict(result, changed=True, msg="check mode: would %s for %s" % (params["step"], label))
-
-    if params["step"] == "serve":
-        pid, argv = serve(module, params, plan)
-        return dict(
-            result,
-            server_pid=pid,
-            argv=argv,
-            msg="%s server on %s for %s, exits after one client or %d s"
-            % (argv[0], params["host"], label, params["server_lifetime_s"]),
-        )
-
-    if params["step"] == "measure":
-        record = measure(module, params, plan, label, inputs, digest)
-    else:
-        record = params["record"]
-        if not isinstance(record, dict) or record.get("fingerprint") != digest or record.get("pair") != label:
-            raise FabricError(
-                "step store: the record given is not a measurement of %s with fingerprint "
-                "%s; pass the record returned by step measure" % (label, digest[:12]),
-                **result,
-            )
-    changed = read_json(path) != record
-    if changed:
-        atomic_write_json(path, record)
-    passed, message = judge(record, params["threshold"])
-    return dict(
-        result,
-        changed=changed,
-        record=record,
-        passed=passed,
-        msg=message,
-        ansible_facts={"seatwright_fabric_bandwidth": cached_records(params["state_dir"])},
-    )
+    return run_pair_step(BandwidthProbe(), module, params, check_mode)

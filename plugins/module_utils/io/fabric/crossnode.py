@@ -1,12 +1,13 @@
 """The cross-node all-reduce of a node pair on a node: look up the cached fact, join, measure, store.
 
-A pair is run in four steps, like the fabric probe (io/fabric/bandwidth.py): `lookup` on the first
-node (node rank 0, which hosts the rendezvous) reads the cached record; `join`, delegated to the
-peer, starts the peer's ranks in the background (bounded by timeout; they wait for rank 0);
-`measure` on the first node runs its ranks in the foreground, parses rank 0's output, caches the
-record and judges it; `store`, delegated to the peer, caches the same record there. The ranks run
-in the engine image (`docker run`, fabric/crossnode.py builds the argv) or, with runtime `none`,
-under a local interpreter. Failures raise NcclError with the message for people.
+A pair runs in the pair probe's four steps (io/fabric/pair_probe.py drives them, as for the fabric
+probe): `lookup` on the first node (node rank 0, which hosts the rendezvous) reads the cached
+record; `join`, delegated to the peer, starts the peer's ranks in the background (bounded by
+timeout; they wait for rank 0); `measure` on the first node runs its ranks in the foreground,
+parses rank 0's output, caches the record and judges it; `store`, delegated to the peer, caches the
+same record there. The ranks run in the engine image (the container spec of fabric/crossnode.py,
+rendered by seat/container.py) or, with runtime `none`, under a local interpreter. Failures raise
+NcclError with the message for people.
 """
 
 import datetime
@@ -28,33 +29,14 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode 
     parse_result,
     worker_argv,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import (
-    atomic_write_json,
-    cache_lookup,
-    fingerprint,
-    read_json,
-)
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import crossnode_worker
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.pair_probe import PairProbe, run_pair_step
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STATE_DIR
 
 FOLDER = "nccl_crossnode"
 WARMUP = 5
 # Sizes from here up are judged; smaller ones measure latency, not bandwidth.
 JUDGE_MIN_BYTES = 64 * 1024 * 1024
-
-
-def cache_path(state_dir, label):
-    return os.path.join(state_dir, FOLDER, label.replace("<->", "--") + ".json")
-
-
-def cached_records(state_dir):
-    folder = os.path.join(state_dir, FOLDER)
-    records = {}
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        record = read_json(os.path.join(folder, name)) if name.endswith(".json") else None
-        if isinstance(record, dict) and record.get("pair"):
-            records[record["pair"]] = record
-    return records
 
 
 def check_request(params):
@@ -189,103 +171,79 @@ def measure(module, params, plan, inputs, digest, host, peer):
     return record
 
 
-def run_step(module, params, check_mode):
-    """One step of the pair's run (lookup, join, measure, store); returns the module's result."""
-    params = dict(params, state_dir=params.get("state_dir") or STATE_DIR)
-    check_request(params)
-    # The plan is always made from the first node's point of view, so both ends agree on it.
-    first, second = params["host"], params["peer"]
-    first_fabric, second_fabric = params["host_fabric"], params["peer_fabric"]
-    first_gpus, second_gpus = params["host_gpus"], params["peer_gpus"]
-    envs = {first: params["env"] or {}, second: params["peer_env"] or {}}
-    if params["step"] in ("join", "store"):
-        first, second = second, first
-        first_fabric, second_fabric = second_fabric, first_fabric
-        first_gpus, second_gpus = second_gpus, first_gpus
-    plan = pair_plan(
-        first,
-        first_fabric,
-        first_gpus,
-        second,
-        second_fabric,
-        second_gpus,
-        params["master_addr"],
-        params["backend"],
-        params["line_rate_gbps"],
-    )
-    inputs = pair_inputs(
-        plan,
-        image_of(params)[1] or image_of(params)[0],
-        {first: first_fabric, second: second_fabric},
-        envs,
-        params["sizes"],
-    )
-    digest = fingerprint(inputs)
-    path = cache_path(params["state_dir"], plan["pair"])
-    result = {"changed": False, "fingerprint": digest, "plan": plan, "pair": plan["pair"]}
+class CrossnodeProbe(PairProbe):
+    """The two-node all-reduce: the peer joins (its ranks wait for rank 0), the first node measures."""
 
-    if params["step"] == "lookup":
-        record = cache_lookup(path, digest, params["max_age_s"])
-        result["cached"] = record is not None
-        if record is not None:
-            passed, message = judge_pair(record, params["threshold"])
-            result.update(record=record, passed=passed, msg=message)
-        result["ansible_facts"] = {FACT: cached_records(params["state_dir"])}
-        if params["enforce"] and record is None:
-            raise NcclError(
-                "pair %s: no cross-node all-reduce is cached for these inputs (fingerprint %s); "
-                "run playbooks/nccl_crossnode.yml" % (plan["pair"], digest[:12]),
-                **result,
-            )
-        if params["enforce"] and not result["passed"]:
-            raise NcclError(result.pop("msg"), **result)
-        return result
+    folder = FOLDER
+    fact = FACT
+    error = NcclError
+    start_step = "join"
+    what = "cross-node all-reduce"
 
-    if check_mode:
-        return dict(result, changed=True, msg="check mode: would %s for %s" % (params["step"], plan["pair"]))
+    def checked(self, params):
+        params = dict(params, state_dir=params.get("state_dir") or STATE_DIR)
+        check_request(params)
+        return params
 
-    if params["step"] == "join":
+    def plan(self, params, first, first_fabric, second, second_fabric, swapped):
+        envs = {params["host"]: params["env"] or {}, params["peer"]: params["peer_env"] or {}}
+        first_gpus, second_gpus = params["host_gpus"], params["peer_gpus"]
+        if swapped:
+            first_gpus, second_gpus = second_gpus, first_gpus
+        plan = pair_plan(
+            first,
+            first_fabric,
+            first_gpus,
+            second,
+            second_fabric,
+            second_gpus,
+            params["master_addr"],
+            params["backend"],
+            params["line_rate_gbps"],
+        )
+        inputs = pair_inputs(
+            plan,
+            image_of(params)[1] or image_of(params)[0],
+            {first: first_fabric, second: second_fabric},
+            envs,
+            params["sizes"],
+        )
+        return plan["pair"], plan, inputs
+
+    def judge(self, record, threshold):
+        return judge_pair(record, threshold)
+
+    def missing(self, label, digest):
+        return (
+            "pair %s: no cross-node all-reduce is cached for these inputs (fingerprint %s); "
+            "run playbooks/nccl_crossnode.yml" % (label, digest[:12])
+        )
+
+    def start(self, module, params, plan, label):
         pid, argv, log_path = join(module, params, plan, params["host"])
-        return dict(
-            result,
-            changed=True,
-            pid=pid,
-            argv=argv,
-            msg="ranks %d-%d of %s started on %s, waiting for rank 0 at %s:%d (log %s)"
+        return {
+            "changed": True,
+            "pid": pid,
+            "argv": argv,
+            "msg": "ranks %d-%d of %s started on %s, waiting for rank 0 at %s:%d (log %s)"
             % (
                 plan["nodes"][1]["first_rank"],
                 plan["world_size"] - 1,
-                plan["pair"],
+                label,
                 params["host"],
                 plan["master_addr"],
                 params["port"],
                 log_path,
             ),
-        )
+        }
 
-    if params["step"] == "measure":
-        record = measure(module, params, plan, inputs, digest, first, second)
-    else:
-        record = params["record"]
-        if not isinstance(record, dict) or record.get("fingerprint") != digest or record.get("pair") != plan["pair"]:
-            raise NcclError(
-                "step store: the record given is not a cross-node all-reduce of %s with fingerprint %s; "
-                "pass the record returned by step measure" % (plan["pair"], digest[:12]),
-                **result,
-            )
-    changed = read_json(path) != record
-    if changed:
-        atomic_write_json(path, record)
-    passed, message = judge_pair(record, params["threshold"])
-    result = dict(
-        result,
-        changed=changed,
-        record=record,
-        passed=passed,
-        msg=message,
-        ansible_facts={FACT: cached_records(params["state_dir"])},
-    )
-    return result
+    def measure(self, module, params, plan, label, inputs, digest):
+        return measure(module, params, plan, inputs, digest, params["host"], params["peer"])
+
+
+def run_step(module, params, check_mode):
+    """One step of the pair's run (lookup, join, measure, store); returns the module's result."""
+    return run_pair_step(CrossnodeProbe(), module, params, check_mode)
 
 
 def _tail(text, lines=15):
