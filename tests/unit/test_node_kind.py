@@ -15,7 +15,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu import (
     parse_query_report,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.gpu_settings import plan_settings
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 WSL2 = FIXTURES / "wsl2"
 
@@ -203,6 +203,30 @@ def test_the_wsl2_nccl_contract_cites_a_source_for_every_setting():
         "NCCL_CUMEM_ENABLE": "0",
         "NCCL_IB_DISABLE": "1",
     }
+
+
+@pytest.mark.parametrize(
+    "node_kind, expected",
+    [
+        ("linux", {}),
+        # The NCCL contract, and the kind the sglang-sm120 patch wsl2-logits-symm-mem reads.
+        ("wsl2", dict(kind.wsl2_nccl_env(), SEATWRIGHT_NODE_KIND="wsl2")),
+    ],
+)
+def test_the_engine_env_of_a_node_kind(node_kind, expected):
+    assert kind.engine_env(node_kind) == expected
+
+
+def test_the_engine_env_of_an_unknown_kind_is_refused_by_name():
+    with pytest.raises(NodeContractError, match="node kind 'wsl' is not one of linux, wsl2"):
+        kind.engine_env("wsl")
+
+
+def test_the_patch_reads_the_variable_and_value_the_engine_env_sets():
+    # The patch is a diff and cannot import node/kind.py: it spells both out, and they must agree.
+    patch = (ROOT / "roles" / "engine_image" / "files" / "patches" / "wsl2-logits-symm-mem.patch").read_text()
+    assert '+SEATWRIGHT_NODE_KIND_ENV = "%s"' % kind.NODE_KIND_ENV in patch
+    assert '+    if enabled and os.environ.get(SEATWRIGHT_NODE_KIND_ENV) == "wsl2":' in patch
 
 
 @pytest.mark.parametrize(

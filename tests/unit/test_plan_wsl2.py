@@ -7,7 +7,7 @@ import importlib.util
 import json
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import wsl2_nccl_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import NODE_KIND_ENV, wsl2_nccl_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import docker_run_argv
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.needs import classify
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
@@ -64,6 +64,8 @@ def test_each_field_seat_plans_on_the_wsl2_node(seat, revision, digest, context)
     # Served offline from the verified cache, with the WSL2 NCCL contract.
     assert rank["env"]["HF_HUB_OFFLINE"] == "1"
     assert {name: rank["env"][name] for name in wsl2_nccl_env()} == wsl2_nccl_env()
+    # The node's kind, which the sglang-sm120 image's wsl2-logits-symm-mem guard reads.
+    assert rank["env"][NODE_KIND_ENV] == "wsl2"
 
 
 @pytest.mark.parametrize("seat", [row[0] for row in FIELD])
@@ -82,6 +84,7 @@ def test_a_linux_node_plans_without_the_wsl2_contract():
     plan = plan_on("laguna-s21", [linux])
     assert plan["hosts"][0]["kind"] == "linux"
     assert "NCCL_P2P_DISABLE" not in plan["ranks"][0]["env"]
+    assert NODE_KIND_ENV not in plan["ranks"][0]["env"]
 
 
 def test_cached_facts_of_the_node_decide_its_kind():

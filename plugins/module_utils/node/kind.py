@@ -330,6 +330,23 @@ def wsl2_nccl_env():
     return dict((name, value) for name, value, _, _ in WSL2_NCCL)
 
 
+# What a seat's engine container is told of its node's kind. The sglang-sm120 image's patch
+# wsl2-logits-symm-mem reads it: its symmetric-memory logits gather raised SIGFPE through WSL 2's CUDA
+# proxy [003], so on "wsl2" the engine gathers logits over NCCL. The node's kind is decided once (decide,
+# from the kernel release, /dev/dxg and Docker's engine, or declared); the engine never guesses it again.
+NODE_KIND_ENV = "SEATWRIGHT_NODE_KIND"
+
+
+def engine_env(kind):
+    """{name: value} a seat's engine ranks on a node of `kind` run with: none on linux; on wsl2 the NCCL
+    contract and NODE_KIND_ENV, which turns the patched SGLang's symmetric-memory logits gather off."""
+    if kind not in KINDS:
+        raise NodeContractError("node kind %r is not one of %s" % (kind, ", ".join(KINDS)))
+    if kind != "wsl2":
+        return {}
+    return dict(wsl2_nccl_env(), **{NODE_KIND_ENV: kind})
+
+
 STEPS = ("driver", "power", "power_boot", "rdma")
 
 

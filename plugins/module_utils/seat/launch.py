@@ -10,7 +10,7 @@ function behind the node's /etc/nccl.conf and env file.
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import seat_rank_env
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import wsl2_nccl_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import engine_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import RAY_WORKER
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import check_extra_args, server_argv
 
@@ -44,9 +44,8 @@ def _base_env(settings, node, reserved):
     if settings["engine"]["device"] == "cuda":
         # Relative to the container: Docker passes only the rank's GPUs, renumbered from 0 ([003]).
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(node["gpus"])))
-        if node.get("kind") == "wsl2":
-            # A WSL2 node's NCCL contract (node/kind.py), for the ranks of the one node it serves.
-            env.update(wsl2_nccl_env())
+        # A WSL2 node's NCCL contract and its kind for the patched engine (node/kind.py engine_env).
+        env.update(engine_env(node.get("kind") or "linux"))
     if settings["topology"]["nodes"] > 1:
         env.update(rank_nccl_env(node, settings["engine"]["device"]))
         if settings["engine"]["name"] == "vllm":
