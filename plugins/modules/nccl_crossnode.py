@@ -126,6 +126,14 @@ options:
   record:
     description: The record to store (C(store) step); the C(record) returned by C(measure).
     type: dict
+  qos:
+    description:
+      - This node's RoCE QoS fact (C(seatwright_roce_qos) from C(roce_qos)); recorded beside the result and
+        part of the fingerprint. Unset, the record carries none.
+    type: dict
+  peer_qos:
+    description: The peer's RoCE QoS fact, the same way.
+    type: dict
 attributes:
   check_mode:
     support: partial
@@ -166,7 +174,8 @@ plan:
 record:
   description:
     - The measurement, keyed like the cached fact - pair, backend, world_size, rows (busbw per size),
-      judged_busbw_gbps, transports, line_rate_gbps, fraction, image, measured_at, fingerprint, inputs.
+      judged_busbw_gbps, transports, line_rate_gbps, fraction, image, measured_at, fingerprint, inputs,
+      roce_qos (each end's lossless RoCE settings as read, null when not given).
   returned: when a record exists or was measured
   type: dict
 passed:
@@ -220,6 +229,8 @@ def main():
             "max_age_s": {"type": "int", "default": 604800},
             "state_dir": {"type": "path"},
             "record": {"type": "dict"},
+            "qos": {"type": "dict"},
+            "peer_qos": {"type": "dict"},
         },
         supports_check_mode=True,
     )

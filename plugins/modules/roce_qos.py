@@ -63,6 +63,10 @@ fact:
       ecn_roce_np, ecn_roce_rp, priority, dscp; null where unreadable), traffic_class, pfc_priorities.
   returned: always
   type: dict
+ansible_facts:
+  description: C(seatwright_roce_qos), the same as C(fact); a failed run sets no fact.
+  returned: success
+  type: dict
 """
 
 import platform

@@ -351,3 +351,23 @@ def test_a_fact_measured_on_other_fabric_facts_is_stale():
     entry = plan_entries(nodes, {"node-a": {"node-a<->node-b": rec}}, 0.8)[0]
     assert entry["status"] == "stale" and "fabric facts of node-a changed" in entry["detail"]
     assert entry["run"].endswith("--limit node-a,node-b")
+
+
+def test_the_record_keeps_each_ends_roce_qos_beside_its_result(capsys, tmp_path, monkeypatch):
+    docker, _log = stand_in_docker(tmp_path)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    declared = {"priority": 3, "dscp": 26, "pfc": True, "ecn": True, "trust": "dscp"}
+    # The lab's veth port, as roce_qos reports it: not supported, the declared values shown.
+    veth = {"iface": "eth0", "declared": declared, "supported": False, "reason": "not supported by this port"}
+    args = pair_args(tmp_path, state_dir=str(tmp_path / "node-a"), qos=veth, peer_qos=veth)
+    run_module(capsys, step="join", **peer_view(args, tmp_path / "node-b"))
+    measured = run_module(capsys, step="measure", **args)
+    assert measured.get("failed") is not True, measured
+    kept = measured["record"]["roce_qos"]
+    assert kept["node-a"]["declared"] == declared and kept["node-b"]["supported"] is False
+    assert kept["node-a"]["settings"] is None and kept == measured["record"]["inputs"]["roce_qos"]
+    assert run_module(capsys, step="lookup", **args)["cached"] is True
+    # Another QoS reading is another figure: the record no longer counts for it.
+    set_port = dict(veth, supported=True, reason=None, settings={"pfc": True})
+    other = run_module(capsys, step="lookup", **dict(args, qos=set_port))
+    assert other["cached"] is False

@@ -9,7 +9,9 @@ import json
 
 import pytest
 import roce_qos
+from ansible.errors import AnsibleFilterError
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.filter.roce_qos_fleet import roce_qos_fleet
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import render_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import (
     declared_problems,
@@ -23,6 +25,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import
     refusals,
     traffic_class,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet
 from conftest import FIXTURES
 
 QOS = FIXTURES / "roce_qos"
@@ -73,7 +76,7 @@ def _roce_fabric():
         ({"pfc": "yes"}, "pfc is 'yes'; expected true or false"),
         ({"ecn": None}, "ecn is not set"),
         ({"trust": "vlan"}, "trust is 'vlan'; expected dscp or pcp"),
-        ({"tc": 104}, "seatwright_fleet_roce_qos.tc is not a QoS setting"),
+        ({"tc": 104}, "seatwright_fleet_roce_qos.tc is 104; expected no such setting"),
     ],
     ids=["prio-8", "prio-neg", "prio-bool", "dscp-64", "dscp-str", "pfc", "ecn-missing", "trust", "unknown-key"],
 )
@@ -267,3 +270,52 @@ def test_module_on_a_port_without_dcb(capsys, port, tmp_path):
     assert result["changed"] is False and result["plan"]["supported"] is False
     assert result["fact"]["reason"].startswith("not supported by this port")
     assert result["fact"]["declared"] == DECLARED
+
+
+# ---------------------------------------------------------------- preflight: declaration and fleet
+
+
+CONTRACT_NODE = {
+    "seatwright_node_gpu_profile": "rtx-pro-6000-maxq",
+    "seatwright_node_gpu_count": 2,
+    "seatwright_node_fabric_ip": "10.77.0.11",
+    "seatwright_node_fabric_iface": IFACE,
+}
+
+
+@pytest.mark.parametrize(
+    "qos,words",
+    [
+        (dict(DECLARED, priority=8), "expected priority an integer from 0 to 7"),
+        (dict(DECLARED, dscp=64), "expected dscp an integer from 0 to 63"),
+        (dict(DECLARED, trust="vlan"), "expected trust dscp or pcp"),
+        ("26", "expected a mapping of priority (0-7)"),
+    ],
+    ids=["priority", "dscp", "trust", "not-a-mapping"],
+)
+def test_preflight_refuses_an_invalid_fleet_declaration(qos, words):
+    problems = check_fleet({"node-a": dict(CONTRACT_NODE, seatwright_fleet_roce_qos=qos)})
+    assert len(problems) == 1 and problems[0].startswith("seatwright_fleet_roce_qos is ") and words in problems[0]
+
+
+def test_preflight_refuses_a_node_declaring_another_qos_than_the_fleet():
+    other = dict(
+        CONTRACT_NODE, seatwright_node_fabric_ip="10.77.0.12", seatwright_fleet_roce_qos=dict(DECLARED, dscp=24)
+    )
+    problems = check_fleet({"node-a": dict(CONTRACT_NODE, seatwright_fleet_roce_qos=DECLARED), "node-b": other})
+    assert problems == [
+        "seatwright_fleet_roce_qos differs between hosts (node-a has %r, node-b has %r); set it once for group "
+        "gpu_nodes" % (DECLARED, dict(DECLARED, dscp=24))
+    ]
+    assert check_fleet({"node-a": dict(CONTRACT_NODE, seatwright_fleet_roce_qos=DECLARED)}) == []
+
+
+def test_the_fleet_filter_names_the_drifted_node_and_refuses_a_bad_declaration():
+    good = _fact(ecn=("1", "1"), pfc="mlx5-pfc-prio3.json", app="mlx5-app-dscp26-prio3.json")
+    off = _fact(ecn=("1", "0"), pfc="mlx5-pfc-prio3.json", app="mlx5-app-dscp26-prio3.json")
+    assert roce_qos_fleet({"node-a": good, "node-b": off}, DECLARED, ["node-a", "node-b"]) == [
+        "host node-b: ECN roce_rp on priority 3 is off on %s; the fleet declares on (seatwright_fleet_roce_qos); "
+        "run the rdma_fabric role on it, or fix the NIC where it refuses the setting" % IFACE
+    ]
+    with pytest.raises(AnsibleFilterError, match="seatwright_fleet_roce_qos.priority is 9"):
+        roce_qos_fleet({"node-a": good}, dict(DECLARED, priority=9))

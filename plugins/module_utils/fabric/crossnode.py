@@ -212,10 +212,11 @@ def end_inputs(fabric):
     }
 
 
-def pair_inputs(plan, image, fabrics, envs, sizes):
+def pair_inputs(plan, image, fabrics, envs, sizes, qos=None):
     """What the pair's figure depends on, the same from either end: the image, both ends' fabric
-    facts and NCCL env, the backend, the ranks and the sizes."""
-    return {
+    facts and NCCL env, the backend, the ranks and the sizes; and, where given, each end's RoCE QoS
+    as its port reads it (fabric/qos.py qos_fact), so a change of PFC, trust or ECN measures again."""
+    inputs = {
         "pair": plan["pair"],
         "image": image,
         "backend": plan["backend"],
@@ -225,6 +226,16 @@ def pair_inputs(plan, image, fabrics, envs, sizes):
         "line_rate_gbps": plan["line_rate_gbps"],
         "sizes": sorted(sizes),
     }
+    if qos and any(qos.values()):
+        inputs["roce_qos"] = dict((host, qos_inputs(qos.get(host))) for host in sorted(qos))
+    return inputs
+
+
+def qos_inputs(fact):
+    """The part of a node's RoCE QoS fact a record keeps: declared, supported, why not, and the settings read."""
+    if not fact:
+        return None
+    return dict((key, fact.get(key)) for key in ("iface", "declared", "supported", "reason", "settings"))
 
 
 def judge_pair(record, threshold):
@@ -289,6 +300,8 @@ def make_record(plan, parsed, judge_min_bytes, inputs, digest, measured_at, meas
         "measured_at_epoch": measured_at_epoch,
         "fingerprint": digest,
         "inputs": inputs,
+        # Beside the result: each end's lossless RoCE settings as read (null when not given).
+        "roce_qos": inputs.get("roce_qos"),
     }
 
 

@@ -53,15 +53,16 @@ def traffic_class(dscp):
     return dscp << 2
 
 
-def declared_problems(qos):
-    """Problems with a fleet's QoS declaration (a dict of DECLARED_KEYS), one line each; [] when sound."""
+def declared_faults(qos):
+    """[(key, value, expected)] for each unsound part of a declaration (a dict of DECLARED_KEYS)."""
     if qos is None:
         return []
     if not isinstance(qos, dict):
-        return ["%s is %r; expected a mapping with %s" % (DECLARATION, qos, ", ".join(DECLARED_KEYS))]
-    problems = []
-    for key in sorted(set(qos) - set(DECLARED_KEYS)):
-        problems.append("%s.%s is not a QoS setting; expected one of %s" % (DECLARATION, key, ", ".join(DECLARED_KEYS)))
+        return [(None, qos, "a mapping with %s" % ", ".join(DECLARED_KEYS))]
+    faults = [
+        (key, qos[key], "no such setting; one of %s" % ", ".join(DECLARED_KEYS))
+        for key in sorted(set(qos) - set(DECLARED_KEYS))
+    ]
     for key, expected in DECLARED_KEYS.items():
         value = qos.get(key)
         if key == "priority":
@@ -73,9 +74,17 @@ def declared_problems(qos):
         else:
             sound = isinstance(value, bool)
         if not sound:
-            shown = "not set" if value is None else "%r" % (value,)
-            problems.append("%s.%s is %s; expected %s" % (DECLARATION, key, shown, expected))
-    return problems
+            faults.append((key, value, expected))
+    return faults
+
+
+def declared_problems(qos):
+    """Problems with a fleet's QoS declaration, one line each naming the setting; [] when sound."""
+    return [
+        "%s%s is %s; expected %s"
+        % (DECLARATION, "" if key is None else "." + key, "not set" if value is None else "%r" % (value,), expected)
+        for key, value, expected in declared_faults(qos)
+    ]
 
 
 def unsupported_text(rc, err):

@@ -10,6 +10,7 @@ import re
 from collections import namedtuple
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import declared_faults
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
     CONFIG_DIR,
     SEAT_NAME_PATTERN,
@@ -259,6 +260,16 @@ VARIABLES = (
         "a one-line sentence saying why the fleet accepts a transport below what its nodes promise",
         "why the fleet declares its transport (required with `seatwright_fleet_transport_required: socket`)",
     ),
+    Variable(
+        "seatwright_fleet_roce_qos",
+        "fleet",
+        False,
+        None,
+        None,
+        "a mapping of priority (0-7), dscp (0-63), pfc and ecn (true/false) and trust (dscp or pcp)",
+        "the fabric's lossless RoCE class, set on every node's fabric port by roles/rdma_fabric "
+        "(docs/fabric.md); unset: the ports' QoS is left alone",
+    ),
 )
 BY_NAME = dict((v.name, v) for v in VARIABLES)
 HOST_VARIABLES = tuple(v for v in VARIABLES if v.scope == "host")
@@ -472,6 +483,11 @@ def _transport_ok(value, declared):
     return None
 
 
+def _roce_qos_ok(value, _declared):
+    faults = declared_faults(value)
+    return "; ".join("%s %s" % (key, expected) for key, _value, expected in faults if key) or ("" if faults else None)
+
+
 def _one_line_ok(value, _declared):
     return None if isinstance(value, str) and "\n" not in value else ""
 
@@ -500,6 +516,7 @@ CHECKS = {
     "seatwright_fleet_turns_alias": _one_line_ok,
     "seatwright_fleet_transport_required": _transport_ok,
     "seatwright_fleet_transport_reason": _one_line_ok,
+    "seatwright_fleet_roce_qos": _roce_qos_ok,
 }
 
 

@@ -207,6 +207,7 @@ class CrossnodeProbe(PairProbe):
             {first: first_fabric, second: second_fabric},
             envs,
             params["sizes"],
+            {params["host"]: params.get("qos"), params["peer"]: params.get("peer_qos")},
         )
         return plan["pair"], plan, inputs
 

@@ -20,6 +20,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import
 )
 
 DCB_OBJECTS = ("pfc", "app", "ets")
+FACT = "seatwright_roce_qos"
 
 
 def read_port(module, root, iface, priority):
@@ -54,7 +55,7 @@ def converge_qos(module, host):
         }
     readings = read_port(module, root, iface, declared["priority"])
     plan = plan_qos(iface, declared, readings)
-    result = {"changed": plan["changed"], "plan": plan, "fact": qos_fact(iface, declared, readings)}
+    result = _with_fact({"changed": plan["changed"], "plan": plan}, qos_fact(iface, declared, readings))
     if module._diff:
         result["diff"] = qos_diff(plan, declared, readings)
     if module.check_mode or not plan["changed"]:
@@ -73,8 +74,13 @@ def converge_qos(module, host):
         except OSError as exc:
             failed.append((change, str(exc)))
     after = read_port(module, root, iface, declared["priority"])
-    result["fact"] = qos_fact(iface, declared, after)
+    result = _with_fact(result, qos_fact(iface, declared, after))
     lines = refusals(host, iface, declared, failed, after)
     if lines:
         raise FabricError("\n".join(lines), **result)
     return result
+
+
+def _with_fact(result, fact):
+    """The result with the fact under `fact` and as ansible_facts.seatwright_roce_qos (cached by Ansible)."""
+    return dict(result, fact=fact, ansible_facts={FACT: fact})
