@@ -5,8 +5,11 @@ read only when the run measured the same workload profile the report did; otherw
 compare two different loads, so the comparison says why it is not made instead.
 """
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import PROFILES, UNRECORDED_PROFILE
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.record import record_workload_profile
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import (
+    PROFILES,
+    UNRECORDED_PROFILE,
+    record_workload_profile,
+)
 
 # Anchor metric -> (the run's figure in a level's summary, label). None: seatwright does not measure it.
 METRICS = {

@@ -34,7 +34,7 @@ missing fields, NaN) or dated in the future is not comparable, with the reason, 
 import math
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.analysis import DEFAULT_STABILITY_SPREAD
-from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.record import record_workload_profile
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import record_workload_profile
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import BY_NAME
 
 PROMOTE = "promote"

@@ -176,6 +176,18 @@ def profile_of(load, requested=None):
     return CUSTOM_PROFILE
 
 
+def workload_profile_of(benchmark):
+    """The benchmark's named workload; a part written before profiles had names gets the one its workload matches."""
+    if not isinstance(benchmark, dict):
+        return None
+    return benchmark.get("workload_profile") or profile_of(benchmark.get("workload"))
+
+
+def record_workload_profile(record):
+    """A seat record's named workload, from the record or else its benchmark part (None without a benchmark)."""
+    return (record or {}).get("workload_profile") or workload_profile_of((record or {}).get("benchmark"))
+
+
 def named_workload(name, **overrides):
     """(profile name, workload) for a profile with explicit settings over it; a departure makes it `custom`."""
     spec = profile(name)

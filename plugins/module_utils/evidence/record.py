@@ -9,7 +9,7 @@ and listed, never guessed.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.telemetry import summarise as summarise_telemetry
-from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import profile_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import workload_profile_of
 
 RECORD_SCHEMA = "seatwright-record/1"
 PARTS = ("plan", "bringup", "qualification", "benchmark", "telemetry", "promotion")
@@ -127,18 +127,6 @@ def fleet_cost_of(plan, bringup):
         "evicted_known": evicted is not None,
         "stopped_at_bringup": None if stopped is None else [e for e in stopped if e],
     }
-
-
-def workload_profile_of(benchmark):
-    """The benchmark's named workload; a part written before profiles had names gets the one its workload matches."""
-    if not isinstance(benchmark, dict):
-        return None
-    return benchmark.get("workload_profile") or profile_of(benchmark.get("workload"))
-
-
-def record_workload_profile(record):
-    """A record's named workload, from the record or else its benchmark part (None without a benchmark)."""
-    return (record or {}).get("workload_profile") or workload_profile_of((record or {}).get("benchmark"))
 
 
 def assemble(seat, run_id, parts, created_at):
