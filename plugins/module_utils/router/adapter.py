@@ -12,13 +12,13 @@ import json
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.counters import parse_exposition
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MetricsFormatError, RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import SECRET
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import kinds
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.kinds import litellm
 
-KINDS = ("litellm", "smg")
-# Pinned, and why: LiteLLM 1.82.7 and 1.82.8 were compromised on PyPI in March 2026.
-PINNED = {"litellm": "1.110.2", "smg": "1.13.0"}
-COMPROMISED = {"litellm": ("1.82.7", "1.82.8")}
-# LiteLLM's master key is read from the proxy's environment, never written into its config.
-LITELLM_KEY_ENV = "LITELLM_MASTER_KEY"
+# The kinds seatwright ships and their pinned releases, read from their descriptions (router/kinds/).
+KINDS = kinds.names()
+PINNED = {name: kinds.get(name)["pinned"] for name in KINDS}
+LITELLM_KEY_ENV = litellm.KEY_ENV
 # LiteLLM names the deployment that answered (its model_info.id, seatwright's seat name) and its base.
 LITELLM_SEAT_HEADER = "x-litellm-model-id"
 LITELLM_BASE_HEADER = "x-litellm-model-api-base"
@@ -36,16 +36,18 @@ GROUP_INFO = "seatwright_group"
 
 
 def check_kind(kind):
-    if kind not in KINDS:
-        raise RouterError("router kind %r is not known: use one of %s" % (kind, ", ".join(KINDS)))
+    """`kind` itself when a description names it (router/kinds/); else the RouterError saying so."""
+    kinds.get(kind)
     return kind
 
 
 def check_version(kind, version):
     """Refuse a compromised release by name; the pinned one is what the recordings prove."""
-    if version in COMPROMISED.get(check_kind(kind), ()):
+    described = kinds.get(kind)
+    if version in described["compromised"]:
         raise RouterError(
-            "%s %s is a compromised release (PyPI, March 2026): install %s %s" % (kind, version, kind, PINNED[kind])
+            "%s %s is a compromised release (PyPI, March 2026): install %s %s"
+            % (kind, version, kind, described["pinned"])
         )
     return version
 
@@ -75,7 +77,8 @@ def seat_aliases(router, seat, asked=None):
         raise RouterError("the inventory's router.aliases must map each alias to a seat, like {production: lab}")
     if asked not in (None, ""):
         declared_alias(aliases, asked, "seat_alias")
-    if router.get("kind") != "smg":
+    described = kinds.find(router.get("kind"))
+    if not (described and described["routes_by_first_served_name"]):
         return []
     names = sorted(set([alias for alias, target in aliases.items() if target == seat] + ([asked] if asked else [])))
     if len(names) > 1:
@@ -226,12 +229,10 @@ def smg_alias_targets(workers, alias):
 
 def refused(kind, call, status, text):
     """The RouterError for an answer that is not a success, with what to do where it is known."""
-    if kind == "litellm" and ("No DB Connected" in (text or "") or "DB not connected" in (text or "")):
-        return RouterError(
-            "LiteLLM refused %s (HTTP %s): its admin API needs a database (DATABASE_URL); without one, "
-            "render the config (litellm_config) and move the alias on a second proxy behind the same "
-            "address, since a restart drops requests" % (call, status)
-        )
+    described = kinds.find(kind)
+    hint = described["refusal_hint"](call, status, text) if described else None
+    if hint:
+        return RouterError(hint)
     if status == 401:
         return RouterError("%s refused %s (HTTP 401): give the router's admin key" % (kind, call))
     return RouterError("%s refused %s (HTTP %s): %s" % (kind, call, status, str(text)[:300]))

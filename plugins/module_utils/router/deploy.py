@@ -14,185 +14,50 @@ import os
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, kinds
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.kinds import litellm, smg
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.kinds.shared import (  # noqa: F401 (deploy's names)
+    COLOUR_PORT_OFFSET,
+    COLOURS,
+    UNIT_PREFIX,
+    WILDCARD_BINDS,
+    check_port,
+    colour_ports,
+    is_loopback,
+    is_wildcard,
+)
 
-COLOURS = ("blue", "green")
-# The colours' private ports sit just above the public one.
-COLOUR_PORT_OFFSET = {"blue": 1, "green": 2}
-# smg's control-plane key reaches its argv through the wrapper from this environment variable.
-SMG_KEY_ENV = "SMG_ADMIN_KEY"
-KEY_ENV = {"litellm": adapter.LITELLM_KEY_ENV, "smg": SMG_KEY_ENV}
-UNIT_PREFIX = "seatwright-router"
-# The title smg 1.13.0 gives its process, in place of its command line.
-SMG_TITLE = "smg::router"
+# What each kind is (pins, packages, key variable, units, exposure rule) is its description's
+# (router/kinds/); these names read the shipped kinds' descriptions for the tools and tests.
+KEY_ENV = {name: kinds.get(name)["key_env"] for name in kinds.names()}
+PIP_SPEC = {name: kinds.get(name)["pip_spec"] for name in kinds.names()}
+PIP_PINNED = {name: kinds.get(name)["pip_pinned"] for name in kinds.names()}
+PIP_LOCKED = {name: kinds.get(name)["pip_locked"] for name in kinds.names()}
+ROUTER_BINARY = {name: kinds.get(name)["binary"] for name in kinds.names()}
+SMG_KEY_ENV = smg.KEY_ENV
+SMG_TITLE = smg.TITLE
+SMG_POLICY = smg.POLICY
+SMG_ENTRY = smg.ENTRY
+LITELLM_ENVIRONMENT = litellm.ENVIRONMENT
 # The nginx upstream every colour switch rewrites; its name is what the site's proxy_pass names.
 UPSTREAM_NAME = "seatwright_router"
 # nginx drops an idle connection to a colour before LiteLLM's uvicorn does (its keep-alive is 5 s):
 # a request nginx sends on a connection uvicorn has just closed is a 502 (one in ~600, measured).
 UPSTREAM_IDLE_S = 4
 SYSTEM_NGINX_PID = "/run/nginx.pid"
-# Debian's package whose nginx fronts the LiteLLM colours (the smallest build with the proxy module),
-# and smg when its clients have a key of their own.
-FRONT_PACKAGES = {"litellm": ["nginx-light", "python3-venv"], "smg": ["python3-venv"]}
+# Debian's package whose nginx fronts a router (the smallest build with the proxy module): a kind
+# that needs it always lists it; any other gets it when its clients have a key of their own.
 NGINX_PACKAGE = "nginx-light"
 # Where a router listens when nothing is said: this node only (the role's default is the router node's
 # fabric address).
 DEFAULT_BIND = "127.0.0.1"
-# Addresses that listen on every interface of the node.
-WILDCARD_BINDS = ("0.0.0.0", "::", "[::]", "*", "")
 # The requests clients make (the OpenAI data plane): on LiteLLM the front trades the clients' key for
 # the master key on these paths only, so a client key never reaches the admin API.
 DATA_PLANE_PATHS = r"^/(v1/)?(chat/completions|completions|embeddings|models)$"
-# What pip installs in the router's venv for a release other than the pinned one.
-PIP_SPEC = {"litellm": "litellm[proxy]=={version}", "smg": "smg=={version}"}
-# What pip installs for the pinned release (adapter.PINNED), each pinned: the role's default
-# (router_pip_packages) and `make router-venvs` (scripts/router-venvs) both read it. LiteLLM's
-# [proxy] extra names litellm-proxy, missing from the package index this was recorded on, so the
-# extra's packages the proxy asked for are listed by hand (tests/fixtures/router/README.md; the
-# last three were in the recording's venv unlisted, and the proxy stops at start without them).
-PIP_PINNED = {
-    "litellm": (
-        "litellm==1.110.2",
-        "gunicorn==23.0.0",
-        "uvicorn==0.54.0",
-        "uvloop==0.23.0",
-        "fastapi==0.165.0",
-        "starlette==1.10.0",
-        "backoff==2.2.1",
-        "rq==2.12.0",
-        "semver==3.1.2",
-        "Expression==5.8.0",
-        "fastapi-sso==0.23.0",
-        "mcp==2.3.0",
-        "soundfile==0.14.0",
-        "websockets==17.4",
-        "orjson==3.13.0",
-        "APScheduler==3.11.3",
-    ),
-    "smg": ("smg==1.13.0",),
-}
-# The whole closure of each pinned release, every package at its version, as `pip freeze` printed it
-# from a venv of PIP_PINNED made on Debian 12 (Python 3.11) from the index of 2026-12-02
-# (`scripts/router-venvs --freeze KIND` prints it again). The role installs this, not the top-level
-# list: a dependency that floats with the index is an unpinned router.
-PIP_LOCKED = {
-    "litellm": (
-        "aiohappyeyeballs==2.7.1",
-        "aiohttp==3.14.5",
-        "aiosignal==1.4.0",
-        "annotated-doc==0.0.7",
-        "annotated-types==0.8.0",
-        "anyio==4.16.0",
-        "APScheduler==3.11.3",
-        "async-timeout==5.0.1",
-        "attrs==26.1.0",
-        "backoff==2.2.1",
-        "boto3==1.44.8",
-        "botocore==1.44.8",
-        "certifi==2026.10.19.post1",
-        "cffi==2.1.1",
-        "charset-normalizer==3.5.3",
-        "click==8.5.1",
-        "croniter==7.0.0",
-        "cryptography==50.0.2",
-        "dnspython==2.9.2",
-        "email-validator==2.4.0",
-        "Expression==5.8.0",
-        "fastapi==0.165.0",
-        "fastapi-sso==0.23.0",
-        "fastuuid==0.14.0",
-        "filelock==4.3.1",
-        "frozenlist==1.8.0",
-        "fsspec==2026.9.0",
-        "gunicorn==23.0.0",
-        "h11==0.16.0",
-        "h2==4.4.1",
-        "hf-xet==1.8.0",
-        "hpack==4.2.0",
-        "httpcore==1.0.9",
-        "httpcore2==2.16.2",
-        "httpx==0.29.0",
-        "httpx2==2.16.2",
-        "huggingface_hub==2.4.0",
-        "hyperframe==6.1.0",
-        "idna==3.20",
-        "importlib_metadata==8.9.0",
-        "Jinja2==3.1.6",
-        "jiter==0.19.0",
-        "jmespath==1.1.0",
-        "jsonschema==4.26.0",
-        "jsonschema-specifications==2025.9.1",
-        "litellm==1.110.2",
-        "MarkupSafe==3.0.4",
-        "mcp==2.3.0",
-        "mcp-types==2.3.0",
-        "multidict==7.2.1",
-        "numpy==2.4.6",
-        "oauthlib==4.0.1",
-        "openai==3.57.0",
-        "opentelemetry-api==1.45.2",
-        "orjson==3.13.0",
-        "packaging==26.4",
-        "propcache==0.5.4",
-        "pycparser==3.12",
-        "pydantic==2.14.4",
-        "pydantic-settings==2.16.3",
-        "pydantic_core==2.50.5",
-        "PyJWT==2.15.1",
-        "python-dateutil==2.9.0.post0",
-        "python-dotenv==1.2.4",
-        "python-multipart==0.0.34",
-        "PyYAML==6.0.4",
-        "redis==8.1.0",
-        "referencing==0.37.0",
-        "regex==2026.11.19",
-        "requests==2.34.2",
-        "rpds-py==2026.9.1",
-        "rq==2.12.0",
-        "s3transfer==0.19.3",
-        "semver==3.1.2",
-        "six==1.17.0",
-        "sniffio==1.3.1",
-        "soundfile==0.14.0",
-        "sse-starlette==3.7.1",
-        "starlette==1.10.0",
-        "tiktoken==0.14.0",
-        "tokenizers==0.23.3",
-        "tqdm==4.70.1",
-        "truststore==0.10.5",
-        "typing-inspection==0.4.5",
-        "typing_extensions==4.16.0",
-        "tzlocal==5.4.5",
-        "urllib3==2.8.0",
-        "uvicorn==0.54.0",
-        "uvloop==0.23.0",
-        "websockets==17.4",
-        "yarl==1.25.1",
-        "zipp==4.1.2",
-    ),
-    "smg": (
-        "grpcio==1.85.3",
-        "grpcio-health-checking==1.85.1",
-        "protobuf==7.36.2",
-        "PyYAML==6.0.4",
-        "setproctitle==1.3.8",
-        "smg==1.13.0",
-        "typing_extensions==4.16.0",
-    ),
-}
-# LiteLLM fetches a model cost map from the internet at start unless told to use its local copy.
-LITELLM_ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 # An admin key is written as KEY=VALUE into an environment file: nothing that file syntax would bend.
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=:-]{16,4096}$")
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # A seat's traffic weight: 0 (or left out) means no traffic.
 MAX_WEIGHT = adapter.WEIGHT_TOTAL
-
-
-def check_port(port, what="router port"):
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65533:
-        raise RouterError("%s %r is not a TCP port: give a whole number from 1 to 65533" % (what, port))
-    return port
 
 
 def check_admin_key(key, what="router_admin_key"):
@@ -205,35 +70,12 @@ def check_admin_key(key, what="router_admin_key"):
     return key
 
 
-def is_wildcard(bind):
-    return (bind or "").strip() in WILDCARD_BINDS
-
-
-def is_loopback(bind):
-    return (bind or "").startswith("127.") or bind in ("::1", "[::1]", "localhost")
-
-
 def check_exposure(kind, bind, seats_keyed, clients_keyed, authenticating_front=False):
-    """Refuse a router that would hand the seats' key to anyone who reaches its port. smg adds the
-    seat key to every request (recorded: 21-chat-seat-given-the-key), so smg on every interface in
-    front of keyed seats is an open seat, unless its clients need a key of their own (router_api_key,
-    checked by the role's front) or the operator's own front authenticates them. LiteLLM without a
-    database has one key, its master key: clients beyond this node get their own (router_api_key)."""
-    adapter.check_kind(kind)
-    if kind == "smg" and is_wildcard(bind) and seats_keyed and not (clients_keyed or authenticating_front):
-        raise RouterError(
-            "router_bind %r puts smg on every interface in front of seats that take a key, and smg sends "
-            "the seats' key with every request: anyone who reaches the port would use every seat. Set "
-            "router_api_key (vault) so the router's front asks clients for a key of their own, bind the "
-            "router node's fabric address (the default), or, when an authenticating front of your own "
-            "stands before it, say so with router_authenticating_front: true" % bind
-        )
-    if kind == "litellm" and not is_loopback(bind) and not clients_keyed:
-        raise RouterError(
-            "router_bind %r opens LiteLLM beyond this node, and without router_api_key its clients would "
-            "hold the master key, which also changes the router's deployments: set router_api_key (vault) "
-            "to a key of the clients' own, other than router_admin_key" % bind
-        )
+    """Refuse a router that would hand the seats' key, or its admin key, to anyone who reaches its
+    port: each kind's rule is its description's (exposure_refusal)."""
+    refusal = kinds.get(kind)["exposure_refusal"](bind, seats_keyed, clients_keyed, authenticating_front)
+    if refusal:
+        raise RouterError(refusal)
     return bind
 
 
@@ -250,12 +92,6 @@ def check_client_key(client_key, admin_key, seat_key=None):
     return client_key
 
 
-def colour_ports(port):
-    """{colour: private port}; the public port is the front's."""
-    check_port(port)
-    return {colour: port + offset for colour, offset in COLOUR_PORT_OFFSET.items()}
-
-
 def idle_colour(active):
     """The colour a move starts: the one not serving (blue when none serves yet)."""
     if active is None:
@@ -265,8 +101,6 @@ def idle_colour(active):
     return COLOURS[1 - COLOURS.index(active)]
 
 
-# The command each router's venv must hold.
-ROUTER_BINARY = {"litellm": "litellm", "smg": "smg"}
 # Where `make router-venvs` keeps the routers the tests run (SEATWRIGHT_ROUTER_VENVS_DIR overrides).
 ROUTER_VENVS_ENV = "SEATWRIGHT_ROUTER_VENVS_DIR"
 ROUTER_VENVS_DIR = ".cache/router-venvs"
@@ -283,7 +117,7 @@ def _closure_name(kind):
     """<kind>-<version>-<hash of its locked package list>: one name per closure."""
     packages = pip_packages(kind)
     digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:12]
-    return "%s-%s-%s" % (kind, adapter.PINNED[kind], digest)
+    return "%s-%s-%s" % (kind, kinds.get(kind)["pinned"], digest)
 
 
 def router_venv_dir(root, kind, environ=None):
@@ -295,16 +129,18 @@ def router_venv_dir(root, kind, environ=None):
 
 def wheelhouse_name(kind, version=None):
     """The wheelhouse tar of a pinned release's closure; None for any other release (no lock)."""
-    version = version or adapter.PINNED[adapter.check_kind(kind)]
-    return _closure_name(kind) + ".tar" if version == adapter.PINNED[kind] else None
+    pinned = kinds.get(kind)["pinned"]
+    version = version or pinned
+    return _closure_name(kind) + ".tar" if version == pinned else None
 
 
 def pip_packages(kind, version=None):
     """What pip installs in the router's venv: the locked closure for the pinned release, else the extra."""
-    version = version or adapter.PINNED[adapter.check_kind(kind)]
-    if version == adapter.PINNED[kind]:
-        return list(PIP_LOCKED[kind])
-    return [PIP_SPEC[kind].format(version=version)]
+    described = kinds.get(kind)
+    version = version or described["pinned"]
+    if version == described["pinned"]:
+        return list(described["pip_locked"])
+    return [described["pip_spec"].format(version=version)]
 
 
 def layout(
@@ -323,11 +159,12 @@ def layout(
     own (its whole nginx.conf, pid and logs there) instead of the system's nginx and conf.d.
     `clients_keyed`: clients send a key of their own (router_api_key), which nginx's front checks; smg
     then listens on 127.0.0.1 on the next port, behind that front."""
-    adapter.check_kind(kind)
-    version = adapter.check_version(kind, version or adapter.PINNED[kind])
+    described = kinds.get(kind)
+    version = adapter.check_version(kind, version or described["pinned"])
     conf, state = config_dir.rstrip("/") + "/router", state_dir.rstrip("/") + "/router"
     venv = venv.rstrip("/") if venv else "%s/venv-%s-%s" % (state, kind, version)
-    fronted = kind == "litellm" or bool(clients_keyed)
+    fronted = described["always_fronted"] or bool(clients_keyed)
+    packages = list(described["packages"])
     local = "127.0.0.1" if is_wildcard(bind) else bind.strip("[]")
     found = {
         "kind": kind,
@@ -344,9 +181,9 @@ def layout(
         "pip": pip_packages(kind, version),
         "wheelhouse": wheelhouse_name(kind, version),
         "wheel_dir": "%s/wheels-%s-%s" % (state, kind, version),
-        "packages": list(FRONT_PACKAGES[kind]) + ([NGINX_PACKAGE] if fronted and kind == "smg" else []),
+        "packages": packages + ([NGINX_PACKAGE] if fronted and NGINX_PACKAGE not in packages else []),
         "env_file": conf + "/router.env",
-        "key_env": KEY_ENV[kind],
+        "key_env": described["key_env"],
         # nginx's map of the clients' key (and LiteLLM's master key it is traded for): 0600, root's.
         "front_keys_file": conf + "/front-keys.conf",
         "state_file": state + "/state.json",
@@ -369,65 +206,15 @@ def layout(
             found.update(
                 site_file="/etc/nginx/conf.d/%s.conf" % UNIT_PREFIX, front_argv=["nginx"], front_pid=SYSTEM_NGINX_PID
             )
-    if kind == "litellm":
-        # The controller's calls on the node go through the front (the admin key passes as it is).
-        found["router_url"] = found["front_url"]
-        found.update(
-            colours={
-                colour: {
-                    "port": private,
-                    "unit": "%s-litellm-%s.service" % (UNIT_PREFIX, colour),
-                    "config": "%s/litellm-%s.yaml" % (conf, colour),
-                }
-                for colour, private in colour_ports(port).items()
-            },
-        )
-    else:
-        # Behind the front smg listens on this node only, on the next port; the controller's calls on
-        # the node (its /workers) go to smg itself.
-        smg_host, smg_port = ("127.0.0.1", colour_ports(port)["blue"]) if fronted else (bind, port)
-        found.update(
-            unit="%s-smg.service" % UNIT_PREFIX,
-            wrapper="%s/smg-start" % conf,
-            smg_host=smg_host,
-            smg_port=smg_port,
-            router_url="http://127.0.0.1:%d" % smg_port if fronted else found["front_url"],
-        )
+    found.update(described["layout"](found))
     return found
 
 
 def service_specs(lay, user):
-    """{name: {unit, argv, environment, env_file, user, log}}: what each unit runs. The unit text and
-    the process supervisor (where systemd is not PID 1, as in the lab) both start from this."""
-    specs = {}
-    if lay["kind"] == "litellm":
-        for colour, item in sorted(lay["colours"].items()):
-            argv = [lay["venv"] + "/bin/litellm", "--config", item["config"], "--host", "127.0.0.1"]
-            specs[colour] = {
-                "unit": item["unit"],
-                "config": item["config"],
-                "argv": argv + ["--port", str(item["port"])],
-                "environment": dict(LITELLM_ENVIRONMENT),
-                "env_file": lay["env_file"],
-                "user": user,
-                "log": "%s/litellm-%s.log" % (lay["log_dir"], colour),
-                "health": "http://127.0.0.1:%d/health/liveliness" % item["port"],
-                # What a live process's command line holds (the pid file's check against a reused pid).
-                "match": [str(item["port"])],
-            }
-    else:
-        specs["smg"] = {
-            "unit": lay["unit"],
-            "argv": ["/bin/sh", lay["wrapper"]],
-            "environment": {},
-            "env_file": lay["env_file"],
-            "user": user,
-            "log": lay["log_dir"] + "/smg.log",
-            "health": lay["router_url"] + "/health",
-            # smg renames its process (setproctitle) to this once started; its port is in argv before.
-            "match": [str(lay["smg_port"]), SMG_TITLE],
-        }
-    return specs
+    """{name: {unit, argv, environment, env_file, user, log, health, match}}: what each unit runs, as
+    the kind's description says. The unit text and the process supervisor (where systemd is not PID 1,
+    as in the lab) both start from this."""
+    return kinds.get(lay["kind"])["service_specs"](lay, user)
 
 
 def unit_text(spec, description):
@@ -473,49 +260,9 @@ def smg_reregister(workers):
     return sorted({worker["url"] for worker in workers if worker.get("status") != "draining"})
 
 
-# smg's policy: least_load sends a request to the worker with the least expected wait from the load
-# the engines report and what smg has in flight, so a seat that falls behind (a canary on shared
-# cores stalled 80 s in the lab, 2026-12-04) stops taking new requests. round_robin kept sending it
-# half the alias's traffic, and 30-67 requests per run waited past a client's 60 s.
-SMG_POLICY = "least_load"
-
-
-# smg's own entry point (smg/cli.py main(argv), as its console script calls it), given its launch
-# arguments and, added in the process from the environment, the control-plane key: /proc/PID/cmdline,
-# which every local user reads, holds this text and the launch arguments, never the key.
-SMG_ENTRY = (
-    "import os, sys; from smg.cli import main; "
-    'sys.exit(main(sys.argv[1:] + ["--control-plane-api-keys", "seatwright:seatwright:admin:" + os.environ["%s"]]))'
-)
-
-
 def smg_wrapper_text(lay, policy=SMG_POLICY):
-    """smg 1.13.0 takes its control-plane key only as an argument. This shell checks the key is in
-    the environment (filled from the 0600 env file) and execs smg's Python entry point, which adds
-    it to smg's arguments inside the process: the key is in no unit, task, log or command line (a
-    `smg launch ... --control-plane-api-keys KEY` put it in smg's /proc/PID/cmdline, issue 50)."""
-    argv = [
-        "launch",
-        "--host",
-        lay["smg_host"],
-        "--port",
-        str(lay["smg_port"]),
-        "--policy",
-        policy,
-        "--health-check-interval-secs",
-        "2",
-    ]
-    return "\n".join(
-        [
-            "#!/bin/sh",
-            "# Written by seatwright's router role: smg's key comes from the environment, not the unit,",
-            "# and reaches smg's arguments inside its process, not on its command line.",
-            'if [ -z "${%s:-}" ]; then echo "%s is not set: see %s" >&2; exit 1; fi'
-            % (SMG_KEY_ENV, SMG_KEY_ENV, lay["env_file"]),
-            "exec %s/bin/python -c '%s' %s" % (lay["venv"], SMG_ENTRY % SMG_KEY_ENV, " ".join(argv)),
-            "",
-        ]
-    )
+    """smg's launch wrapper (router/kinds/smg.py says why the key goes this way)."""
+    return smg.wrapper_text(lay, policy)
 
 
 # What the env file holds for seats that take no key (LiteLLM's config still names the variable).
@@ -526,7 +273,7 @@ def env_file_text(kind, key, seat_key=None):
     """The 0600 environment file the router's unit reads: the admin key under its variable, and the
     key the seats take (SEAT_KEY_ENV; NO_SEAT_KEY for seats that take none)."""
     seat_key = check_admin_key(seat_key, "seat API key") if seat_key else NO_SEAT_KEY
-    return "%s=%s\n%s=%s\n" % (KEY_ENV[adapter.check_kind(kind)], check_admin_key(key), adapter.SEAT_KEY_ENV, seat_key)
+    return "%s=%s\n%s=%s\n" % (kinds.get(kind)["key_env"], check_admin_key(key), adapter.SEAT_KEY_ENV, seat_key)
 
 
 def _env_value(text, name):
@@ -540,7 +287,7 @@ def _env_value(text, name):
 
 def key_from_env_text(kind, text):
     """The admin key from the environment file's text, or None when it holds none."""
-    return _env_value(text, KEY_ENV[adapter.check_kind(kind)])
+    return _env_value(text, kinds.get(kind)["key_env"])
 
 
 def seat_key_from_env_text(text):
@@ -611,7 +358,7 @@ def site_text(lay):
     lines += ["server {", "    listen %s:%d;" % (lay["bind"], lay["port"])]
     if not lay.get("clients_keyed"):
         lines += ["    location / {"] + _proxy_lines() + ["    }"]
-    elif lay["kind"] == "litellm":
+    elif kinds.get(lay["kind"])["front"] == "trade":
         lines += ["    location / {"] + _proxy_lines() + ["    }"]
         lines += ["    location ~ %s {" % DATA_PLANE_PATHS, "        proxy_set_header Authorization %s;" % AUTH_VAR]
         lines += _proxy_lines() + ["    }"]
@@ -640,7 +387,7 @@ def front_keys_text(kind, client_key, admin_key, seat_key=None):
     check_admin_key(admin_key)
     check_client_key(client_key, admin_key, seat_key)
     head = "# Written by seatwright's router role (0600): the clients' key, checked by the front.\n"
-    if adapter.check_kind(kind) == "litellm":
+    if kinds.get(kind)["front"] == "trade":
         rows = ['default "";'] + [
             '%s "Bearer %s";' % (_exact_bearer(key), admin_key) for key in (client_key, admin_key)
         ]
@@ -851,8 +598,7 @@ def plan(params, systemd=True):
         if lay.get("nginx_prefix"):
             folders += [{"path": lay["nginx_prefix"] + sub, "mode": "0755"} for sub in ("", "/body", "/proxy")]
             files.append({"path": lay["nginx_conf"], "content": nginx_main_text(lay)})
-    if lay["kind"] == "smg":
-        files.append({"path": lay["wrapper"], "content": smg_wrapper_text(lay), "mode": "0755"})
+    files += kinds.get(lay["kind"])["files"](lay)
     return {
         "layout": lay,
         "specs": specs,

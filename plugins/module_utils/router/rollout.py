@@ -34,6 +34,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.promotion i
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.records import mean_in_flight
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.stats import figure_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import kinds
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import (
     WEIGHT_TOTAL,
     canary_weights,
@@ -98,15 +99,17 @@ def smg_alias_refusal(kind, alias, candidate, served_aliases):
     smg sends a request to the workers whose first served name is the one asked for, so a candidate
     that does not lead with the alias's name would get none of its traffic (adapter.seat_aliases).
     `served_aliases` is the plan's model.served_aliases (None: a plan from before it was recorded)."""
-    if kind != "smg" or (served_aliases and served_aliases[0] == alias):
+    described = kinds.find(kind)
+    if not (described and described["routes_by_first_served_name"]) or (served_aliases and served_aliases[0] == alias):
         return None
     return (
-        "seat %s does not serve %s first (its plan serves %s), and smg routes by a seat's first served name: "
+        "seat %s does not serve %s first (its plan serves %s), and %s routes by a seat's first served name: "
         "launch it again as the alias's candidate (playbooks/seat.yml -e seat=%s -e seat_alias=%s)"
         % (
             candidate,
             alias,
             ", ".join(served_aliases) + " then its own name" if served_aliases else "its own name",
+            described["label"],
             candidate,
             alias,
         )
@@ -123,6 +126,7 @@ def rollout_steps(
     (shared_compute) marks the canaries, where both seats compute at once on what they share.
     """
     check_kind(kind)
+    weighted = kinds.get(kind)["weights"]
     shares = _check_shares(shares)
     if hold_s < 1:
         raise RouterError("hold of %r s: give 1 s or more, enough answers to judge" % (hold_s,))
@@ -133,7 +137,7 @@ def rollout_steps(
         {"step": "register", "action": "register", "seat": candidate, "targets": before},
         {"step": "baseline", "action": "baseline", "seat": incumbent, "targets": before, "hold_s": hold_s},
     ]
-    if kind == "smg":
+    if not weighted:
         shares = (WEIGHT_TOTAL // 2,)
     for share in shares:
         step = {
@@ -141,8 +145,11 @@ def rollout_steps(
             "action": "set_alias",
             "targets": canary_weights(incumbent, candidate, share),
         }
-        if kind == "smg":
-            step["note"] = "smg has no weights: the candidate is one of two workers serving the alias name"
+        if not weighted:
+            step["note"] = (
+                "%s has no weights: the candidate is one of two workers serving the alias name"
+                % (kinds.get(kind)["label"])
+            )
         if contended:
             step["contended"] = contended
         steps.append(dict(step, hold_s=hold_s, gate=True))

@@ -1,7 +1,8 @@
 """HTTP clients for the routers seatwright drives (stdlib only: they may run on a node).
 
-One small interface, two implementations: register(seat, api_base, alias), set_alias(alias, weights),
-who_answered(alias), drain(seat, metrics_url), deregister(seat). Decisions (bodies, parsing, the
+One small interface, one implementation per router kind (router/kinds/ describes each kind; CLIENTS
+holds its client): register(seat, api_base, alias), set_alias(alias, weights), who_answered(alias),
+drain(seat, metrics_url), deregister(seat). Decisions (bodies, parsing, the
 admin key scrubbed out) live in module_utils/router/adapter.py. The admin key is sent only in the
 Authorization header; every result, error and log line passes through adapter.scrub first.
 """
@@ -13,7 +14,7 @@ import urllib.parse
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text, page_failure
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy, kinds
 
 # A one-token question: enough for the router to pick a seat and say which.
 # Largest router answer read: a listing of many workers fits many times over.
@@ -192,8 +193,27 @@ class SmgClient(RouterClient):
         return {"seat": None, "api_base": None, "status": status}
 
 
-CLIENTS = {"litellm": LiteLLMClient, "smg": SmgClient}
+# One client per kind, keyed by the kind's name (its description is router/kinds/<name>.py).
+CLIENTS = {}
+
+
+def register_client(client_class):
+    """Add the client of a described kind (router/kinds/); the kind must be registered first."""
+    CLIENTS[kinds.get(client_class.kind)["name"]] = client_class
+    return client_class
+
+
+def unregister_client(kind):
+    """Forget a kind's client (a test's own, once the test is done)."""
+    CLIENTS.pop(kind, None)
 
 
 def client_for(kind, base_url, admin_key=None, timeout_s=30.0, log=None):
-    return CLIENTS[adapter.check_kind(kind)](base_url, admin_key=admin_key, timeout_s=timeout_s, log=log)
+    kinds.get(kind)
+    if kind not in CLIENTS:
+        raise RouterError("router kind %s has a description but no client: add one to io/router/client.py" % kind)
+    return CLIENTS[kind](base_url, admin_key=admin_key, timeout_s=timeout_s, log=log)
+
+
+register_client(LiteLLMClient)
+register_client(SmgClient)

@@ -10,14 +10,12 @@ one that answered as running and then refused the targets fails it (router/lifec
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import services
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import switch
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, lifecycle
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, kinds, lifecycle
 
 
 def serving_spec(router):
-    """The process that answers the router's API: smg's, or LiteLLM's serving colour."""
-    if router.lay["kind"] == "smg":
-        return router.specs["smg"]
-    return router.specs[router.state().get("active") or deploy.COLOURS[0]]
+    """The process that answers the router's API, as its kind says (smg's one, LiteLLM's serving colour)."""
+    return kinds.get(router.lay["kind"])["serving_spec"](router.specs, lambda: router.state().get("active"))
 
 
 def observe(router, aliases):

@@ -24,7 +24,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.openai_http import get_text
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import client as router_client
-from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import adapter, deploy, kinds
 
 POLL_S = 0.5
 
@@ -274,7 +274,7 @@ def healthy(spec):
 
 def colour_listing(lay, colour, key):
     port = lay["colours"][colour]["port"]
-    return router_client.client_for("litellm", "http://127.0.0.1:%d" % port, key, timeout_s=10.0).seats()
+    return router_client.client_for(lay["kind"], "http://127.0.0.1:%d" % port, key, timeout_s=10.0).seats()
 
 
 class Router:
@@ -282,6 +282,8 @@ class Router:
 
     def __init__(self, lay, specs, service_manager="auto", front_argv=None, log=None):
         self.lay, self.specs = lay, specs
+        # What the kind is: its runtime says how a move changes the targets (colours or workers).
+        self.kind = kinds.get(lay["kind"])
         self.manager = manager_for(lay, service_manager)
         self.front = Front(
             front_argv or lay.get("front_argv") or ["nginx"],
@@ -318,7 +320,7 @@ class Router:
         self.front.ensure()
 
     def _register_workers(self, client, urls, why=""):
-        """POST each URL to smg's /workers with the key the seats take (kept out of logs)."""
+        """POST each URL to the workers router's /workers with the key the seats take (kept out of logs)."""
         seat_key = read_seat_key(self.lay) if urls else None
         client.hide(seat_key)
         for url in urls:
@@ -326,11 +328,12 @@ class Router:
             what = " ".join(part for part in ("registering", url, why) if part)
             client.expect(what, "POST", "/workers", body, ok=(200, 201, 202))
 
-    def _started_smg(self, check_mode, timeout_s):
-        """smg running with the launch the role wrote: started when it is not running; restarted when
-        it runs an older launch (its argv changed), with the workers it had registered again, since
-        smg keeps its workers in memory and reads its argv only when it starts."""
-        spec = self.specs["smg"]
+    def _started_workers(self, check_mode, timeout_s):
+        """A workers router (smg) running with the launch the role wrote: started when it is not
+        running; restarted when it runs an older launch (its argv changed), with the workers it had
+        registered again, since smg keeps its workers in memory and reads its argv only when it starts."""
+        spec = self.kind["serving_spec"](self.specs, lambda: None)
+        label = self.kind["label"]
         launch = deploy.launch_digest(read_text(self.lay["wrapper"]))
         running = self.manager.running(spec)
         fronted = self.lay["front"]
@@ -348,7 +351,7 @@ class Router:
             return {"changed": True, "restarted" if running else "started": [spec["unit"]]}
         if not running:
             self.manager.start(spec)
-            self.wait_healthy(spec, "smg", timeout_s)
+            self.wait_healthy(spec, label, timeout_s)
             atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
             if fronted:
                 self._front_up(self.lay["smg_port"])
@@ -356,7 +359,7 @@ class Router:
         key = read_key(self.lay)
         urls = deploy.smg_reregister(self.client(key).seats())
         self.manager.restart(spec)
-        self.wait_healthy(spec, "smg", timeout_s)
+        self.wait_healthy(spec, label, timeout_s)
         atomic_write_json(self.lay["state_file"], dict(self.state(), launched=launch))
         client = self.client(key)
         self._register_workers(client, urls, "again after the restart")
@@ -365,7 +368,7 @@ class Router:
             shown = {worker["url"] for worker in client.seats()}
             return True if set(urls) <= shown else "listed %s of %s" % (sorted(shown), urls)
 
-        wait_until("smg did not list its workers again after the restart", listed, timeout_s)
+        wait_until("%s did not list its workers again after the restart" % label, listed, timeout_s)
         if fronted:
             self._front_up(self.lay["smg_port"])
         return {"changed": True, "restarted": [spec["unit"]], "registered_again": urls}
@@ -373,8 +376,8 @@ class Router:
     def started(self, check_mode=False, timeout_s=120.0):
         """Start what is not running: smg's unit; or LiteLLM's serving colour (blue, with no seat, on
         first start) and the front. Returns {changed, ...}."""
-        if self.lay["kind"] == "smg":
-            return self._started_smg(check_mode, timeout_s)
+        if self.kind["runtime"] == "workers":
+            return self._started_workers(check_mode, timeout_s)
         active = self.state().get("active")
         colour = active or deploy.COLOURS[0]
         spec, started = self.specs[colour], []
@@ -397,7 +400,7 @@ class Router:
 
     def read(self, alias, aliases):
         key = read_key(self.lay)
-        if self.lay["kind"] == "smg":
+        if self.kind["runtime"] == "workers":
             names = self.state().get("names", {})
             return deploy.smg_targets(self.client(key).seats(), alias, names)
         return deploy.litellm_targets(self.client(key).seats(), aliases[adapter.declared_alias(aliases, alias)])
@@ -405,15 +408,15 @@ class Router:
     def apply(self, alias, aliases, targets, check_mode=False, timeout_s=180.0):
         """Make the alias go only to `targets` with their weights, checked in the router's listing."""
         started = time.monotonic()
-        if self.lay["kind"] == "smg":
-            result = self._apply_smg(alias, targets, check_mode, timeout_s)
+        if self.kind["runtime"] == "workers":
+            result = self._apply_workers(alias, targets, check_mode, timeout_s)
         else:
-            result = self._apply_litellm(alias, aliases, targets, check_mode, timeout_s)
+            result = self._apply_colours(alias, aliases, targets, check_mode, timeout_s)
         # When the router began serving the targets (the move returned), on the node's clock.
         result.update(alias=alias, seconds=round(time.monotonic() - started, 2), applied_at_epoch=round(time.time(), 3))
         return result
 
-    def _apply_litellm(self, alias, aliases, targets, check_mode, timeout_s):
+    def _apply_colours(self, alias, aliases, targets, check_mode, timeout_s):
         key = read_key(self.lay)
         want = deploy.wanted(targets)
         group = aliases.get(alias)
@@ -455,7 +458,7 @@ class Router:
         shown = deploy.litellm_targets(front.seats(), group)
         return {"changed": True, "targets": shown, "colour": idle, "restarted": not reuse}
 
-    def _apply_smg(self, alias, targets, check_mode, timeout_s):
+    def _apply_workers(self, alias, targets, check_mode, timeout_s):
         key = read_key(self.lay)
         client = self.client(key)
         want = deploy.smg_wanted(targets)
@@ -479,7 +482,8 @@ class Router:
             return True if deploy.same_targets(shown, want) and not lingering else dict(shown, draining=lingering)
 
         wait_until(
-            "smg did not list %s's workers %s (a seat must serve the model name %s)" % (alias, sorted(want), alias),
+            "%s did not list %s's workers %s (a seat must serve the model name %s)"
+            % (self.kind["label"], alias, sorted(want), alias),
             listed,
             timeout_s,
         )
@@ -500,7 +504,7 @@ class Router:
             return {"changed": True, "seat": seat, "registered": False}
         key = read_key(self.lay)
         client = self.client(key)
-        if self.lay["kind"] == "smg":
+        if self.kind["runtime"] == "workers":
             drained = client.drain(current[seat]["api_base"], metrics_url, timeout_s=timeout_s)
             client.deregister(current[seat]["api_base"])
         else:
