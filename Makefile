@@ -142,8 +142,9 @@ unit:
 aiperf:
 	$(VENV)/python scripts/aiperf-venv
 
-# The two pinned routers (LiteLLM proxy, smg) in cached venvs (.cache/router-venvs/), exactly what
-# the router role installs (router/deploy.py PIP_PINNED), for tests/integration/test_promote_real.py.
+# The two pinned routers (LiteLLM proxy, smg) in cached venvs, exactly what the router role installs,
+# for tests/integration/test_promote_real.py: as root under /var/cache/seatwright/router-venvs/, where
+# the router's own user reaches them from a checkout in any folder (router/deploy.py router_venv_dir).
 router-venvs:
 	$(VENV)/python scripts/router-venvs
 

@@ -91,6 +91,14 @@ def venv_for(kind):
             "no %s venv at %s: run `make router-venvs` (scripts/router-venvs builds both pinned routers from "
             "the package index; make integration does it first)" % (kind, venv)
         )
+    # The role starts the router as its own user (router_user), as on a node: it must enter every folder above.
+    shut = [str(folder) for folder in Path(venv).parents if not folder.stat().st_mode & 0o001]
+    if shut:
+        pytest.fail(
+            "the %s venv at %s is out of reach of the router's user: %s let no other user in. Run `make "
+            "router-venvs` as root (it builds under %s), or set %s to a folder every user may enter"
+            % (kind, venv, ", ".join(shut), deploy.ROUTER_VENVS_SYSTEM_DIR, deploy.ROUTER_VENVS_ENV)
+        )
     return venv
 
 

@@ -199,6 +199,14 @@ def test_readme_fits_on_a_few_screens():
     assert len(lines) < README_MAX_LINES, "README.md has %d lines; move reference material to docs/" % len(lines)
 
 
+def test_developing_states_the_readme_limit_the_test_holds():
+    # One number: DEVELOPING.md tells a contributor the limit this file checks.
+    text = " ".join((DOCS / "DEVELOPING.md").read_text().split())
+    assert "the README stays under %d lines" % README_MAX_LINES in text, (
+        "docs/DEVELOPING.md must say 'the README stays under %d lines' (README_MAX_LINES)" % README_MAX_LINES
+    )
+
+
 def test_readme_holds_no_generated_table_and_links_the_pages_that_do():
     text = (ROOT / "README.md").read_text()
     for marker in GENERATED_MARKERS:

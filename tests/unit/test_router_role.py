@@ -326,7 +326,15 @@ def test_the_router_test_venvs_are_keyed_by_their_package_list(tmp_path):
     env = {deploy.ROUTER_VENVS_ENV: str(tmp_path)}
     found = deploy.router_venv_dir("/repo", "smg", env)
     assert found.startswith(str(tmp_path) + "/smg-%s-" % adapter.PINNED["smg"])
-    assert deploy.router_venv_dir("/repo", "litellm", {}).startswith("/repo/.cache/router-venvs/litellm-")
+    assert deploy.router_venv_dir("/repo", "litellm", {}, euid=1000).startswith("/repo/.cache/router-venvs/litellm-")
+
+
+def test_roots_router_test_venvs_are_where_the_router_user_can_reach_them():
+    # The role (so the test) runs as root and starts the router as its own user, which cannot enter a
+    # checkout in a 0700 home: root's venvs go to a system folder, outside any checkout.
+    found = deploy.router_venv_dir("/home/dev/seatwright", "litellm", {}, euid=0)
+    assert found.startswith("/var/cache/seatwright/router-venvs/litellm-%s-" % adapter.PINNED["litellm"])
+    assert deploy.router_venv_dir("/repo", "smg", {deploy.ROUTER_VENVS_ENV: "/srv/v"}, euid=0).startswith("/srv/v/")
 
 
 def test_a_front_of_its_own_needs_no_root_owned_path():

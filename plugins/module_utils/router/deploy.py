@@ -102,7 +102,13 @@ def idle_colour(active):
 
 
 # Where `make router-venvs` keeps the routers the tests run (SEATWRIGHT_ROUTER_VENVS_DIR overrides).
+# The test's router runs as its own user (router_user), as on a node, so that user must be able to
+# enter every folder above the venv. Root (the only user the role runs as) builds them in a system
+# folder every user may enter, as the role puts a node's venv under its state folder; never in the
+# checkout, which may sit in a home only its owner may enter (Debian 12 makes them 0700). Another
+# user keeps them in the checkout: without root the role, and so the test, does not run.
 ROUTER_VENVS_ENV = "SEATWRIGHT_ROUTER_VENVS_DIR"
+ROUTER_VENVS_SYSTEM_DIR = "/var/cache/seatwright/router-venvs"
 ROUTER_VENVS_DIR = ".cache/router-venvs"
 
 
@@ -120,10 +126,14 @@ def _closure_name(kind):
     return "%s-%s-%s" % (kind, kinds.get(kind)["pinned"], digest)
 
 
-def router_venv_dir(root, kind, environ=None):
-    """The test venv of one pinned router: <dir>/<kind>-<version>-<hash of its package list>."""
+def router_venv_dir(root, kind, environ=None, euid=None):
+    """The test venv of one pinned router: <dir>/<kind>-<version>-<hash of its package list>, <dir>
+    being ROUTER_VENVS_SYSTEM_DIR for root (euid 0), else the checkout's ROUTER_VENVS_DIR under `root`."""
     environ = os.environ if environ is None else environ
-    top = environ.get(ROUTER_VENVS_ENV) or os.path.join(root, ROUTER_VENVS_DIR)
+    euid = os.geteuid() if euid is None else euid
+    top = environ.get(ROUTER_VENVS_ENV) or (
+        ROUTER_VENVS_SYSTEM_DIR if euid == 0 else os.path.join(root, ROUTER_VENVS_DIR)
+    )
     return os.path.join(top, _closure_name(kind))
 
 
