@@ -310,6 +310,8 @@ def qos_fact(iface, declared, readings):
     """What the node records (and the cross-node NCCL fact keeps beside its result): the declared
     values, and each setting as the port reads it (None where it cannot be read), never as asked."""
     fact = {"iface": iface, "declared": declared, "supported": readings["supported"], "reason": readings.get("reason")}
+    # The traffic class NCCL_IB_TC carries for the declared DSCP (the same function renders it).
+    fact["ib_traffic_class"] = traffic_class(declared["dscp"]) if declared is not None else None
     if declared is not None and readings["supported"]:
         fact["settings"] = node_settings(declared, readings)
         fact["traffic_class"] = readings.get("traffic_class")
