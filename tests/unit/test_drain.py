@@ -1,6 +1,8 @@
 """node/drain.py: what a converge does with the seats on the nodes it disrupts (issue 52)."""
 
 import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.seatwright.fleet.plugins.filter.drain_plan import drain_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node import drain
 
@@ -217,3 +219,69 @@ def test_test_input_problem():
     assert drain.test_input_problem("node-a", [], False, "example") is None
     assert drain.test_input_problem("node-a", [{"id": "x"}], True, "lab") is None
     assert "lab test equipment" in drain.test_input_problem("node-a", [{"id": "x"}], True, "fleet")
+
+
+def _lab_hostvars(driver="580.159.04", facts=True):
+    running = {"name": "seatwright-lab-rank0", "image": "seatwright/vllm-cpu:c3df", "running": True, "rank": 0}
+    node_a = {
+        "docker": True,
+        "containers": [dict(running, seat="lab"), dict(running, name="seatwright-lab-tp2-rank0", seat="lab-tp2")],
+        "cotenants": {"seat": "lab", "entries": [{"name": "lab-cotenant", "kind": "container", "was_running": True}]},
+        "done": [],
+    }
+    node_b = {
+        "docker": True,
+        "containers": [dict(running, name="x", seat="lab-allcores")],
+        "cotenants": None,
+        "done": [],
+    }
+    gpu = {"seatwright_gpu_summary": {"driver_version": driver}}
+    return {
+        "node-a": {"ansible_facts": gpu, "seatwright_drain_node": node_a if facts else None},
+        "node-b": {
+            "ansible_facts": gpu,
+            "seatwright_drain_node": node_b if facts else None,
+            "nvidia_driver_branch": 580,
+        },
+    }
+
+
+def test_the_filter_reads_the_plans_and_the_listing(tmp_path):
+    (tmp_path / "lab.json").write_text('{"ranks": [{"host": "node-a", "gpus": []}]}')
+    (tmp_path / "lab-tp2.json").write_text(
+        '{"ranks": [{"host": "node-a", "gpus": []}, {"host": "node-b", "gpus": []}]}'
+    )
+    (tmp_path / "lab-allcores.json").write_text('{"ranks": [{"host": "node-b", "gpus": []}]}')
+    listing = {
+        "production": {"lab": {"api_base": "http://a/v1", "weight": 100}, "lab-allcores": {"api_base": "http://b/v1"}}
+    }
+    simulated = {"node-a": [{"kind": "driver", "id": "lab-driver-590", "detail": "simulated"}]}
+    hosts = ["node-a", "node-b"]
+    # The first pass, before any node is read: only what is pending.
+    first = drain_plan(hosts, _lab_hostvars(facts=False), test_changes=simulated)
+    assert list(first["pending"]) == ["node-a"] and first["drain_hosts"] == [] and first["lines"]
+    plan = drain_plan(hosts, _lab_hostvars(), str(tmp_path), listing, "node-a", False, 1, simulated)
+    # lab-tp2 serves no alias and spans node-b: refused without seatwright_drain, the whole seat named.
+    # The router runs on node-a and a driver change may reboot it: named first.
+    assert plan["refusals"][0].startswith("node node-a: the router runs here") and plan["refusals"][1:] == [
+        "seat lab-tp2 (on node-a, node-b) serves no router alias, so its clients would lose it during the change; "
+        "set -e seatwright_drain=true to tear it down (co-tenants restored) and bring it back after"
+    ]
+    plan = drain_plan(hosts, _lab_hostvars(), str(tmp_path), listing, "node-a", True, 1, simulated)
+    assert plan["refusals"] == [] and plan["batch_sizes"] == [2]
+    move = plan["batches"][0]["steps"][0]
+    assert move["router_targets"] == {
+        "lab": {"api_base": "http://a/v1", "weight": 0},
+        "lab-allcores": {"api_base": "http://b/v1", "weight": 100},
+    }
+    assert plan["batches"][0]["steps"][-1]["router_targets"]["lab"]["weight"] == 100
+    # Once the node records the simulated change as made, nothing is pending and nothing is drained.
+    made = _lab_hostvars()
+    made["node-a"]["seatwright_drain_node"]["done"] = ["lab-driver-590"]
+    assert drain_plan(hosts, made, str(tmp_path), listing, "node-a", True, 1, simulated)["drain_hosts"] == []
+
+
+def test_the_filter_names_an_unreadable_plan(tmp_path):
+    (tmp_path / "lab.json").write_text("{not json")
+    with pytest.raises(AnsibleFilterError, match="the plan of live seat lab .* cannot be read"):
+        drain_plan(["node-a", "node-b"], _lab_hostvars(driver="570.86.15"), str(tmp_path))

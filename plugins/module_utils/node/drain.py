@@ -15,6 +15,7 @@ Pure: inputs are what the roles observed (node/drain facts, the router's listing
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import driver_action
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import LABEL_PREFIX
 
 # What each pending change reaches on its node: every seat there, the seats running one engine
@@ -392,3 +393,60 @@ def test_input_problem(host, test_changes, lab_marker, fleet_name):
             "only on a lab node (seatwright_fleet_name lab, prepared by lab/prepare.yml); remove it" % host
         )
     return None
+
+
+def seat_names(nodes):
+    """Sorted names of the seats with a running container on the observed nodes (whose plans to read)."""
+    return sorted(
+        {c["seat"] for facts in nodes.values() for c in (facts or {}).get("containers") or [] if c["running"]}
+    )
+
+
+def decide(
+    order, nodes, plans=None, router_aliases=None, drain=False, router_node=None, batch_size=1, test_changes=None
+):
+    """The drain of a converge from what the play holds: drain_plan's answer with `pending` (per host,
+    only hosts with a change) and `lines` (describe's), for the drain_plan filter.
+
+    nodes: {host: {host_kind (the cached seatwright_host_kind fact), node_kind (the inventory's),
+    driver_version (the cached GPU summary's), driver_branch, facts (node_drain_facts' answer, None
+    where the node was not read)}}. router_aliases: {alias: {seat: {api_base, weight}}}, the router's
+    listing. test_changes: {host: [{kind, id, detail}]}, the lab's labelled test input.
+    """
+    pending, observed = {}, {}
+    for host in order:
+        node = nodes.get(host) or {}
+        facts = node.get("facts")
+        kind, _source = kind_of(node.get("host_kind"), node.get("node_kind"))
+        found = pending_changes(
+            host,
+            kind,
+            node.get("driver_version"),
+            node.get("driver_branch"),
+            (test_changes or {}).get(host),
+            (facts or {}).get("done", ()),
+        )
+        if found:
+            pending[host] = found
+        if facts is not None:
+            observed[host] = facts
+    aliases = {}
+    for alias, targets in (router_aliases or {}).items():
+        if not isinstance(targets, dict):
+            raise DrainError(
+                "router alias %s: the router's listing %r is not {seat: {api_base, weight}}" % (alias, targets)
+            )
+        aliases[alias] = {seat: int((target or {}).get("weight") or 0) for seat, target in targets.items()}
+    live = live_seats(observed, plans or {})
+    plan = drain_plan(order, pending, live, aliases, bool(drain), router_node, batch_size)
+    # The router is given whole targets: the listed api_base and model, the step's weight.
+    for batch in plan["batches"]:
+        for step in batch["steps"]:
+            if "alias" in step:
+                listed = router_aliases[step["alias"]]
+                step["router_targets"] = {
+                    seat: dict(listed[seat], weight=weight) for seat, weight in step["targets"].items()
+                }
+    plan["pending"] = pending
+    plan["lines"] = describe(plan) if pending else []
+    return plan

@@ -1,8 +1,11 @@
-"""What node/drain.py needs from one node: the seat containers running, the co-tenant record, the lab
-test changes already made. Read-only; for the node_drain_facts module."""
+"""What node/drain.py needs: from one node, the seat containers running, the co-tenant record and the lab
+test changes already made (the node_drain_facts module); on the controller, the live seats' plans
+(the drain_plan filter). Read-only."""
 
+import json
 import os
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import plan_file
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import docker
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.cotenants import read_record
@@ -40,3 +43,22 @@ def drain_facts(params):
         "cotenants": read_record(params["cotenants_record"]),
         "done": done_changes(params["drain_dir"]),
     }
+
+
+def read_plans(plan_dir, seats):
+    """{seat: plan or None} from the controller's plan folder (module_utils/defaults.py plan_file)."""
+    found = {}
+    for seat in seats:
+        path = plan_file(plan_dir, seat)
+        if not os.path.exists(path):
+            found[seat] = None
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found[seat] = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise DrainError(
+                "the plan of live seat %s (%s) cannot be read: %s; plan it again (playbooks/plan.yml -e seat=%s)"
+                % (seat, path, exc, seat)
+            )
+    return found
