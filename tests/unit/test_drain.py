@@ -258,16 +258,16 @@ def test_the_filter_reads_the_plans_and_the_listing(tmp_path):
     simulated = {"node-a": [{"kind": "driver", "id": "lab-driver-590", "detail": "simulated"}]}
     hosts = ["node-a", "node-b"]
     # The first pass, before any node is read: only what is pending.
-    first = drain_plan(hosts, _lab_hostvars(facts=False), test_changes=simulated)
+    first = drain_plan(hosts, _lab_hostvars(facts=False), "580", test_changes=simulated)
     assert list(first["pending"]) == ["node-a"] and first["drain_hosts"] == [] and first["lines"]
-    plan = drain_plan(hosts, _lab_hostvars(), str(tmp_path), listing, "node-a", False, 1, simulated)
+    plan = drain_plan(hosts, _lab_hostvars(), "580", str(tmp_path), listing, "node-a", False, 1, simulated)
     # lab-tp2 serves no alias and spans node-b: refused without seatwright_drain, the whole seat named.
     # The router runs on node-a and a driver change may reboot it: named first.
     assert plan["refusals"][0].startswith("node node-a: the router runs here") and plan["refusals"][1:] == [
         "seat lab-tp2 (on node-a, node-b) serves no router alias, so its clients would lose it during the change; "
         "set -e seatwright_drain=true to tear it down (co-tenants restored) and bring it back after"
     ]
-    plan = drain_plan(hosts, _lab_hostvars(), str(tmp_path), listing, "node-a", True, 1, simulated)
+    plan = drain_plan(hosts, _lab_hostvars(), "580", str(tmp_path), listing, "node-a", True, 1, simulated)
     assert plan["refusals"] == [] and plan["batch_sizes"] == [2]
     move = plan["batches"][0]["steps"][0]
     assert move["router_targets"] == {
@@ -278,10 +278,10 @@ def test_the_filter_reads_the_plans_and_the_listing(tmp_path):
     # Once the node records the simulated change as made, nothing is pending and nothing is drained.
     made = _lab_hostvars()
     made["node-a"]["seatwright_drain_node"]["done"] = ["lab-driver-590"]
-    assert drain_plan(hosts, made, str(tmp_path), listing, "node-a", True, 1, simulated)["drain_hosts"] == []
+    assert drain_plan(hosts, made, "580", str(tmp_path), listing, "node-a", True, 1, simulated)["drain_hosts"] == []
 
 
 def test_the_filter_names_an_unreadable_plan(tmp_path):
     (tmp_path / "lab.json").write_text("{not json")
     with pytest.raises(AnsibleFilterError, match="the plan of live seat lab .* cannot be read"):
-        drain_plan(["node-a", "node-b"], _lab_hostvars(driver="570.86.15"), str(tmp_path))
+        drain_plan(["node-a", "node-b"], _lab_hostvars(driver="570.86.15"), "580", str(tmp_path))

@@ -264,7 +264,7 @@ def _step_line(step):
         return line
     if kind == "change":
         return "make the changes: " + "; ".join(
-            "%s: %s" % (host, ", ".join(_change_text(c) for c in changes) or "none")
+            "%s: %s" % (host, ", ".join(_change_text(c) for c in changes) or "nothing (a seat drained whole runs here)")
             for host, changes in step["changes"].items()
         )
     if kind == "check":
