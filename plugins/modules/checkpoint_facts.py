@@ -47,12 +47,11 @@ options:
     description: Files hashed at once in C(full) mode.
     type: int
     default: 4
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

@@ -35,10 +35,6 @@ options:
   progress_file:
     description: A JSON file on the node that the build keeps its progress in, for O(state=progress).
     type: path
-  docker_socket:
-    description: The Docker engine's API socket on the node.
-    type: path
-    default: /var/run/docker.sock
   timeout_s:
     description: Seconds the whole build may take.
     type: int
@@ -47,12 +43,10 @@ options:
     description: Seconds the engine may stay silent within a build (a long RUN step prints nothing).
     type: int
     default: 1800
-attributes:
-  check_mode:
-    support: full
-    details: In check mode it asks the engine whether the tag exists and builds nothing.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.docker
 author: seatwright
 """
 
@@ -96,6 +90,7 @@ progress:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.build import build_image, build_progress
 
 
@@ -106,7 +101,7 @@ def main():
             "reference": {"type": "str", "required": True},
             "context_tar": {"type": "path"},
             "progress_file": {"type": "path"},
-            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "docker_socket": {"type": "path", "default": DEFAULT_SOCKET},
             "timeout_s": {"type": "int", "default": 7200},
             "idle_timeout_s": {"type": "int", "default": 1800},
         },

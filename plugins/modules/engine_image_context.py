@@ -43,11 +43,9 @@ options:
     description: More pinned wheels (the FlashInfer set), each C({name, version, sha256}).
     type: list
     elements: dict
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

@@ -65,11 +65,9 @@ options:
         set (a PyPI release where the nightly index is out of reach). The name goes into the
         content tag, the image's labels and its facts.
     type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

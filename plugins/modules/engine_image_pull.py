@@ -44,10 +44,6 @@ options:
   progress_file:
     description: File a background pull writes its progress to (and O(state=progress) reads).
     type: path
-  docker_socket:
-    description: The Docker engine's API socket.
-    type: path
-    default: /var/run/docker.sock
   timeout_s:
     description: Seconds the whole pull may take.
     type: int
@@ -56,11 +52,10 @@ options:
     description: Seconds the registry may stay silent during the pull.
     type: int
     default: 1800
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.docker
 author: seatwright
 """
 
@@ -105,6 +100,7 @@ progress:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.pull import (
     hold_image,
     pull_progress,
@@ -122,7 +118,7 @@ def main():
             "allow_pull": {"type": "bool", "default": False},
             "image_id": {"type": "str"},
             "progress_file": {"type": "path"},
-            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "docker_socket": {"type": "path", "default": DEFAULT_SOCKET},
             "timeout_s": {"type": "int", "default": 7200},
             "idle_timeout_s": {"type": "int", "default": 1800},
         },

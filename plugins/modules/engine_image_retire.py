@@ -25,15 +25,10 @@ options:
     description: Superseded, unused builds to keep, newest first (a rollback may want the last one).
     type: int
     default: 1
-  docker_socket:
-    description: The Docker engine's API socket.
-    type: path
-    default: /var/run/docker.sock
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.docker
 author: seatwright
 """
 
@@ -74,6 +69,7 @@ freed_bytes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.retire import retire_images
 
 
@@ -83,7 +79,7 @@ def main():
             "name": {"type": "str", "required": True},
             "reference": {"type": "str", "required": True},
             "keep": {"type": "int", "default": 1},
-            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "docker_socket": {"type": "path", "default": DEFAULT_SOCKET},
         },
         supports_check_mode=True,
     )

@@ -26,12 +26,11 @@ options:
     description: Folder holding C(sys/) and C(proc/); C(/) on a real node, a prepared tree in tests.
     type: path
     default: /
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

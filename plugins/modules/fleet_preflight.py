@@ -22,12 +22,11 @@ options:
         collected by C(playbooks/vars/contract.yml).
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Changes nothing in either mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Changes nothing in either mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

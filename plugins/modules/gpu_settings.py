@@ -68,13 +68,12 @@ options:
   host:
     description: The name used for this host in messages (usually C(inventory_hostname)).
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Predicts C(changed) for every setting and file; changes nothing.
-  diff_mode:
-    support: full
-    description: Power limit and persistence per GPU, and the clock lock, before and after.
+notes:
+  - "Check mode: Predicts C(changed) for every setting and file; changes nothing."
+  - "Diff mode: Power limit and persistence per GPU, and the clock lock, before and after."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author: seatwright
 """
 

@@ -32,12 +32,11 @@ options:
     type: str
     choices: [auto, nvml, nvidia-smi]
     default: auto
-attributes:
-  check_mode:
-    support: full
-    description: Only reads; it samples in check mode too.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Only reads; it samples in check mode too."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

@@ -34,13 +34,12 @@ options:
       The alias the seat serves (present; left out, a seat that has a target file keeps its alias label), or
       the alias that moved (alias).
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Says which files would change; writes nothing.
-  diff_mode:
-    support: full
-    description: Each changed file before and after.
+notes:
+  - "Check mode: Says which files would change; writes nothing."
+  - "Diff mode: Each changed file before and after."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author: seatwright
 """
 

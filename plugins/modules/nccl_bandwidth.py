@@ -63,12 +63,11 @@ options:
     description: Also return the tool's full output (for recording fixtures and evidence).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Measures only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Measures only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

@@ -128,18 +128,14 @@ options:
     type: dict
   qos:
     description:
-      - This node's RoCE QoS fact (C(seatwright_roce_qos) from C(roce_qos)); recorded beside the result and
-        part of the fingerprint. Unset, the record carries none.
+      - Host name to that node's RoCE QoS fact (C(seatwright_roce_qos) from C(roce_qos)), for both ends;
+        recorded beside the result and part of the fingerprint. Unset, the record carries none.
     type: dict
-  peer_qos:
-    description: The peer's RoCE QoS fact, the same way.
-    type: dict
-attributes:
-  check_mode:
-    support: partial
-    description: Step lookup runs as usual; join, measure and store report what they would do and run nothing.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Step lookup runs as usual; join, measure and store report what they would do and run nothing."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_partial
 author: seatwright
 """
 
@@ -201,39 +197,37 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.crossnode import run_step
 
+ARGUMENT_SPEC = {
+    "step": {"type": "str", "choices": ["lookup", "join", "measure", "store"], "required": True},
+    "host": {"type": "str", "required": True},
+    "peer": {"type": "str", "required": True},
+    "host_fabric": {"type": "dict", "required": True},
+    "peer_fabric": {"type": "dict", "required": True},
+    "host_gpus": {"type": "int", "required": True},
+    "peer_gpus": {"type": "int", "required": True},
+    "master_addr": {"type": "str", "required": True},
+    "port": {"type": "int", "default": 29533},
+    "backend": {"type": "str", "choices": ["nccl", "gloo"], "default": "nccl"},
+    "runtime": {"type": "str", "choices": ["docker", "none"], "default": "docker"},
+    "image": {"type": "dict"},
+    "python": {"type": "str"},
+    "env": {"type": "dict", "default": {}},
+    "peer_env": {"type": "dict", "default": {}},
+    "sizes": {"type": "list", "elements": "int", "default": [8388608, 67108864, 268435456, 1073741824]},
+    "iters": {"type": "int", "default": 20},
+    "line_rate_gbps": {"type": "float"},
+    "threshold": {"type": "float", "default": 0.8},
+    "enforce": {"type": "bool", "default": False},
+    "timeout_s": {"type": "int", "default": 600},
+    "max_age_s": {"type": "int", "default": 604800},
+    "state_dir": {"type": "path"},
+    "record": {"type": "dict"},
+    "qos": {"type": "dict"},
+}
+
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "step": {"type": "str", "choices": ["lookup", "join", "measure", "store"], "required": True},
-            "host": {"type": "str", "required": True},
-            "peer": {"type": "str", "required": True},
-            "host_fabric": {"type": "dict", "required": True},
-            "peer_fabric": {"type": "dict", "required": True},
-            "host_gpus": {"type": "int", "required": True},
-            "peer_gpus": {"type": "int", "required": True},
-            "master_addr": {"type": "str", "required": True},
-            "port": {"type": "int", "default": 29533},
-            "backend": {"type": "str", "choices": ["nccl", "gloo"], "default": "nccl"},
-            "runtime": {"type": "str", "choices": ["docker", "none"], "default": "docker"},
-            "image": {"type": "dict"},
-            "python": {"type": "str"},
-            "env": {"type": "dict", "default": {}},
-            "peer_env": {"type": "dict", "default": {}},
-            "sizes": {"type": "list", "elements": "int", "default": [8388608, 67108864, 268435456, 1073741824]},
-            "iters": {"type": "int", "default": 20},
-            "line_rate_gbps": {"type": "float"},
-            "threshold": {"type": "float", "default": 0.8},
-            "enforce": {"type": "bool", "default": False},
-            "timeout_s": {"type": "int", "default": 600},
-            "max_age_s": {"type": "int", "default": 604800},
-            "state_dir": {"type": "path"},
-            "record": {"type": "dict"},
-            "qos": {"type": "dict"},
-            "peer_qos": {"type": "dict"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = run_step(module, module.params, module.check_mode)
     except SeatwrightError as exc:

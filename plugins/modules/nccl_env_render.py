@@ -65,12 +65,11 @@ options:
     type: str
     choices: [linux, wsl2]
     default: linux
-attributes:
-  check_mode:
-    support: full
-    description: Decides only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Decides only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

@@ -21,13 +21,12 @@ options:
     type: list
     elements: dict
     default: []
-attributes:
-  check_mode:
-    support: full
-    description: Reports what would change and writes nothing.
-  diff_mode:
-    support: full
-    description: Each changed file's text before and after.
+notes:
+  - "Check mode: Reports what would change and writes nothing."
+  - "Diff mode: Each changed file's text before and after."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author: seatwright
 """
 

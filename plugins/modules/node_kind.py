@@ -33,16 +33,12 @@ options:
     description: A file only lab/prepare.yml writes; the test input needs it on the node.
     type: path
     default: /etc/seatwright-lab/gpu-profile.json
-  docker_socket:
-    description: The Docker engine's socket.
-    type: path
-    default: /var/run/docker.sock
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, in check mode too.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads only, in check mode too."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.docker
 author: seatwright
 """
 
@@ -78,6 +74,7 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.kind_probe import read_kind
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import decide, lab_input_problem
 
@@ -90,7 +87,7 @@ def main():
             "test_input": {"type": "dict"},
             "fleet_name": {"type": "str"},
             "lab_marker": {"type": "path", "default": "/etc/seatwright-lab/gpu-profile.json"},
-            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "docker_socket": {"type": "path", "default": DEFAULT_SOCKET},
         },
         supports_check_mode=True,
     )

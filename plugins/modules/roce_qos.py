@@ -33,13 +33,12 @@ options:
   host:
     description: Name of the node in messages; the host name when not given.
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Reads and reports what would change; sets nothing.
-  diff_mode:
-    support: full
-    description: One line per setting, before and after.
+notes:
+  - "Check mode: Reads and reports what would change; sets nothing."
+  - "Diff mode: One line per setting, before and after."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author: seatwright
 """
 

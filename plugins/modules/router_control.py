@@ -19,10 +19,6 @@ options:
     type: str
     choices: [plan, key, started, apply, read, deregister]
     default: plan
-  kind:
-    description: The router, C(litellm) or C(smg).
-    type: str
-    required: true
   port:
     description: The router's public port (LiteLLM's colours take the next two).
     type: int
@@ -44,40 +40,15 @@ options:
     description: The seats take a key (the router sends it to them).
     type: bool
     default: false
-  authenticating_front:
-    description: An authenticating front of the operator's own stands before the router's port.
-    type: bool
-    default: false
   version:
     description: The router's release; compromised releases are refused.
     type: str
-  config_dir:
-    description: seatwright's config folder on the node.
-    type: str
-    required: true
-  state_dir:
-    description: seatwright's state folder on the node.
-    type: str
-    required: true
-  user:
-    description: The system user the router runs as.
-    type: str
-    default: seatwright-router
   venv:
     description: An existing venv holding the router (default one under the state folder).
     type: str
   nginx_prefix:
     description: A folder for LiteLLM's front nginx of its own (default the system's nginx).
     type: str
-  service_manager:
-    description: C(auto) uses systemd where it is PID 1, else a pid file per process.
-    type: str
-    choices: [auto, systemd, process]
-    default: auto
-  aliases:
-    description: The inventory's aliases, alias to model group.
-    type: dict
-    default: {}
   alias:
     description: The alias to apply, read or deregister from.
     type: str
@@ -104,12 +75,12 @@ options:
   client_key:
     description: The clients' key, for state=key only, written to the front's 0600 map (with I(clients_keyed)).
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Reads the router and says what would change; starts, writes and moves nothing.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads the router and says what would change; starts, writes and moves nothing."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.router
 author: seatwright
 """
 

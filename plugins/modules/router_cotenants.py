@@ -20,10 +20,6 @@ options:
     type: str
     choices: [observed, removed, restored]
     default: observed
-  kind:
-    description: The router, C(litellm) or C(smg).
-    type: str
-    required: true
   port:
     description: The router's public port.
     type: int
@@ -40,34 +36,9 @@ options:
     description: The seats take a key.
     type: bool
     default: false
-  authenticating_front:
-    description: An authenticating front of the operator's own stands before the router's port.
-    type: bool
-    default: false
   version:
     description: The router's release; empty is the pinned one.
     type: str
-  config_dir:
-    description: seatwright's config folder on the node.
-    type: str
-    required: true
-  state_dir:
-    description: seatwright's state folder on the node.
-    type: str
-    required: true
-  user:
-    description: The system user the router runs as.
-    type: str
-    default: seatwright-router
-  service_manager:
-    description: C(auto) uses systemd where it is PID 1, else a pid file per process.
-    type: str
-    choices: [auto, systemd, process]
-    default: auto
-  aliases:
-    description: The inventory's aliases, alias to model group.
-    type: dict
-    default: {}
   removed:
     description: "Targets taken out, or to take out, C({alias: {seat: {api_base, weight}}}), from the co-tenant record."
     type: dict
@@ -80,12 +51,12 @@ options:
     description: Seconds a move or a drain may take.
     type: float
     default: 180
-attributes:
-  check_mode:
-    support: full
-    description: Observes the router and says what it would drain, remove or put back; changes nothing.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Observes the router and says what it would drain, remove or put back; changes nothing."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.router
 author: seatwright
 """
 

@@ -84,12 +84,9 @@ options:
     description: When the gate failed (I(mode=confirm)).
     type: float
     default: 0
-attributes:
-  check_mode:
-    support: full
-    details: Sends nothing and returns a verdict of C(not run).
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

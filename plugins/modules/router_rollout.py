@@ -23,8 +23,9 @@ options:
     description: The alias to move (I(action=plan)).
     type: str
   kind:
-    description: The router's kind, C(litellm) or C(smg) (I(action=plan)).
+    description: The router's kind (one description each in C(plugins/module_utils/router/kinds/)), for I(action=plan).
     type: str
+    choices: [litellm, smg]
   seat:
     description: The candidate seat (I(action=plan)).
     type: str
@@ -70,12 +71,9 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-    details: Plans as in a real run; records nothing.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

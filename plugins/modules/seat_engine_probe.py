@@ -89,12 +89,9 @@ options:
         head. With I(started_epoch) and I(timeout_s) the verdict is the Ray alive-wait's.
     type: list
     elements: dict
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

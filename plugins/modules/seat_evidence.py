@@ -56,12 +56,9 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-    details: Names the folder and reports the files it would write; writes nothing.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

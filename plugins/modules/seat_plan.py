@@ -82,13 +82,12 @@ options:
     type: path
 requirements:
   - jsonschema (on the controller)
-attributes:
-  check_mode:
-    support: full
-    description: Plans and reports whether the plan file would change; writes nothing.
-  diff_mode:
-    support: full
-    description: The plan file before and after.
+notes:
+  - "Check mode: Plans and reports whether the plan file would change; writes nothing."
+  - "Diff mode: The plan file before and after."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author: seatwright
 """
 

@@ -30,12 +30,11 @@ options:
     description: Name this check uses in the source's statistics.
     type: str
     default: ready-check
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """
