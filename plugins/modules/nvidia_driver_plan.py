@@ -93,12 +93,26 @@ options:
         Otherwise only C(https://) is accepted.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Decides and reads keyrings; in check mode reports the keyring it would install.
-  diff_mode:
-    support: none
+  secure_boot:
+    description:
+      - The node's C(seatwright_secure_boot) fact (C(secure_boot_facts)). With Secure Boot on, the plan
+        signs the DKMS-built modules with the declared Machine Owner Key, or fails before anything is
+        installed, saying why. Unset, no module signing is decided.
+    type: dict
+  host:
+    description: Name of the node in messages.
+    type: str
+  mok_key:
+    description: Private key of the declared Machine Owner Key on the node (with O(mok_cert)).
+    type: path
+  mok_cert:
+    description: DER certificate of the declared Machine Owner Key, enrolled with C(mokutil --import).
+    type: path
+notes:
+  - "Check mode: Decides and reads keyrings; in check mode reports the keyring it would install."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 
@@ -127,7 +141,8 @@ plan:
   description: >-
     branch, open_kernel_modules, cuda_repository (url, suite, key_url, key_fingerprint),
     toolkit_repository, driver_packages, toolkit_packages, pin_preferences (text), action
-    (install, change or none), reason, current_version.
+    (install, change or none), reason, current_version, module_signing (action none or sign, reason,
+    conf as [path, text] of DKMS's signing configuration; null without O(secure_boot)).
   returned: success
   type: dict
 sources:
@@ -165,6 +180,10 @@ ARGUMENT_SPEC = {
     "allow_http": {"type": "bool", "default": False},
     "repositories": {"type": "list", "elements": "dict", "default": []},
     "repositories_enabled": {"type": "bool", "default": True},
+    "secure_boot": {"type": "dict"},
+    "host": {"type": "str"},
+    "mok_key": {"type": "path"},
+    "mok_cert": {"type": "path"},
 }
 
 

@@ -359,7 +359,7 @@ def test_the_record_keeps_each_ends_roce_qos_beside_its_result(capsys, tmp_path,
     declared = {"priority": 3, "dscp": 26, "pfc": True, "ecn": True, "trust": "dscp"}
     # The lab's veth port, as roce_qos reports it: not supported, the declared values shown.
     veth = {"iface": "eth0", "declared": declared, "supported": False, "reason": "not supported by this port"}
-    args = pair_args(tmp_path, state_dir=str(tmp_path / "node-a"), qos=veth, peer_qos=veth)
+    args = pair_args(tmp_path, state_dir=str(tmp_path / "node-a"), qos={"node-a": veth, "node-b": veth})
     run_module(capsys, step="join", **peer_view(args, tmp_path / "node-b"))
     measured = run_module(capsys, step="measure", **args)
     assert measured.get("failed") is not True, measured
@@ -369,5 +369,5 @@ def test_the_record_keeps_each_ends_roce_qos_beside_its_result(capsys, tmp_path,
     assert run_module(capsys, step="lookup", **args)["cached"] is True
     # Another QoS reading is another figure: the record no longer counts for it.
     set_port = dict(veth, supported=True, reason=None, settings={"pfc": True})
-    other = run_module(capsys, step="lookup", **dict(args, qos=set_port))
+    other = run_module(capsys, step="lookup", **dict(args, qos={"node-a": set_port, "node-b": veth}))
     assert other["cached"] is False

@@ -8,6 +8,7 @@ import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DriverError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, is_sm120
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.secureboot import module_signing_plan
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # NVIDIA's CUDA repository signing key for deb-based distributions (driver installation guide,
@@ -238,7 +239,7 @@ def plan_from_params(params, current_version):
         if profile not in GPU_PROFILES:
             raise DriverError("gpu_profile %r is not one of %s" % (profile, ", ".join(sorted(GPU_PROFILES))))
         capabilities = [GPU_PROFILES[profile]["compute_capability"]]
-    return driver_plan(
+    plan = driver_plan(
         params["distribution"],
         params["distribution_version"],
         params["architecture"],
@@ -253,6 +254,20 @@ def plan_from_params(params, current_version):
         params["repo_base_url"],
         params["allow_http"],
     )
+    # Decided before anything is installed: a refusal here leaves the node as it was.
+    secure_boot = params.get("secure_boot")
+    plan["module_signing"] = (
+        None
+        if secure_boot is None
+        else module_signing_plan(
+            params.get("host") or "(unnamed)",
+            secure_boot,
+            params["open_kernel_modules"],
+            params.get("mok_key"),
+            params.get("mok_cert"),
+        )
+    )
+    return plan
 
 
 SOURCES_DIR = "/etc/apt/sources.list.d"

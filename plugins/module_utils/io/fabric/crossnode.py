@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import STATE_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import (
     FACT,
@@ -31,7 +32,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode 
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric import crossnode_worker
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.pair_probe import PairProbe, run_pair_step
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STATE_DIR
 
 FOLDER = "nccl_crossnode"
 WARMUP = 5
@@ -207,7 +207,7 @@ class CrossnodeProbe(PairProbe):
             {first: first_fabric, second: second_fabric},
             envs,
             params["sizes"],
-            {params["host"]: params.get("qos"), params["peer"]: params.get("peer_qos")},
+            params.get("qos"),
         )
         return plan["pair"], plan, inputs
 
