@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the documented copies of seatwright's shared values from their one definition.
 
-The values are assigned once, in plugins/module_utils/node/defaults.py (folders, paths, the seat-name
+The values are assigned once, in plugins/module_utils/defaults.py (folders, paths, the seat-name
 pattern, node defaults) and plugins/module_utils/bench/workload.py (the benchmark's defaults). Three
 kinds of text must spell them literally, because their readers do not run our code:
   - a module's DOCUMENTATION `default:` lines (Ansible reads DOCUMENTATION without importing the
@@ -31,7 +31,7 @@ PACKAGE = "ansible_collections.seatwright.fleet.plugins"
 def _shared():
     """The lookup plugin's values: what roles see through lookup('seatwright.fleet.defaults', ...)."""
     from ansible_collections.seatwright.fleet.plugins.lookup.defaults import shared_values
-    from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import rebased
+    from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import rebased
 
     return shared_values(), rebased
 
@@ -238,7 +238,7 @@ def render_schema(path, pattern):
 
 def rendered():
     """{path: (current text, wanted text)} for every file this tool writes, and the problems found."""
-    from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import SEAT_NAME_PATTERN
+    from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import SEAT_NAME_PATTERN
 
     shared, rebased = _shared()
     env = _environment(shared, rebased)

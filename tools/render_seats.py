@@ -21,15 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DOC = ROOT / "docs" / "seats.md"
 INVENTORY = "inventory/example"
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (  # noqa: E402
+    COLLECT_PATTERN as LABELLED_PATTERN,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError  # noqa: E402
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.plan import (  # noqa: E402
     recorded_image_facts,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import (  # noqa: E402
     COLLECT_PATTERN as CONTRACT_PATTERN,
-)
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (  # noqa: E402
-    COLLECT_PATTERN as LABELLED_PATTERN,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.needs import (  # noqa: E402
     failed_plan,

@@ -30,8 +30,8 @@ def main(argv=None):
     parser.add_argument("--no-signature-check", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.shim)
+    from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import STAGING_DIR
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, transport
-    from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
     spent = {"seconds": 0.0, "calls": 0}
 

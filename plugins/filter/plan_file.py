@@ -1,14 +1,14 @@
 """Filter seatwright.fleet.plan_file: a seat's plan file in the plan folder, named in one place."""
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import plan_file as decide
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import plan_file as decide
 
 DOCUMENTATION = r"""
 name: plan_file
 author: seatwright
 short_description: A seat's plan file in the plan folder
 description:
-  - Returns C(<plan folder>/<seat>.json) (C(plugins/module_utils/node/defaults.py) C(plan_file)), where
+  - Returns C(<plan folder>/<seat>.json) (C(plugins/module_utils/defaults.py) C(plan_file)), where
     playbooks/plan.yml writes a seat's plan and bring-up, the seat role and promote.yml read it.
   - Fails when the seat's name is not a DNS label, so no name can reach outside the folder.
 options:

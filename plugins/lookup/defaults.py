@@ -7,15 +7,15 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload im
     DEFAULTS,
     SWEEP_DEFAULTS,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import FOR_ANSIBLE, rebased
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import COLLECT_PATTERN
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import FOR_ANSIBLE, rebased
 
 DOCUMENTATION = r"""
 name: defaults
 author: seatwright
 short_description: seatwright's shared values (folders, paths, patterns, benchmark defaults)
 description:
-  - Returns values defined once in plugins/module_utils/node/defaults.py (C(FOR_ANSIBLE)) and, under
+  - Returns values defined once in plugins/module_utils/defaults.py (C(FOR_ANSIBLE)) and, under
     the prefix C(bench_), the benchmark's workload and sweep defaults in
     plugins/module_utils/bench/workload.py.
   - The common role's defaults read them, so roles and plays derive their paths from one definition

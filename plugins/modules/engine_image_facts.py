@@ -103,9 +103,9 @@ launch_checked:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import IMAGE_FACTS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import image_facts
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import IMAGE_FACTS_DIR
 
 
 def main():

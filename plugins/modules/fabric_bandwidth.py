@@ -141,9 +141,9 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import PROBE_THRESHOLD, STATE_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import FabricError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.fabric.bandwidth import run_step
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import PROBE_THRESHOLD, STATE_DIR
 
 
 def main():

@@ -93,9 +93,9 @@ cache_path:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import GPU_FACTS_CACHE
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.gpu_facts import gpu_facts
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import GPU_FACTS_CACHE
 
 
 def main():

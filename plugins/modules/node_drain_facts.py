@@ -73,9 +73,9 @@ import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import COTENANTS_RECORD, DRAIN_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.drain_probe import drain_facts
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import COTENANTS_RECORD, DRAIN_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.drain import test_input_problem
 
 

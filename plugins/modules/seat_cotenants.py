@@ -127,9 +127,9 @@ router:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import COTENANTS_RECORD
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.cotenants import converge_cotenants
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import COTENANTS_RECORD
 
 
 def main():

@@ -126,9 +126,9 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import NCCL_ENV_FILE, SEAT_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import engine_result
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import NCCL_ENV_FILE, SEAT_DIR
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["started", "absent"], required=True),

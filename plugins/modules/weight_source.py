@@ -162,9 +162,9 @@ handler_errors:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import STAGING_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.staging_source import run_source
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR
 
 
 def main():

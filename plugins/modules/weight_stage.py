@@ -196,7 +196,7 @@ EXAMPLES = r"""
   poll: 10
 """
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import STAGING_DIR  # noqa: E402
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import STAGING_DIR  # noqa: E402
 
 # Declared before RETURN so that the module's code after it stays short (test_module_layout).
 ARGUMENT_SPEC = dict(

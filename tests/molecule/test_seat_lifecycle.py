@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import PLAN_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import PLAN_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import read_back
 
 # Molecule runs this from its own working folder, so the project root comes from this file.

@@ -46,7 +46,9 @@ def _literal(node):
     try:
         return ast.literal_eval(node)
     except ValueError:
-        return "<expr>"  # a constant from node/defaults.py: tools/render_defaults.py writes its documented value
+        return (
+            "<expr>"  # a constant from module_utils/defaults.py: tools/render_defaults.py writes its documented value
+        )
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)

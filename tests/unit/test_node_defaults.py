@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     COLLECT_PATTERN,
     LABELLED_DEFAULTS,
     default_origins,

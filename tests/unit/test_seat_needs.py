@@ -5,10 +5,10 @@ docs/seats.md from the plans of the seed seats on inventory/example."""
 import importlib.util
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import COLLECT_PATTERN
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     COLLECT_PATTERN as LABELLED_PATTERN,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import COLLECT_PATTERN
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.needs import (
     ENGINEERING_GAP,
     OPERATOR_PIN,

@@ -1,4 +1,4 @@
-"""seatwright's shared values have one home (issue 20): node/defaults.py and bench/workload.py.
+"""seatwright's shared values have one home (issue 20): module_utils/defaults.py and bench/workload.py.
 
 Code reads the constants, roles read them through the lookup seatwright.fleet.defaults, and the
 documented copies are written by tools/render_defaults.py; these tests hold each of those to it.
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleLookupError
 from ansible_collections.seatwright.fleet.plugins.lookup.defaults import LookupModule, shared_values
+from ansible_collections.seatwright.fleet.plugins.module_utils import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import (
     DEFAULT_PROFILE,
     DEFAULTS,
     SWEEP_DEFAULTS,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.node import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import FLEET_VARIABLES, check_variables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +66,12 @@ def test_a_folder_is_assigned_once_and_otherwise_only_documented(name):
         if path.name == "argument_specs.yml" and line.strip().startswith("default:"):
             continue
         (assigned if re.match(r"^%s = " % name, line) else undocumented).append(where)
-    assert assigned == ['plugins/module_utils/node/defaults.py:%d: %s = "%s"' % (_line_of(name), name, folder)]
+    assert assigned == ['plugins/module_utils/defaults.py:%d: %s = "%s"' % (_line_of(name), name, folder)]
     assert undocumented == []
 
 
 def _line_of(name):
-    text = (ROOT / "plugins" / "module_utils" / "node" / "defaults.py").read_text().splitlines()
+    text = (ROOT / "plugins" / "module_utils" / "defaults.py").read_text().splitlines()
     return next(number for number, line in enumerate(text, 1) if line.startswith(name + " = "))
 
 

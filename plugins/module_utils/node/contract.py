@@ -10,12 +10,12 @@ import re
 from collections import namedtuple
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import plain_ip
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import declared_faults
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     CONFIG_DIR,
     SEAT_NAME_PATTERN,
     STATE_DIR,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import declared_faults
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import KINDS
 from ansible_collections.seatwright.fleet.plugins.module_utils.sizes import parse_size

@@ -23,7 +23,7 @@ import hashlib
 import json
 import shlex
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import (
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     CONFIG_DIR,
     CONVERGE_RECORD,
     GPU_FACTS_CACHE,

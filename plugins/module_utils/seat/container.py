@@ -13,8 +13,8 @@ import hashlib
 import json
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import is_wildcard
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import MODELS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import MODELS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.engines import engine as engine_table
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.launch import model_dir
 

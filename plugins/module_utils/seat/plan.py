@@ -9,6 +9,7 @@ import re
 import shlex
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench.workload import DEFAULT_PROFILE, bench_profile_for
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.crossnode import plan_line, seat_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_options
@@ -21,7 +22,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport 
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import kernel_refusal, recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import default_origins
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of, multi_node_refusal
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine

@@ -12,6 +12,7 @@ import os
 import re
 import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import SEAT_NAME_PATTERN
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import EvidenceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence import record as rec
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.bringup import bringup_record
@@ -28,7 +29,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files i
     atomic_write_json,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import finite
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.defaults import SEAT_NAME_PATTERN
 
 NON_FINITE_NOTE = "non_finite_values"
 

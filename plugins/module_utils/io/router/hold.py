@@ -11,12 +11,12 @@ import os
 import threading
 import time
 
+from ansible_collections.seatwright.fleet.plugins.module_utils import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common import openai_http
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import emit as progress_emit
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.progress import use_redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
-from ansible_collections.seatwright.fleet.plugins.module_utils.node import defaults
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import deploy, hold, rollout
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.adapter import LITELLM_SEAT_HEADER
 
