@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-refused monitoring-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-drain-test lab-refused monitoring-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -80,6 +80,14 @@ lab-promote-test-smg:
 	  -e seat_alias=production -e seat_measure=false
 	$(FLEET_LOCK) env SEATWRIGHT_LAB_PROMOTE=1 SEATWRIGHT_LAB_ROUTER=smg $(VENV)/python -m pytest \
 	  tests/integration/test_promote_lab.py -v
+
+# Issue 52's lab checks on what make lab left: a simulated driver change on node-a
+# (lab/drain/driver-change.yml) refused naming the serving seats, --check listing the drain, then with
+# seatwright_drain=true the lab seat drained and brought back with 0 failed requests through the router
+# while lab-allcores serves production from node-b, and a second converge changing nothing
+# (tests/integration/test_drain_lab.py; results in bench/results/drain/; under the lab lock).
+lab-drain-test:
+	$(FLEET_LOCK) env SEATWRIGHT_LAB_DRAIN=1 $(VENV)/python -m pytest tests/integration/test_drain_lab.py -v
 
 # Issue 26's other outcome, on what make lab left: the lab-seqs4 candidate (a batch of at most 4) is
 # brought up, qualified, benchmarked and decided against the lab seat, then promote.yml refuses to move

@@ -1,0 +1,260 @@
+"""The drain before a disruptive change in the lab (issue 52 part 1), on what `make lab` left: the lab seat,
+lab-allcores and the two-node lab-tp2 up, LiteLLM on node-a with `production` on lab-allcores.
+
+The change is lab/drain/driver-change.yml's simulated driver change on node-a (test equipment: the lab's
+driver is an emulator's; the node records the change's id in place of making it):
+- on make lab's own state, the converge is refused before any node is touched, naming lab-allcores and
+  `production` (no other node serves it), and nothing changes;
+- `--check` lists the drain batch by batch (node-a with node-b, which lab-tp2 spans) and moves nothing;
+- with lab-allcores moved to node-b beside the lab seat behind `production` (50/50), and the co-tenant
+  lab-omni evicted by the lab seat, `-e seatwright_drain=true` moves `production` onto lab-allcores, tears
+  the lab seat and lab-tp2 down (lab-omni restored), records the change, brings both seats back and puts
+  `production` back, with 0 failed requests through the router (a request every 0.5 s);
+- a second converge changes nothing.
+The timings and request counts go to bench/results/drain/lab-drain.json. The last test leaves the lab as
+make lab does (lab-allcores on node-a behind `production`). Run by `make lab-drain-test` (lab lock).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+# The promotion lab test's helpers: the router's address, the clients' key, the playbook runner, the load.
+import test_promote_lab as lab  # noqa: E402
+
+SIMULATED = ROOT / "lab" / "drain" / "driver-change.yml"
+CHANGE_ID = "lab-driver-590"
+MADE = "/var/lib/seatwright/drain/%s.done" % CHANGE_ID
+COTENANT = "lab-omni"
+SEAT, SECOND, WIDE = lab.INCUMBENT, lab.CANDIDATE, "lab-tp2"
+RESULTS = ROOT / "bench" / "results" / "drain" / "lab-drain.json"
+COMMAND = "make lab && make lab-drain-test"
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SEATWRIGHT_LAB_DRAIN") != "1" or lab.KIND != "litellm" or not lab._router_up(),
+    reason="needs the lab make lab leaves (router on node-a, lab, lab-allcores and lab-tp2 up): make lab-drain-test",
+)
+
+
+def node(host, *argv):
+    return subprocess.run(["/usr/bin/docker", "exec", host] + list(argv), capture_output=True, text=True, timeout=120)
+
+
+def running(host, container):
+    done = node(host, "docker", "inspect", "-f", "{{.State.Running}}", container)
+    return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+def change_made():
+    return node("node-a", "test", "-e", MADE).returncode == 0
+
+
+def converge(*extra):
+    started = time.monotonic()
+    done, out = lab.playbook(ROOT / "site.yml", "-l", "gpu_nodes", "-e", "@%s" % SIMULATED, *extra)
+    return done, out, round(time.monotonic() - started, 1)
+
+
+def recap(out):
+    """{host: {ok, changed, failed, ...}} from the PLAY RECAP."""
+    return {
+        m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        for m in re.finditer(r"^(\S+)\s+:\s+(ok=\d+.*)$", out, re.M)
+    }
+
+
+def note(name, value):
+    found = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    found[name] = value
+    found["command"] = COMMAND
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+
+
+def put_alias(targets):
+    """`production` on {seat: weight} (the router role's apply_targets, as the promotion test does)."""
+    book = ROOT / "playbooks" / ".test-drain-alias.yml"
+    routed = {seat: {"api_base": lab.plan_base(seat), "weight": w, "model": lab.SERVED} for seat, w in targets.items()}
+    book.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Put production on the drain test's seats",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Apply",
+                            "ansible.builtin.include_role": {
+                                "name": "seatwright.fleet.router",
+                                "tasks_from": "apply_targets",
+                            },
+                            "vars": {"router_alias": lab.ALIAS, "router_targets": routed},
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    try:
+        done, out = lab.playbook(book)
+    finally:
+        book.unlink()
+    assert done.returncode == 0, out[-4000:]
+
+
+def seat_up(*extra):
+    done, out = lab.playbook(ROOT / "playbooks" / "seat.yml", "-e", "seat_measure=false", *extra)
+    assert done.returncode == 0, out[-4000:]
+
+
+def teardown(seat, host):
+    done, out = lab.playbook(ROOT / "playbooks" / "teardown.yml", "-e", "seat=%s" % seat, "-l", host)
+    assert done.returncode == 0, out[-4000:]
+
+
+class Watch:
+    """Samples node-a every 2 s on its own thread: the lab seat's container and the co-tenant."""
+
+    def __init__(self):
+        self.samples, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.samples.append(
+                {
+                    "t": time.time(),
+                    "seat": running("node-a", "seatwright-%s-rank0" % SEAT),
+                    "cotenant": running("node-a", COTENANT),
+                }
+            )
+            self.stop.wait(2.0)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+    def seat_down_s(self):
+        down = [s["t"] for s in self.samples if not s["seat"]]
+        return round(down[-1] - down[0] + 2.0, 1) if down else 0.0
+
+
+@pytest.fixture(scope="module")
+def second_seat():
+    """lab-allcores on node-b beside the lab seat, both behind `production`, and lab-omni evicted by the
+    lab seat; afterwards lab-allcores back on node-a behind `production` alone, as make lab leaves it."""
+    teardown(SECOND, "node-a")
+    teardown(SEAT, "node-a")
+    image = node("node-a", "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "seatwright/vllm-cpu")
+    node("node-a", "docker", "rm", "-f", COTENANT)
+    started = node(
+        "node-a",
+        "docker",
+        "run",
+        "-d",
+        "--init",
+        "--name",
+        COTENANT,
+        "--entrypoint",
+        "sleep",
+        image.stdout.split()[0],
+        "infinity",
+    )
+    assert started.returncode == 0, started.stderr
+    seat_up("-e", "seat=%s" % SEAT)
+    assert not running("node-a", COTENANT)
+    seat_up("-e", "seat=%s" % SECOND, "-e", "seat_hosts=node-b")
+    put_alias({SEAT: 50, SECOND: 50})
+    yield
+    teardown(SECOND, "node-b")
+    seat_up("-e", "seat=%s" % SECOND)
+    put_alias({SECOND: 100})
+
+
+def test_a_driver_change_under_serving_seats_is_refused_naming_the_seat_and_the_alias():
+    done, out, seconds = converge()
+    assert done.returncode != 0, out[-4000:]
+    assert "seat %s (on node-a) serves alias %s, which no other running seat serves" % (SECOND, lab.ALIAS) in out
+    assert "seat %s (on node-a) serves no router alias" % SEAT in out
+    assert not change_made() and running("node-a", "seatwright-%s-rank0" % SEAT)
+    note("refused", {"seconds": seconds, "refusals": re.findall(r"refused: (.*)", out)})
+
+
+def test_check_lists_the_drain_node_by_node_and_moves_nothing(second_seat):
+    done, out, seconds = converge("-e", "seatwright_drain=true", "--check")
+    assert done.returncode == 0, out[-4000:]
+    lines = [line.strip().strip('",') for line in out.splitlines() if re.match(r'\s*"(batch \d|\s*\d+\. )', line)]
+    order = [
+        "batch 1: node-a, node-b: drain",
+        "1. move alias production from lab to lab-allcores",
+        "tear seat lab down on node-a, restoring co-tenants lab-omni on node-a",
+        "make the changes: node-a: driver",
+        "check node-a, node-b",
+        "bring seat lab back on node-a from its plan",
+        "put alias production back",
+    ]
+    positions = [next(i for i, line in enumerate(lines) if want in line) for want in order]
+    assert positions == sorted(positions), lines
+    assert not change_made() and running("node-a", "seatwright-%s-rank0" % SEAT)
+    note("check", {"seconds": seconds, "lines": lines})
+
+
+def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_back_with_no_failed_request(
+    second_seat,
+):
+    key = lab.client_key()
+    with (
+        Watch() as watch,
+        lab.Load(lab.KIND, lab.ROUTER, key=key, model=lab.ALIAS, interval_s=0.5, max_tokens=8) as probe,
+    ):
+        done, out, seconds = converge("-e", "seatwright_drain=true")
+        returned = time.time()
+        time.sleep(20)
+    assert done.returncode == 0, out[-4000:]
+    assert lab.failed(probe) == [], lab.failed(probe)[:3]
+    assert change_made()
+    assert "restarted %s" % COTENANT in out and any(s["cotenant"] for s in watch.samples), watch.samples[-3:]
+    assert running("node-a", "seatwright-%s-rank0" % SEAT) and not running("node-a", COTENANT)
+    assert watch.seat_down_s() > 0, "the lab seat never went down: nothing was drained"
+    # While the lab seat was down every answer came from lab-allcores; once back it shares the alias again.
+    down = [s["t"] for s in watch.samples if not s["seat"]]
+    during = [r for r in probe.records if down[0] <= r["t0"] <= down[-1]]
+    assert during and {r["seat"] for r in during} == {SECOND}, probe.by_seat()
+    assert SEAT in {r["seat"] for r in probe.after(returned)}, probe.by_seat()
+    note(
+        "drain",
+        {
+            "converge_s": seconds,
+            "lab_seat_down_s": watch.seat_down_s(),
+            "cotenant_seen_running": True,
+            "probe_requests": len(probe.records),
+            "probe_failed": 0,
+            "probe_by_seat": probe.by_seat(),
+            "probe_while_seat_down": len(during),
+            "recap": recap(out),
+        },
+    )
+
+
+def test_a_second_converge_changes_nothing(second_seat):
+    done, out, seconds = converge("-e", "seatwright_drain=true")
+    assert done.returncode == 0, out[-4000:]
+    found = recap(out)
+    assert found["node-a"]["changed"] == 0 and found["node-b"]["changed"] == 0, found
+    assert "batch 1:" not in out
+    note("second_converge", {"seconds": seconds, "recap": found})
