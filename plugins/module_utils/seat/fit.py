@@ -29,6 +29,7 @@ How the estimate is made:
 A CPU seat has no VRAM to fit: its verdict is 'not-applicable' and says so.
 """
 
+import copy
 import math
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import MIB
@@ -479,6 +480,23 @@ def one_node(settings, node):
     }
 
 
+CPU_FIT = {
+    "fits": True,
+    "verdict": "not-applicable",
+    "per_rank_bytes": None,
+    "per_rank": [],
+    "estimate_notes": [],
+    "loaded_bytes": None,
+    "basis": None,
+    "needed_utilization": None,
+    "inputs": {},
+    "reasons": [
+        "CPU seat: no GPU memory to fit; the engine holds the weights in host "
+        "memory and its KV cache in the space VLLM_CPU_KVCACHE_SPACE gives it"
+    ],
+}
+
+
 def fit_seat(settings, seat_nodes, config=None, argv=None):
     """Verdict for the seat on its nodes: {'fits', 'verdict', 'reasons', 'per_rank', ...}.
 
@@ -487,27 +505,35 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
     rendered launch line of node rank 0, whose engine memory setting the fit then uses.
     verdict: 'fits', 'does-not-fit', 'unknown' (weights, context or KV size unknown) or
     'not-applicable' (CPU).
+
+    The steps: the weights per rank (weight_estimate); no verdict while they or the engine's share
+    are unknown; what the memory budget is made of (_memory_inputs); each rank's budget and KV
+    headroom (_rank_budgets), the tightest deciding; the budget read out (_budget_reasons); then
+    whether the tightest rank's headroom holds one sequence of the served context (_kv_verdict).
     """
     if settings["engine"]["device"] == "cpu":
-        return {
-            "fits": True,
-            "verdict": "not-applicable",
-            "per_rank_bytes": None,
-            "per_rank": [],
-            "estimate_notes": [],
-            "loaded_bytes": None,
-            "basis": None,
-            "needed_utilization": None,
-            "inputs": {},
-            "reasons": [
-                "CPU seat: no GPU memory to fit; the engine holds the weights in host "
-                "memory and its KV cache in the space VLLM_CPU_KVCACHE_SPACE gives it"
-            ],
-        }
+        return copy.deepcopy(CPU_FIT)
     estimate = weight_estimate(settings)
-    tp = settings["topology"]["tensor_parallel"]
-    observed = settings["model"]["observed"]
-    base = {
+    base = _fit_base(estimate)
+    undecided = _undecided(settings, estimate)
+    if undecided:
+        return dict(base, fits=False, verdict="unknown", reasons=[undecided])
+    memory = _memory_inputs(settings, seat_nodes, config, argv, estimate["per_rank_bytes"])
+    base["inputs"] = _inputs_record(memory)
+    base["needed_utilization"] = round(memory["inside_bytes"] / float(memory["smallest"]), 4)
+    reasons = _weight_reasons(settings, seat_nodes, estimate, memory)
+    ranks = _rank_budgets(estimate, memory)
+    tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
+    budget_reasons, reserve_outside = _budget_reasons(memory, ranks, tightest)
+    reasons += budget_reasons
+    if not reserve_outside:
+        return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+    return _kv_verdict(base, reasons, ranks, tightest, memory)
+
+
+def _fit_base(estimate):
+    """The fit's fields every verdict of a GPU seat carries: the weights and where they come from."""
+    return {
         "per_rank_bytes": estimate["per_rank_bytes"],
         "per_rank": [],
         "needed_utilization": None,
@@ -522,25 +548,23 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
         },
         "inputs": {},
     }
-    if estimate["basis"] == "unknown" or (estimate["basis"] == "observed" and observed["tensor_parallel"] != tp):
-        return dict(
-            base,
-            fits=False,
-            verdict="unknown",
-            reasons=["checkpoint size unknown: no verdict until model.checkpoint.bytes is declared or gathered"],
-        )
 
+
+def _undecided(settings, estimate):
+    """Why nothing can be fitted yet (the weights or the engine's share unknown), else None."""
+    observed = settings["model"]["observed"]
+    tp = settings["topology"]["tensor_parallel"]
+    if estimate["basis"] == "unknown" or (estimate["basis"] == "observed" and observed["tensor_parallel"] != tp):
+        return "checkpoint size unknown: no verdict until model.checkpoint.bytes is declared or gathered"
     if settings.get("_memory_unknown"):
         # A resident seat whose co-tenants' memory is unknown: any fraction is a guess (rule gpu-memory-cotenants).
-        return dict(
-            base,
-            fits=False,
-            verdict="unknown",
-            reasons=[
-                "the engine's share of each GPU is unknown, so nothing is fitted: %s" % settings["_memory_unknown"]
-            ],
-        )
-    per_rank = estimate["per_rank_bytes"]
+        return "the engine's share of each GPU is unknown, so nothing is fitted: %s" % settings["_memory_unknown"]
+    return None
+
+
+def _memory_inputs(settings, seat_nodes, config, argv, per_rank):
+    """What each GPU's budget is made of: the seat's GPUs, the engine setting, the runtime reserve and
+    what the setting covers, the served context, KV bytes per token, and the field's run of this seat."""
     gpus = [(node["host"], gpu) for node in seat_nodes for gpu in node["gpus"]]
     smallest = min(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
     utilization, chosen, utilization_source = _utilization(settings, argv)
@@ -558,48 +582,84 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
         and run["gpu_memory_mib"] in (None, smallest // MIB)
         and len({gpu["memory_total_mib"] for _, gpu in gpus}) == 1
     )
-    base["inputs"] = {
-        "utilization": {"value": utilization, "source": utilization_source},
+    one_sequence = kv_token * context if kv_token and context else None
+    return {
+        "gpus": gpus,
+        "smallest": smallest,
+        "raw": sum(gpu["memory_total_mib"] for _, gpu in gpus) * MIB,
+        "per_rank": per_rank,
+        "utilization": utilization,
+        "chosen": chosen,
+        "utilization_source": utilization_source,
+        "reserve": reserve,
+        "covers": covers,
+        "context": context,
+        "context_source": context_source,
+        "kv_token": kv_token,
+        "kv_source": kv_source,
+        "run": run,
+        "run_kv_bytes": run_kv_bytes,
+        "run_kv_tokens": run_kv_tokens,
+        "kv_measured": kv_measured,
+        "one_sequence": one_sequence,
+        # What must fit inside the engine setting's share of the smallest GPU.
+        "inside_bytes": per_rank + (reserve["bytes"] if covers == "all" else 0) + (one_sequence or 0),
+    }
+
+
+def _inputs_record(memory):
+    """The fit's `inputs`: each figure it used, with its source."""
+    reserve = memory["reserve"]
+    return {
+        "utilization": {"value": memory["utilization"], "source": memory["utilization_source"]},
         "runtime_reserve": {"value": reserve["bytes"], "source": reserve["source"], "kind": reserve["kind"]},
-        "memory_fraction_covers": covers,
-        "context_tokens": {"value": context, "source": context_source},
+        "memory_fraction_covers": memory["covers"],
+        "context_tokens": {"value": memory["context"], "source": memory["context_source"]},
         "kv_bytes_per_token": {
-            "value": kv_token,
-            "source": kv_source,
-            "kind": "measured" if kv_source.startswith("measured:") else "estimate",
+            "value": memory["kv_token"],
+            "source": memory["kv_source"],
+            "kind": "measured" if memory["kv_source"].startswith("measured:") else "estimate",
         },
     }
-    raw = sum(gpu["memory_total_mib"] for _, gpu in gpus) * MIB
-    one_sequence = kv_token * context if kv_token and context else None
-    inside = per_rank + (reserve["bytes"] if covers == "all" else 0) + (one_sequence or 0)
-    base["needed_utilization"] = round(inside / float(smallest), 4)
+
+
+def _weight_reasons(settings, seat_nodes, estimate, memory):
+    """The first reasons: what the seat loads against its raw VRAM, measured weights, the reserve."""
     reasons = [
         "seat (%s, %d GPUs): loads %s against %s raw VRAM"
         % (
             " + ".join(node["host"] for node in seat_nodes),
-            len(gpus),
+            len(memory["gpus"]),
             size_text(estimate["loaded_bytes"]),
-            size_text(raw),
+            size_text(memory["raw"]),
         )
     ]
     if estimate["weights_basis"] == "measured":
         reasons.append(
             "weights per rank %s: measured, as the field saw them loaded at TP%d (%s)%s"
             % (
-                size_text(per_rank),
-                tp,
-                observed["source"],
+                size_text(memory["per_rank"]),
+                settings["topology"]["tensor_parallel"],
+                settings["model"]["observed"]["source"],
                 ""
                 if estimate["predicted_per_rank_bytes"] is None
                 else "; the checkpoint predicts %s" % size_text(estimate["predicted_per_rank_bytes"]),
             )
         )
-    reasons.append("runtime reserve %.2f GB per GPU: %s" % (reserve["bytes"] / GB, reserve["source"]))
+    reasons.append(
+        "runtime reserve %.2f GB per GPU: %s" % (memory["reserve"]["bytes"] / GB, memory["reserve"]["source"])
+    )
+    return reasons
 
+
+def _rank_budgets(estimate, memory):
+    """Each rank's budget (the engine setting x its GPU) and the KV headroom left in it: predicted,
+    or the field's measured figure where its run had this seat's shape."""
+    per_rank, reserve, covers, kv_token = memory["per_rank"], memory["reserve"], memory["covers"], memory["kv_token"]
     ranks = []
-    for rank, (host, gpu) in enumerate(gpus):
+    for rank, (host, gpu) in enumerate(memory["gpus"]):
         total = gpu["memory_total_mib"] * MIB
-        budget = int(total * utilization)
+        budget = int(total * memory["utilization"])
         if covers == "all":
             headroom = budget - per_rank - reserve["bytes"]
         else:
@@ -623,35 +683,45 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
             "kv_predicted_tokens": predicted_tokens,
             "outside_budget_bytes": total - budget,
         }
-        if kv_measured:
+        if memory["kv_measured"]:
             entry.update(
-                kv_headroom_bytes=run_kv_bytes,
-                kv_tokens=run_kv_tokens,
+                kv_headroom_bytes=memory["run_kv_bytes"],
+                kv_tokens=memory["run_kv_tokens"],
                 kv_basis="measured",
-                kv_source="%s, at the same TP, KV type and engine setting" % run["source"],
+                kv_source="%s, at the same TP, KV type and engine setting" % memory["run"]["source"],
             )
         ranks.append(entry)
-    tightest = min(ranks, key=lambda item: item["kv_headroom_bytes"])
-    if kv_measured:
+    return ranks
+
+
+def _budget_reasons(memory, ranks, tightest):
+    """(reasons, whether the runtime reserve has its room): the measured KV against the prediction,
+    and the tightest rank's budget; an engine whose fraction leaves the reserve outside must leave
+    it room there on every rank."""
+    reasons = []
+    reserve_bytes, per_rank = memory["reserve"]["bytes"], memory["per_rank"]
+    if memory["kv_measured"]:
+        run_kv_bytes, run_kv_tokens = memory["run_kv_bytes"], memory["run_kv_tokens"]
         reasons.append(
             "KV cache per rank: {}{} measured ({}); the fit predicts {} ({:+.1f}%)".format(
                 size_text(run_kv_bytes),
                 "" if run_kv_tokens is None else " = {:,} tokens".format(run_kv_tokens),
-                run["source"],
+                memory["run"]["source"],
                 size_text(tightest["kv_predicted_bytes"]),
                 100.0 * (tightest["kv_predicted_bytes"] - run_kv_bytes) / run_kv_bytes,
             )
         )
-    used = "%.2f%s" % (utilization, "" if chosen else " (engine default: %s)" % utilization_source)
+    utilization = memory["utilization"]
+    used = "%.2f%s" % (utilization, "" if memory["chosen"] else " (engine default: %s)" % memory["utilization_source"])
     if round(utilization, 2) != utilization:
         used = "%g%s" % (utilization, used[4:])
-    if covers == "all":
+    if memory["covers"] == "all":
         reasons.append(
             "per rank: %s of weights + %.1f GB runtime reserve within %s x %.1f GB = %s leaves %s "
             "for the KV cache on the tightest GPU (rank %d, %s)"
             % (
                 size_text(per_rank),
-                reserve["bytes"] / GB,
+                reserve_bytes / GB,
                 used,
                 tightest["total_bytes"] / GB,
                 size_text(tightest["budget_bytes"]),
@@ -660,35 +730,43 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
                 tightest["host"],
             )
         )
-    else:
+        return reasons, True
+    reasons.append(
+        "per rank: %s of weights within the static fraction %s x %.1f GB = %s leaves %s for the "
+        "KV pool on the tightest GPU (rank %d, %s); the %.1f GB runtime reserve lives outside "
+        "the fraction"
+        % (
+            size_text(per_rank),
+            used,
+            tightest["total_bytes"] / GB,
+            size_text(tightest["budget_bytes"]),
+            size_text(tightest["kv_predicted_bytes"]),
+            tightest["rank"],
+            tightest["host"],
+            reserve_bytes / GB,
+        )
+    )
+    short = [item for item in ranks if item["outside_budget_bytes"] < reserve_bytes]
+    if short:
         reasons.append(
-            "per rank: %s of weights within the static fraction %s x %.1f GB = %s leaves %s for the "
-            "KV pool on the tightest GPU (rank %d, %s); the %.1f GB runtime reserve lives outside "
-            "the fraction"
-            % (
-                size_text(per_rank),
-                used,
-                tightest["total_bytes"] / GB,
-                size_text(tightest["budget_bytes"]),
-                size_text(tightest["kv_predicted_bytes"]),
-                tightest["rank"],
-                tightest["host"],
-                reserve["bytes"] / GB,
-            )
+            "the %.1f GB runtime reserve does not fit in the %.1f GB outside the static fraction "
+            "(rank %d, %s); lower the fraction"
+            % (reserve_bytes / GB, short[0]["outside_budget_bytes"] / GB, short[0]["rank"], short[0]["host"])
         )
-        short = [item for item in ranks if item["outside_budget_bytes"] < reserve["bytes"]]
-        if short:
-            reasons.append(
-                "the %.1f GB runtime reserve does not fit in the %.1f GB outside the static fraction "
-                "(rank %d, %s); lower the fraction"
-                % (reserve["bytes"] / GB, short[0]["outside_budget_bytes"] / GB, short[0]["rank"], short[0]["host"])
-            )
-            return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
+        return reasons, False
+    return reasons, True
+
+
+def _kv_verdict(base, reasons, ranks, tightest, memory):
+    """The verdict on the tightest rank's KV headroom: none, unknown against the served context,
+    less than one sequence of it, or a fit."""
     headroom = tightest["kv_headroom_bytes"]
+    context, context_source = memory["context"], memory["context_source"]
+    kv_token, kv_source = memory["kv_token"], memory["kv_source"]
     if headroom <= 0:
         reasons.append(
             "no KV cache room: zero or negative headroom is not a fit; %s"
-            % needed_hint(base["needed_utilization"], chosen, utilization)
+            % needed_hint(base["needed_utilization"], memory["chosen"], memory["utilization"])
         )
         return dict(base, fits=False, verdict="does-not-fit", reasons=reasons, per_rank=ranks)
     if context is None or kv_token is None:
@@ -704,7 +782,7 @@ def fit_seat(settings, seat_nodes, config=None, argv=None):
             "whether %s of headroom holds one sequence is unknown: %s" % (size_text(headroom), "; ".join(missing))
         )
         return dict(base, fits=False, verdict="unknown", reasons=reasons, per_rank=ranks)
-    if headroom < one_sequence:
+    if headroom < memory["one_sequence"]:
         reasons.append(
             "KV headroom {} holds {:,} tokens per rank, less than one {:,}-token sequence of the served "
             "context ({}; {:,} B per token: {}): not a fit".format(
