@@ -8,9 +8,12 @@ kinds of text must spell them literally, because their readers do not run our co
     module): rendered from the module's own argument_spec, which takes the constants;
   - a role's meta/argument_specs.yml `default:` lines: rendered from the role's defaults/main.yml
     with the common role's defaults and the collection's lookup evaluated;
-  - schemas/seat.schema.json's seat-name pattern.
-Only those lines change. The README's role tables are then rendered from the argument specs by
-tools/render_role_vars.py.
+  - schemas/seat.schema.json's seat-name pattern;
+  - a documentation fragment's (plugins/doc_fragments/) `default:` lines, from the argument_spec of
+    every module that extends it (they must agree).
+The router kinds' names (router/kinds/) are written the same way as the `choices:` of every option
+that names a kind (KIND_OPTIONS). Only those lines change. The README's role tables are then
+rendered from the argument specs by tools/render_role_vars.py.
   tools/render_defaults.py           rewrite what is stale
   tools/render_defaults.py --check   exit 1 naming each stale line (for CI)
 """
@@ -26,6 +29,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "ansible_collections.seatwright.fleet.plugins"
+# The options whose choices are the router kinds: {(folder, file stem): option}.
+KIND_OPTIONS = {
+    ("modules", "router_rollout"): "kind",
+    ("doc_fragments", "router"): "kind",
+    ("roles", "router"): "router_kind",
+}
+
+
+def _router_kinds():
+    from ansible_collections.seatwright.fleet.plugins.module_utils.router.kinds import names
+
+    return list(names())
 
 
 def _shared():
@@ -86,18 +101,20 @@ def argument_spec(module_name):
 
 def _doc_bounds(text):
     """(start, end) of the DOCUMENTATION string's body in a module's source."""
-    match = re.search(r'^DOCUMENTATION = r?"""\n', text, re.M)
+    # A module's is at the left margin, a fragment's indented in its class.
+    match = re.search(r'^ *DOCUMENTATION = r?"""\n', text, re.M)
     if not match:
         return None
     end = text.index('"""', match.end())
     return match.end(), end
 
 
-def _option_default_line(lines, option, indent, start=0):
-    """Index of the one-line `default: VALUE` of `option` (a key at `indent` spaces) in `lines`, from
-    line `start` on; None when the option has none (a block-style default is not rewritten)."""
+def _option_default_line(lines, option, indent, start=0, field="default"):
+    """Index of the one-line `default: VALUE` (or another `field`) of `option` (a key at `indent`
+    spaces) in `lines`, from line `start` on; None when the option has none (a block-style value is
+    not rewritten)."""
     head = re.compile(r"^ {%d}%s:\s*$" % (indent, re.escape(option)))
-    key = re.compile(r"^ {%d}default: *\S" % (indent + 2))
+    key = re.compile(r"^ {%d}%s: *\S" % (indent + 2, field))
     for number in range(start, len(lines)):
         if not head.match(lines[number]):
             continue
@@ -136,6 +153,66 @@ def render_module(path):
             )
             continue
         lines[number] = "%sdefault: %s" % (" " * 4, _yaml_scalar(rule["default"]))
+    problems += _kind_choices(lines, documented, ("modules", path.stem), 2, path)
+    return text[: bounds[0]] + "\n".join(lines) + text[bounds[1] :], problems
+
+
+def _kind_choices(lines, documented, where, indent, path, start=0):
+    """Set the `choices:` line of the option that names a router kind (KIND_OPTIONS) to the kinds."""
+    option = KIND_OPTIONS.get(where)
+    if option is None or option not in documented or documented[option].get("choices") == _router_kinds():
+        return []
+    number = _option_default_line(lines, option, indent, start, "choices")
+    if number is None:
+        return [
+            "%s: %s names a router kind; document its choices on one line (choices: [...])" % (_shown(path), option)
+        ]
+    lines[number] = "%schoices: %s" % (" " * (indent + 2), _yaml_scalar(_router_kinds()))
+    return []
+
+
+# ---------------------------------------------------------------- documentation fragments
+
+
+def _extended(doc):
+    """The fragments a module's DOCUMENTATION extends, by name (seatwright.fleet.<name>[.<part>])."""
+    names = doc.get("extends_documentation_fragment") or []
+    return [names] if isinstance(names, str) else list(names)
+
+
+def render_fragment(path, specs):
+    """(new text, problems) for one fragment: its options' defaults set to the argument_spec's of the
+    modules that extend it ({module: (DOCUMENTATION, argument_spec)})."""
+    text = path.read_text(encoding="utf-8")
+    bounds = _doc_bounds(text)
+    if bounds is None:
+        return text, ["%s: no DOCUMENTATION string" % _shown(path)]
+    body = text[bounds[0] : bounds[1]]
+    documented = (yaml.safe_load(body) or {}).get("options") or {}
+    lines = body.split("\n")
+    problems = []
+    users = {
+        module: spec
+        for module, (doc, spec) in sorted(specs.items())
+        if "seatwright.fleet.%s" % path.stem in _extended(doc)
+    }
+    for name in sorted(documented):
+        wanted = {repr(spec[name].get("default")): spec[name].get("default") for spec in users.values() if name in spec}
+        if len(wanted) > 1:
+            problems.append(
+                "%s: option %s has different defaults in the modules that extend it (%s): give them one"
+                % (_shown(path), name, ", ".join(sorted(wanted)))
+            )
+            continue
+        value = next(iter(wanted.values()), None)
+        if value is None or documented[name].get("default") == value:
+            continue
+        number = _option_default_line(lines, name, 2)
+        if number is None:
+            problems.append("%s: option %s needs its default on one line (default: VALUE)" % (_shown(path), name))
+            continue
+        lines[number] = "%sdefault: %s" % (" " * 4, _yaml_scalar(value))
+    problems += _kind_choices(lines, documented, ("doc_fragments", path.stem), 2, path)
     return text[: bounds[0]] + "\n".join(lines) + text[bounds[1] :], problems
 
 
@@ -214,6 +291,8 @@ def render_role(spec_path, env, common):
                 )
                 continue
             lines[number] = "%sdefault: %s" % (" " * 8, _yaml_scalar(wanted))
+        options = (entry or {}).get("options") or {}
+        problems += _kind_choices(lines, options, ("roles", role), 6, spec_path, start)
     return "\n".join(lines), problems
 
 
@@ -244,9 +323,16 @@ def rendered():
     env = _environment(shared, rebased)
     common = common_defaults(env)
     out, problems = {}, []
+    specs = {}
     for path in sorted((ROOT / "plugins" / "modules").glob("*.py")):
         wanted, found = render_module(path)
         out[path] = wanted
+        problems += found
+        bounds = _doc_bounds(wanted)
+        if bounds:
+            specs[path.stem] = (yaml.safe_load(wanted[bounds[0] : bounds[1]]) or {}, argument_spec(path.stem)[0] or {})
+    for path in sorted((ROOT / "plugins" / "doc_fragments").glob("*.py")):
+        out[path], found = render_fragment(path, specs)
         problems += found
     for path in sorted((ROOT / "roles").glob("*/meta/argument_specs.yml")):
         wanted, found = render_role(path, env, common)

@@ -37,10 +37,6 @@ options:
     description: Folder on the node for the cached facts, one file per image id.
     type: path
     default: /var/lib/seatwright/images/facts
-  docker_socket:
-    description: The Docker engine's API socket on the node.
-    type: path
-    default: /var/run/docker.sock
   timeout_s:
     description: Seconds the probe may run (the engine's C(--help) imports it).
     type: int
@@ -58,14 +54,10 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-    details: >-
-      In check mode the probe still runs when nothing is cached (it changes nothing), but the cache
-      is not written.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
+  - seatwright.fleet.docker
 author: seatwright
 """
 
@@ -105,6 +97,7 @@ launch_checked:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import IMAGE_FACTS_DIR
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.probe import image_facts
 
 
@@ -116,7 +109,7 @@ def main():
             "engine": {"type": "str", "required": True, "choices": ["vllm", "sglang"]},
             "python": {"type": "str", "default": "python3"},
             "cache_dir": {"type": "path", "default": IMAGE_FACTS_DIR},
-            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "docker_socket": {"type": "path", "default": DEFAULT_SOCKET},
             "timeout_s": {"type": "int", "default": 900},
             "check_rank": {"type": "dict"},
             "check_extra_args": {"type": "list", "elements": "str", "default": []},

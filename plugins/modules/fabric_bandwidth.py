@@ -89,12 +89,11 @@ options:
   record:
     description: The record to store (C(store) step); the C(record) returned by C(measure).
     type: dict
-attributes:
-  check_mode:
-    support: partial
-    description: Step lookup runs as usual; serve, measure and store report what they would do and run nothing.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Step lookup runs as usual; serve, measure and store report what they would do and run nothing."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_partial
 author: seatwright
 """
 

@@ -31,12 +31,11 @@ options:
   host:
     description: The name used for this host in messages (usually C(inventory_hostname)).
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Reads the GPUs; in check mode writes no cache.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Reads the GPUs; in check mode writes no cache."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author: seatwright
 """
 

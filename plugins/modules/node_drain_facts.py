@@ -34,12 +34,11 @@ options:
     description: The file lab/prepare.yml leaves on a lab node.
     type: path
     default: /etc/seatwright-lab/gpu-profile.json
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Read-only; runs the same in check mode."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

@@ -60,12 +60,9 @@ options:
     description: Seconds a co-tenant may take to stop before it is killed.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    details: Reports what would be stopped or started; records and stops nothing.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

@@ -67,12 +67,9 @@ options:
     description: Seconds an engine may take to stop before it is force-removed.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    details: Reports whether the container would be kept, started or replaced, or removed.
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

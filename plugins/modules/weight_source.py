@@ -90,14 +90,12 @@ options:
     description: Cap on everything this source sends, in MB/s (10^6 bytes); 0 means no cap.
     type: float
     default: 0
-attributes:
-  check_mode:
-    support: full
-    description: >-
-      Serves as well, so that destinations in check mode can predict their changes; writes no hash
-      cache or pid file.
-  diff_mode:
-    support: none
+notes:
+  - "Check mode: Serves as well, so that destinations in check mode can predict their changes; writes no hash
+    cache or pid file."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full
 author:
   - seatwright
 """

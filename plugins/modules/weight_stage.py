@@ -171,13 +171,12 @@ options:
     description: Upper bound in seconds for serving peers after this node is done.
     type: int
     default: 7200
-attributes:
-  check_mode:
-    support: full
-    description: Predicts which files would be fetched or rewritten; writes nothing.
-  diff_mode:
-    support: full
-    description: The files that would be fetched, repaired or removed.
+notes:
+  - "Check mode: Predicts which files would be fetched or rewritten; writes nothing."
+  - "Diff mode: The files that would be fetched, repaired or removed."
+extends_documentation_fragment:
+  - seatwright.fleet.attributes
+  - seatwright.fleet.attributes.check_full_diff
 author:
   - seatwright
 """
