@@ -39,8 +39,11 @@ DRAIN_DIR = STATE_DIR + "/drain"
 # controller (<project>/.cache/plans/<seat>.json).
 PLAN_DIR = ".cache/plans"
 
+# A DNS label (RFC 1123, lower case): what names a seat, an image definition or a patch, so each can
+# name containers, files, tags and folders unchanged.
+DNS_LABEL_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 # A seat's name: a DNS label, so it can name containers, files and evidence folders unchanged.
-SEAT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+SEAT_NAME_PATTERN = DNS_LABEL_PATTERN
 
 
 def plan_file(plan_dir, seat):

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import DNS_LABEL_PATTERN
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.registry import validate_registry_definition
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import check_wheels, parse_wheel_name
@@ -33,7 +34,7 @@ NAME_LABEL = "org.seatwright.image"
 # One `# changes: file=<path> function=<name>` line per file the diff touches: what the patch claims
 # to change, checked against the diff so a review can hold it to the installed source.
 _CHANGES = re.compile(r"^file=(\S+) function=([A-Za-z_][A-Za-z0-9_.]*)$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_NAME = re.compile(DNS_LABEL_PATTERN)
 _REPOSITORY = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")

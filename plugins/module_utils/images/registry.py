@@ -10,6 +10,7 @@ digest it holds beside the image id (one small JSON file per digest).
 import json
 import re
 
+from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import DNS_LABEL_PATTERN
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 
 RECORD_FORMAT = 1
@@ -23,7 +24,7 @@ _COMPONENT = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$")
 _DOMAIN = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]+)?$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_NAME = re.compile(DNS_LABEL_PATTERN)
 # How often a long pull reports the bytes so far, between layer events.
 PULL_REPORT_S = 10.0
 TAIL_LINES = 10
