@@ -54,6 +54,8 @@ lab-seats:
 	  -e seat=lab-allcores -e alias=production -e promote_hold_s=30 -e promote_refusal_fails=false
 	@echo "this run's logs: $(RUN_DIR)/; the lab seat's evidence: $$(ls -d $(CURDIR)/evidence/lab/*/ | tail -1)"
 	@$(VENV)/python tools/lab-alias evidence lab-allcores
+	@echo "Prometheus (both lab seats, both nodes, the router; alerts and the dashboards' queries): http://$$($(VENV)/python -c \
+	  'import yaml; print(yaml.safe_load(open("inventory/lab/group_vars/all/monitoring.yml"))["monitoring_server_listen"])')"
 
 # Issue 23's check on the lab made by make lab: the lab seat's qualification and benchmark under
 # tools/seatwright-keywatch (/proc/*/cmdline every 0.5 s, the -vvv log, the evidence folder).

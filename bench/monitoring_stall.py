@@ -13,7 +13,16 @@ to fire, runs --thaw and waits for it to clear. The two times go to --out as JSO
     bench/monitoring_stall.py --url http://127.0.0.1:18051 --model tiny \
         --freeze 'kill -STOP 1234' --thaw 'kill -CONT 1234' --out bench/results/monitoring/stall-engine.json
 
-On the lab the freeze and thaw are `docker exec node-a docker exec <rank container> kill -STOP <pid>`.
+On the lab, Prometheus is the one site.yml runs on node-a (--prometheus), the seat takes its key
+(--key-file) and the freeze and thaw run on node-a, where the engine's processes are visible:
+
+    bench/monitoring_stall.py --url http://172.30.99.11:8000 --model smollm2-135m-instruct --seat lab \
+        --key-file .cache/lab/seat-api-key --prometheus http://172.30.99.11:9090 \
+        --freeze 'docker exec node-a pkill -STOP -f VLLM::EngineCore' \
+        --thaw 'docker exec node-a pkill -CONT -f VLLM::EngineCore' --out .cache/monitoring/lab-stall.json
+
+Its windows are then the inventory's (monitoring_alert_settings), which --window-s and --for-s must
+state for the record.
 """
 
 import argparse
@@ -34,7 +43,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import
 from monitoring_live import api, free_port, scraped_at_least, start_prometheus, wait_until  # noqa: E402
 
 
-def load(url, model, stop, max_tokens):
+def load(url, model, stop, max_tokens, key=None):
     """One client: streaming chat requests back to back until `stop` is set."""
     body = json.dumps(
         {
@@ -46,9 +55,10 @@ def load(url, model, stop, max_tokens):
         }
     ).encode()
     while not stop.is_set():
-        request = urllib.request.Request(
-            url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = "Bearer " + key
+        request = urllib.request.Request(url + "/v1/chat/completions", data=body, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=600) as answer:
                 for _ in answer:
@@ -58,19 +68,54 @@ def load(url, model, stop, max_tokens):
             time.sleep(0.5)
 
 
-def state(base):
+def state(base, seat=None):
     alerts = api(base, "/api/v1/alerts")["data"]["alerts"]
-    found = [a["state"] for a in alerts if a["labels"]["alertname"] == "SeatTokensStalled"]
+    found = [
+        a["state"]
+        for a in alerts
+        if a["labels"]["alertname"] == "SeatTokensStalled" and seat in (None, a["labels"].get("seat"))
+    ]
     return found[0] if found else "inactive"
 
 
-def wait_state(base, wanted, limit_s):
+def wait_state(base, wanted, limit_s, seat=None):
     start = time.monotonic()
     while time.monotonic() - start < limit_s:
-        if state(base) == wanted:
+        if state(base, seat) == wanted:
             return round(time.monotonic() - start, 1)
         time.sleep(0.2)
     return None
+
+
+def measure(base, args, result, prometheus):
+    """Wait for enough scrapes under load, freeze, time the alert, thaw, time the clear."""
+    limit_s = 10 * (args.window_s + args.for_s)
+    seat = '{job="seatwright_seats"%s}' % (', seat="%s"' % args.seat if args.seat else "")
+    if prometheus is not None:
+        wait_until(
+            lambda: scraped_at_least(base, 2 * (args.window_s // args.scrape_s) + 4), 300, "no scrapes", prometheus
+        )
+    else:
+        # A Prometheus of its own already: the seat scraped over a whole window, with requests running.
+        wanted = args.window_s // args.scrape_s + 2
+        query = "min(count_over_time(up%s[%ds])) >= %d and on() sum(vllm:num_requests_running%s) > 0" % (
+            seat,
+            args.window_s + 2 * args.scrape_s,
+            wanted,
+            seat,
+        )
+        deadline = time.monotonic() + 300
+        while not api(base, "/api/v1/query", query=query)["data"].get("result"):
+            if time.monotonic() > deadline:
+                raise SystemExit("%s: the seat was not scraped under load for a window within 300 s" % base)
+            time.sleep(1)
+    running = api(base, "/api/v1/query", query="sum(vllm:num_requests_running%s)" % seat)
+    result["running_before"] = float(running["data"]["result"][0]["value"][1])
+    result["state_before"] = state(base, args.seat)
+    subprocess.run(shlex.split(args.freeze), check=True)
+    result["fired_s"] = wait_state(base, "firing", limit_s, args.seat)
+    subprocess.run(shlex.split(args.thaw), check=True)
+    result["cleared_s"] = wait_state(base, "inactive", limit_s, args.seat)
 
 
 def main(argv=None):
@@ -84,8 +129,12 @@ def main(argv=None):
     parser.add_argument("--window-s", type=int, default=10, help="stall_window_s")
     parser.add_argument("--for-s", type=int, default=10, help="stall_for_s")
     parser.add_argument("--scrape-s", type=int, default=2)
+    parser.add_argument("--prometheus", help="a running Prometheus scraping the seat (the lab's); default: start one")
+    parser.add_argument("--seat", help="the seat label the alert carries (with --prometheus)")
+    parser.add_argument("--key-file", help="a file holding the seat's API key, for the load's requests")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    key = Path(args.key_file).read_text().strip() if args.key_file else None
     settings = {"stall_window_s": args.window_s, "stall_for_s": args.for_s}
     work = Path(tempfile.mkdtemp(prefix="monitoring-stall-"))
     (work / "file_sd").mkdir()
@@ -105,25 +154,18 @@ def main(argv=None):
     (work / "prometheus.yml").write_text(yaml.safe_dump(config))
     stop = threading.Event()
     clients = [
-        threading.Thread(target=load, args=(args.url, args.model, stop, args.max_tokens), daemon=True)
+        threading.Thread(target=load, args=(args.url, args.model, stop, args.max_tokens, key), daemon=True)
         for _ in range(args.streams)
     ]
     for client in clients:
         client.start()
     result = {"settings": settings, "scrape_s": args.scrape_s, "streams": args.streams, "command": sys.argv}
     try:
-        with start_prometheus(work, free_port()) as prometheus:
-            base = prometheus["base"]
-            wait_until(
-                lambda: scraped_at_least(base, 2 * (args.window_s // args.scrape_s) + 4), 300, "no scrapes", prometheus
-            )
-            running = api(base, "/api/v1/query", query='sum(vllm:num_requests_running{job="seatwright_seats"})')
-            result["running_before"] = float(running["data"]["result"][0]["value"][1])
-            result["state_before"] = state(base)
-            subprocess.run(shlex.split(args.freeze), check=True)
-            result["fired_s"] = wait_state(base, "firing", 10 * (args.window_s + args.for_s))
-            subprocess.run(shlex.split(args.thaw), check=True)
-            result["cleared_s"] = wait_state(base, "inactive", 10 * (args.window_s + args.for_s))
+        if args.prometheus:
+            measure(args.prometheus.rstrip("/"), args, result, None)
+        else:
+            with start_prometheus(work, free_port()) as prometheus:
+                measure(prometheus["base"], args, result, prometheus)
     finally:
         stop.set()
         subprocess.run(shlex.split(args.thaw), check=False)

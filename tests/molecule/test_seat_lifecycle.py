@@ -20,8 +20,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import monitoring_lab
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import PLAN_DIR
+from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import dashboards
+from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring.targets import seat_file_name
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import read_back
 
 # Molecule runs this from its own working folder, so the project root comes from this file.
@@ -57,8 +60,10 @@ def env():
     )
 
 
-def sh(*argv, check=True, timeout=1800):
-    done = subprocess.run(list(argv), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout)
+def sh(*argv, check=True, timeout=1800, input_text=None):
+    done = subprocess.run(
+        list(argv), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout, input=input_text
+    )
     if check and done.returncode != 0:
         pytest.fail(
             "%s failed (rc %d):\n%s\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:], done.stderr[-2000:])
@@ -226,6 +231,104 @@ def test_the_running_lab_seat_is_its_plans_container(lab):
     assert spec_differences("node-a", spec, {"seat_api_key": lab_key()}) == []
 
 
+def test_prometheus_reports_every_node_the_seat_and_the_router_up(lab):
+    # site.yml ran the exporters and Prometheus on node-a (inventory/lab/group_vars/all/monitoring.yml);
+    # bring-up put the seat's target in its file_sd folder, with the alias seat.yml placed on it.
+    wanted = {
+        ("seatwright_nodes", "node-a", ""),
+        ("seatwright_nodes", "node-b", ""),
+        ("seatwright_seats", "node-a", "lab"),
+        ("seatwright_routers", "node-a", "litellm"),
+    }
+
+    def all_up():
+        found = monitoring_lab.targets()
+        return found if all(found.get(target) == "up" for target in wanted) else None
+
+    monitoring_lab.wait_for(all_up, 90, "every node, the lab seat and the router up in Prometheus")
+    seat = monitoring_lab.api("/api/v1/query", query='up{job="seatwright_seats", seat="lab"}')["data"]["result"]
+    labels = seat[0]["metric"]
+    assert (labels["engine"], labels["rank"], labels["alias"]) == ("vllm", "0", "production")
+
+
+def test_every_dashboard_query_returns_series_on_the_lab(lab):
+    # TEST INPUT where the lab has no source (GPUs, RDMA ports): the recorded expositions, labelled.
+    for host in ("node-a", "node-b"):
+        path = "%s/%s" % (monitoring_lab.TEXTFILE_DIR, monitoring_lab.STANDIN_FILE)
+        sh(
+            DOCKER,
+            "exec",
+            "-i",
+            host,
+            "sh",
+            "-c",
+            "cat > %s.tmp && mv %s.tmp %s" % (path, path, path),
+            input_text=monitoring_lab.standin_text(),
+        )
+    # Counters need two samples in the window for rate(); a few answers give the seat's histograms.
+    for _ in range(3):
+        chat(LAB_URL, "smollm2-135m-instruct")
+    empty = {}
+    try:
+        for kind in dashboards.KINDS:
+            for title, expr in dashboards.queries(kind):
+
+                def answered(expr=expr):
+                    return monitoring_lab.api("/api/v1/query", query=expr)["data"]["result"]
+
+                try:
+                    monitoring_lab.wait_for(answered, 60, "series")
+                except AssertionError:
+                    empty.setdefault(kind, []).append(title)
+    finally:
+        for host in ("node-a", "node-b"):
+            node(host, "rm", "-f", "%s/%s" % (monitoring_lab.TEXTFILE_DIR, monitoring_lab.STANDIN_FILE))
+    assert empty == {}
+
+
+def test_a_frozen_engine_fires_the_stall_alert_and_its_thaw_clears_it(lab):
+    # The field's deadlock that printed nothing ([000]): the engine core frozen under load while the API
+    # server keeps answering /metrics. The windows are the lab inventory's (20 s + 10 s, scrapes of 5 s).
+    out = ROOT / ".cache" / "monitoring" / "lab-stall.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "bench" / "monitoring_stall.py"),
+        "--url", LAB_URL, "--model", "smollm2-135m-instruct", "--seat", "lab",
+        "--key-file", str(LAB_KEY_FILE), "--prometheus", monitoring_lab.PROMETHEUS,
+        "--window-s", "20", "--for-s", "10", "--scrape-s", "5", "--streams", "2", "--max-tokens", "256",
+        "--freeze", "%s exec node-a pkill -STOP -f VLLM::EngineCore" % DOCKER,
+        "--thaw", "%s exec node-a pkill -CONT -f VLLM::EngineCore" % DOCKER,
+        "--out", str(out),
+    ]  # fmt: skip
+    done = sh(*command, check=False, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["state_before"] == "inactive" and result["running_before"] > 0
+    # Fires a scrape early at most, and within a scrape and two evaluations of late; clears within a minute.
+    assert 30 - 5 <= result["fired_s"] <= 30 + 3 * 5, result
+    assert result["cleared_s"] <= 60, result
+    # The engine answers again once thawed.
+    assert chat(LAB_URL, "smollm2-135m-instruct")["choices"][0]["message"]["content"].strip()
+
+
+def test_no_key_reaches_prometheus_config_targets_page_or_logs(lab):
+    secrets = {"the seat key": lab_key()}
+    for name in ("router-admin-key", "router-api-key"):
+        path = ROOT / ".cache" / "lab" / name
+        if path.exists():
+            secrets[name] = path.read_text().strip()
+    shown = {
+        "config": json.dumps(monitoring_lab.api("/api/v1/status/config")),
+        "targets": json.dumps(monitoring_lab.api("/api/v1/targets")),
+        "targets page": monitoring_lab.raw("/targets"),
+        "prometheus.yml": node("node-a", "cat", "/etc/prometheus/prometheus.yml").stdout,
+        "log": node("node-a", "sh", "-c", "cat /var/log/prometheus/*.log 2>/dev/null; true").stdout,
+    }
+    leaks = [(what, name) for what, text in shown.items() for name, key in secrets.items() if key in text]
+    assert leaks == []
+    assert "credentials_file" in shown["config"]
+
+
 def test_rerun_changes_nothing_and_keeps_the_container(lab):
     before = container("node-a", "seatwright-lab-rank0")["Id"]
     rc, out, _ = playbook("playbooks/seat.yml", "-e", "seat=lab", "-e", "seat_measure=false")
@@ -239,6 +342,15 @@ def test_teardown_removes_the_seat_and_restores_the_cotenant(lab):
     assert rc == 0, out[-4000:]
     assert container("node-a", "seatwright-lab-rank0") is None
     assert cotenant_running()
+
+
+def test_teardown_took_the_seats_target_away(lab):
+    def gone():
+        return not [target for target in monitoring_lab.targets() if target[:3:2] == ("seatwright_seats", "lab")]
+
+    monitoring_lab.wait_for(gone, 60, "the lab seat's target gone from Prometheus after teardown")
+    files = node("node-a", "ls", "/etc/prometheus/seatwright/file_sd").stdout.split()
+    assert seat_file_name("lab") not in files, files
 
 
 def test_engine_that_exits_at_start_fails_fast_with_its_last_lines(lab):
