@@ -37,7 +37,7 @@ options:
     description: The controller's plan folder (C(.cache/plans) under the project).
     type: path
   router_aliases:
-    description: The router's listing, alias to C({seat: {api_base, weight}}).
+    description: "The router's listing: alias to C({seat: {api_base, weight}})."
     type: dict
   router_node:
     description: The router's host (C(router.node)), when a router is enabled.
@@ -51,7 +51,7 @@ options:
     type: int
     default: 1
   test_changes:
-    description: The lab's labelled test changes, host to C([{kind, id, detail}]) (C(seatwright_drain_test_changes)).
+    description: "The lab's labelled test changes: host to C([{kind, id, detail}]) (C(seatwright_drain_test_changes))."
     type: dict
 """
 
