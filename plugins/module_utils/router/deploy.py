@@ -5,7 +5,9 @@ LiteLLM without a database reloads its config only by restarting, which drops re
 So seatwright runs two LiteLLM proxies, blue and green, on two private ports behind one public
 address (nginx): a move renders the new config for the idle colour, restarts it, checks it, points
 the front at it and reloads nginx gracefully; the old colour stays up as the instant rollback target.
-smg adds and removes workers at runtime and runs as one process. No I/O here.
+smg adds and removes workers at runtime and runs as one process. What each kind is (its pins, key
+variable, units, files, front and exposure rule) is its description in router/kinds/; the code here
+asks it. No I/O here.
 """
 
 import hashlib
