@@ -119,6 +119,7 @@ def _nccl_options(host, candidate):
             candidate.get("nccl_env_p2p_disable"),
             candidate.get("nccl_env_gid_index"),
             candidate.get("nccl_env_rdma_mitigation"),
+            candidate.get("seatwright_fleet_roce_qos"),
         )
     except NcclError as exc:
         raise SeatError("host %s: %s" % (host, exc))
@@ -541,38 +542,90 @@ def _unknowns(settings, rules, fit):
 
 def make_plan(data, schema, seat, candidates, source, recorded_images=None, served_aliases=()):
     """The plan for `seat` (recipe data as loaded from `source`) on the candidate hosts, in order;
-    `served_aliases` are the router alias names it serves ahead of its own (router/adapter.py seat_aliases)."""
+    `served_aliases` are the router alias names it serves ahead of its own (router/adapter.py seat_aliases).
+
+    The steps: the recipe checked; its nodes placed; what is known of its checkpoint, config and
+    image gathered; the rules applied (_settings); the refusals of the hardware, the engine's memory
+    share and the fabric added; the ranks rendered and fitted with their containers (_fit_and_ranks);
+    then the document written (_plan_document) and bring-up's verdict on it.
+    """
+    recipe = _checked_recipe(data, schema, seat, source)
+    gpus_per_node = recipe["topology"]["gpus_per_node"]
+    seat_nodes, hardware, shortfall = _placement(recipe, candidates)
+    recipe, config, image, gathered_notes = _gathered(recipe, hardware, candidates, recorded_images)
+    rules = _settings(data, recipe, seat_nodes, candidates, source, image, served_aliases)
+    settings = rules["settings"]
+    rules["refusals"] += _hardware_refusals(settings, seat_nodes, image, config)
+    _memory_share(settings, rules)
+    node_rdma, transport = _transport(settings, seat_nodes, candidates, source, rules)
+    fit, ranks = _fit_and_ranks(settings, seat, seat_nodes, config, image, node_rdma, rules, shortfall, source)
+    first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
+    plan = _plan_document(
+        seat,
+        recipe,
+        rules,
+        fit,
+        ranks,
+        first,
+        seat_nodes,
+        hardware,
+        candidates,
+        image,
+        dict(transport, nodes=[dict(r, host=n["host"]) for r, n in zip(node_rdma, seat_nodes)]),
+        list(recipe["notes"]) + [note for node in hardware for note in node["notes"]] + gathered_notes,
+        shortfall,
+        served_aliases,
+    )
+    # What bring-up decides from this plan, for a real run and --check alike (seat/verdict.py).
+    plan["bringup"] = bringup_verdict(plan)
+    return plan
+
+
+def _checked_recipe(data, schema, seat, source):
+    """The recipe validated against the schema and the rules' ids, named as the seat asked for."""
     recipe = validate_recipe(data, schema, source, RULE_IDS)
     if recipe["name"] != seat:
         raise SeatError(
             "%s: name is %r but the seat asked for is %r; the name must equal the file name"
             % (source, recipe["name"], seat)
         )
-    gpus_per_node = recipe["topology"]["gpus_per_node"]
-    seat_nodes, hardware, shortfall = _placement(recipe, candidates)
+    return recipe
+
+
+def _gathered(recipe, hardware, candidates, recorded_images):
+    """(recipe, config, image facts, notes): the recipe with what the nodes measured of its checkpoint
+    and what its image's facts say, the model's config.json, and a note for each of them."""
     recipe, measured_note = _measured_checkpoint(recipe, hardware)
     config, config_note = _model_config(recipe, hardware)
     image, recorded_note = _image_facts(recipe, candidates, recorded_images)
     recipe, image_notes = recipe_with_image(recipe, image)
-    image_notes = ([recorded_note] if recorded_note else []) + image_notes
-    seat_gpus = _with_residents(recipe, seat_nodes, candidates)
-    rules = evaluate(recipe, seat_gpus, source)
+    notes = [note for note in (measured_note, config_note, recorded_note) if note] + image_notes
+    return recipe, config, image, notes
+
+
+def _settings(data, recipe, seat_nodes, candidates, source, image, served_aliases):
+    """The rules applied to the recipe on the seat's GPUs (co-tenants resident included); the settings
+    carry, until the plan is written, what rendering needs besides the recipe."""
+    rules = evaluate(recipe, _with_residents(recipe, seat_nodes, candidates), source)
     settings = rules["settings"]
     settings["_declared_serving"] = tuple((data.get("serving") or {}).keys())
     # A flag renamed upstream is rendered as the image's --help spells it (seat/engines.py spelled_flag).
     settings["_image_flags"] = tuple((image or {}).get("flags") or ())
     settings["_served_aliases"] = tuple(served_aliases or ())
-    kind = _gpu_kind_problem(seat_nodes)
-    if kind:
-        rules["refusals"].append(kind)
-    kernels = kernel_refusal(image, [gpu for node in seat_nodes for gpu in node["gpus"]])
-    if kernels:
-        rules["refusals"].append(kernels)
-    too_long = context_refusal(settings, config)
-    if too_long:
-        rules["refusals"].append(too_long)
+    return rules
+
+
+def _hardware_refusals(settings, seat_nodes, image, config):
+    """Refusals of the seat's GPUs: mixed kinds, kernels the image lacks, a context the model refuses."""
+    gpus = [gpu for node in seat_nodes for gpu in node["gpus"]]
+    found = [_gpu_kind_problem(seat_nodes), kernel_refusal(image, gpus), context_refusal(settings, config)]
+    return [item for item in found if item]
+
+
+def _memory_share(settings, rules):
+    """The engine's memory setting: unknown beside resident co-tenants of unknown memory (nothing is
+    rendered or fitted on), else the engine's default rendered where the recipe sets none."""
     memory = memory_setting(settings)
-    # The engine's share beside resident co-tenants is unknown: no fraction is rendered or fitted on.
     share_unknown = [item["detail"] for item in rules["refusals"] if item.get("memory_unknown")]
     if share_unknown and not memory["chosen"]:
         settings["_memory_unknown"] = share_unknown[0]
@@ -581,7 +634,10 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
         settings["serving"]["gpu_memory_utilization"] = memory["value"]
         settings["_memory_default"] = dict(memory)
 
-    # The RDMA devices each node's containers get and the transport bring-up must read in the logs.
+
+def _transport(settings, seat_nodes, candidates, source, rules):
+    """(each node's RDMA for its containers, the transport bring-up must read in the logs); a
+    multi-node seat left to sockets, or across WSL 2 nodes, is refused."""
     multi_node = settings["topology"]["nodes"] > 1
     node_rdma = [container_rdma(n["host"], n["fabric"], n["rdma_devices"]) for n in seat_nodes] if multi_node else []
     fleet = candidates[0] if candidates else {}
@@ -600,7 +656,12 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
     wsl2 = multi_node_refusal(seat_nodes, multi_node)
     if wsl2:
         rules["refusals"].append(wsl2)
+    return node_rdma, transport
 
+
+def _fit_and_ranks(settings, seat, seat_nodes, config, image, node_rdma, rules, shortfall, source):
+    """(fit, ranks): a seat short of nodes or GPUs has no ranks and does not fit; else every rank
+    rendered, the fit on node rank 0's launch, the image's flag refusals, and each rank's containers."""
     if shortfall:
         estimate = weight_estimate(settings)
         fit = {
@@ -614,30 +675,32 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
             "basis": estimate["basis"],
             "inputs": {},
         }
-        ranks = []
-    else:
-        ranks = render(settings, seat_nodes, source)
-        fit = fit_seat(settings, seat_nodes, config, ranks[0]["argv"] if ranks else None)
-        rules["refusals"] += flag_refusals(settings, ranks, image)
-        for rank in ranks:
-            rank["container"] = container_name(seat, rank["rank"])
-            rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
-        for index, (rank, node) in enumerate(zip(ranks, seat_nodes)):
-            ctx = {
-                "rdma": node_rdma[index] if node_rdma else None,
-                "seat": seat,
-                "engine": settings["engine"]["name"],
-                "device": settings["engine"]["device"],
-                # The built image the plan was checked against when there is one, else the recipe's.
-                "image": (image or {}).get("reference") or settings["engine"]["image"]["reference"],
-                "image_id": (image or {}).get("id"),
-                "served_name": settings["model"]["served_name"],
-                "models_root": node["models_root"],
-                "run_args": node["engine_run_args"],
-            }
-            rank["container_spec"], rank["setup_container_spec"] = rank_specs(ctx, rank)
-    first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
+        return fit, []
+    ranks = render(settings, seat_nodes, source)
+    fit = fit_seat(settings, seat_nodes, config, ranks[0]["argv"] if ranks else None)
+    rules["refusals"] += flag_refusals(settings, ranks, image)
+    for rank in ranks:
+        rank["container"] = container_name(seat, rank["rank"])
+        rank["setup_container"] = container_name(seat, rank["rank"], "ray-head") if rank["setup"] else None
+    for index, (rank, node) in enumerate(zip(ranks, seat_nodes)):
+        ctx = {
+            "rdma": node_rdma[index] if node_rdma else None,
+            "seat": seat,
+            "engine": settings["engine"]["name"],
+            "device": settings["engine"]["device"],
+            # The built image the plan was checked against when there is one, else the recipe's.
+            "image": (image or {}).get("reference") or settings["engine"]["image"]["reference"],
+            "image_id": (image or {}).get("id"),
+            "served_name": settings["model"]["served_name"],
+            "models_root": node["models_root"],
+            "run_args": node["engine_run_args"],
+        }
+        rank["container_spec"], rank["setup_container_spec"] = rank_specs(ctx, rank)
+    return fit, ranks
 
+
+def _verdict_texts(first, fit, rules, shortfall):
+    """(reasons, blockers): the one-node check's and the fit's reasons, then each refusal."""
     reasons = list(first["reasons"] if first else []) + list(fit["reasons"])
     blockers = list(fit["reasons"]) if fit["verdict"] == "does-not-fit" else []
     if shortfall and first and first["fits"] is False:
@@ -649,18 +712,52 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
     reasons += [
         "refused by rule %s: %s. %s" % (item["id"], item["detail"], item["reason"]) for item in rules["refusals"]
     ]
+    return reasons, blockers
+
+
+def _host_entry(index, node):
+    return {
+        "host": node["host"],
+        "node_rank": index,
+        "source": node["source"],
+        "kind": node["kind"],
+        "kind_source": node["kind_source"],
+        "fabric_ip": node["fabric_ip"],
+        "fabric_iface": node["fabric_iface"],
+        "nccl_env_source": "facts" if node["fabric"] else "inventory",
+        "serve_address": node["serve_address"],
+        "gpus": ["%d: %s (%s, %d MiB)" % (g["index"], g["name"], g["sm"], g["memory_total_mib"]) for g in node["gpus"]],
+    }
+
+
+def _plan_document(
+    seat,
+    recipe,
+    rules,
+    fit,
+    ranks,
+    first,
+    seat_nodes,
+    hardware,
+    candidates,
+    image,
+    transport,
+    notes,
+    shortfall,
+    aliases,
+):
+    """The plan as written (docs/architecture.md, Plan JSON); the settings' working keys leave here."""
+    settings = rules["settings"]
+    reasons, blockers = _verdict_texts(first, fit, rules, shortfall)
     unknowns = _unknowns(settings, rules, fit)
     # Without the image's facts its flags are unchecked, so the plan is not ready (seat/imageflags.py).
     unknowns += [item for item in [flags_unchecked(settings, image)] if item]
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
-    settings.pop("_declared_serving")
-    settings.pop("_memory_default", None)
-    settings.pop("_memory_unknown", None)
-    settings.pop("_image_flags", None)
-    settings.pop("_served_aliases", None)
+    for key in ("_declared_serving", "_memory_default", "_memory_unknown", "_image_flags", "_served_aliases"):
+        settings.pop(key, None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
-    plan = {
+    return {
         "format": PLAN_FORMAT,
         "seat": seat,
         "title": recipe["title"],
@@ -692,14 +789,10 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
         "provenance": origin,
         "fit_inputs": fit.get("inputs") or {},
         "measured": measured_figures(fit),
-        "notes": list(recipe["notes"])
-        + [note for node in hardware for note in node["notes"]]
-        + ([measured_note] if measured_note else [])
-        + ([config_note] if config_note else [])
-        + image_notes,
+        "notes": notes,
         "model": dict(
             {key: settings["model"][key] for key in ("name", "repo", "revision", "revision_status", "served_name")},
-            served_aliases=list(served_aliases or ()),
+            served_aliases=list(aliases or ()),
         ),
         "engine": {
             "name": settings["engine"]["name"],
@@ -714,33 +807,13 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
         "qualification": settings["qualification"],
         # The workload the seat is benchmarked on: its report's, or the lab's where the report recorded none.
         "bench_profile": bench_profile_for(settings["qualification"].get("workload_profile", DEFAULT_PROFILE)),
-        "hosts": [
-            {
-                "host": node["host"],
-                "node_rank": index,
-                "source": node["source"],
-                "kind": node["kind"],
-                "kind_source": node["kind_source"],
-                "fabric_ip": node["fabric_ip"],
-                "fabric_iface": node["fabric_iface"],
-                "nccl_env_source": "facts" if node["fabric"] else "inventory",
-                "serve_address": node["serve_address"],
-                "gpus": [
-                    "%d: %s (%s, %d MiB)" % (g["index"], g["name"], g["sm"], g["memory_total_mib"])
-                    for g in node["gpus"]
-                ],
-            }
-            for index, node in enumerate(seat_nodes)
-        ],
+        "hosts": [_host_entry(index, node) for index, node in enumerate(seat_nodes)],
         # The cached two-node all-reduce of each neighbouring node pair, or unknown with what to run.
         "cross_node_nccl": seat_entries(seat_nodes, candidates, settings["engine"]["device"]),
         # What bring-up must read in the ranks' logs, and the RDMA devices each node's containers get.
-        "transport": dict(transport, nodes=[dict(r, host=n["host"]) for r, n in zip(node_rdma, seat_nodes)]),
+        "transport": transport,
         "ranks": ranks,
     }
-    # What bring-up decides from this plan, for a real run and --check alike (seat/verdict.py).
-    plan["bringup"] = bringup_verdict(plan)
-    return plan
 
 
 def _figure(what, value):
