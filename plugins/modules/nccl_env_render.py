@@ -35,7 +35,9 @@ options:
     elements: str
     default: []
   ib_dscp:
-    description: DSCP of the lossless RoCE class; NCCL_IB_TC is rendered as DSCP x 4 when set.
+    description:
+      - DSCP of the lossless RoCE class; NCCL_IB_TC is rendered as DSCP x 4 when set.
+      - Taken from O(roce_qos) when the fleet declares its class.
     type: int
   gdr_level:
     description: C(auto) to decide from the GPU-NIC path, or a level to force.
@@ -65,6 +67,11 @@ options:
     type: str
     choices: [linux, wsl2]
     default: linux
+  roce_qos:
+    description:
+      - The fleet's lossless RoCE class (C(seatwright_fleet_roce_qos), docs/fabric.md); its C(dscp) gives
+        C(NCCL_IB_TC). O(ib_dscp) may only repeat it; a different value is refused.
+    type: dict
 notes:
   - "Check mode: Decides only; runs the same in check mode."
 extends_documentation_fragment:
@@ -125,6 +132,7 @@ ARGUMENT_SPEC = {
     "gid_index": {"type": "int"},
     "rdma_mitigation": {"type": "str", "choices": ["none", "dmabuf-off", "lower-gdr-level"], "default": "none"},
     "node_kind": {"type": "str", "choices": ["linux", "wsl2"], "default": "linux"},
+    "roce_qos": {"type": "dict"},
 }
 
 

@@ -12,7 +12,8 @@ import roce_qos
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.filter.roce_qos_fleet import roce_qos_fleet
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import render_env
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError, SeatError
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.nccl import node_env_files, render_env
 from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import (
     declared_problems,
     fleet_problems,
@@ -26,6 +27,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import
     traffic_class,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat import plan
 from conftest import FIXTURES
 
 QOS = FIXTURES / "roce_qos"
@@ -319,3 +321,27 @@ def test_the_fleet_filter_names_the_drifted_node_and_refuses_a_bad_declaration()
     ]
     with pytest.raises(AnsibleFilterError, match="seatwright_fleet_roce_qos.priority is 9"):
         roce_qos_fleet({"node-a": good}, dict(DECLARED, priority=9))
+
+
+# ---------------------------------------------------------------- one declaration of the DSCP
+
+
+@pytest.mark.parametrize(
+    "ib_dscp,qos,tc",
+    [(None, DECLARED, "104"), (26, DECLARED, "104"), (24, None, "96"), (None, None, None)],
+    ids=["fleet-only", "node-repeats-fleet", "node-only", "neither"],
+)
+def test_nccl_takes_the_fleets_dscp(ib_dscp, qos, tc):
+    env = node_env_files("node-a", _roce_fabric(), IFACE, ib_dscp=ib_dscp, roce_qos=qos)["variables"]
+    assert env.get("NCCL_IB_TC") == tc
+
+
+def test_a_node_dscp_that_contradicts_the_fleet_is_refused():
+    with pytest.raises(NcclError, match="nccl_env_ib_dscp is 24 but seatwright_fleet_roce_qos.dscp is 26"):
+        node_env_files("node-a", _roce_fabric(), IFACE, ib_dscp=24, roce_qos=DECLARED)
+
+
+def test_the_plan_hands_the_fleets_class_to_each_ranks_nccl_env():
+    assert plan._nccl_options("node-a", {"seatwright_fleet_roce_qos": DECLARED})["ib_dscp"] == 26
+    with pytest.raises(SeatError, match="host node-a: nccl_env_ib_dscp is 24"):
+        plan._nccl_options("node-a", {"seatwright_fleet_roce_qos": DECLARED, "nccl_env_ib_dscp": 24})

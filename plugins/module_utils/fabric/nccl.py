@@ -10,7 +10,7 @@ import json
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import NcclError
-from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import dscp_problem, traffic_class
+from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.qos import dscp_problem, nccl_dscp, traffic_class
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import KINDS, wsl2_nccl_entries
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.platform import p2p_redirected
 
@@ -237,11 +237,15 @@ def env_decisions(host, fabric, socket_ifname, **options):
 P2P_CHOICES = {"auto": "auto", "true": True, "false": False, True: True, False: False}
 
 
-def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None, rdma_mitigation=None):
+def node_options(ib_dscp=None, gdr_level=None, p2p_disable=None, gid_index=None, rdma_mitigation=None, roce_qos=None):
     """The nccl_env role's settings of one node (nccl_env_*) as render_env's keyword arguments.
 
     None means the role's default (auto, none, or not set). p2p_disable may be auto, true/false or a bool.
+    `roce_qos` is the fleet's lossless class (seatwright_fleet_roce_qos): its DSCP is NCCL's.
     """
+    ib_dscp, problem = nccl_dscp(ib_dscp, roce_qos)
+    if problem:
+        raise NcclError(problem)
     p2p = (
         "auto"
         if p2p_disable is None
@@ -344,6 +348,7 @@ def node_env_files(
     gid_index=None,
     rdma_mitigation="none",
     node_kind="linux",
+    roce_qos=None,
 ):
     """What roles/nccl_env writes on a node: each entry with its reason, the defaults left alone,
     /etc/nccl.conf (NCCL's own names) and the env file (all of them). NcclError names what to fix.
@@ -354,7 +359,7 @@ def node_env_files(
         entries = wsl2_entries(host, socket_ifname)
         defaults = ["WSL2 node: no RDMA, GPUDirect or ACS setting applies (plugins/module_utils/node/kind.py)"]
     else:
-        options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index, rdma_mitigation)
+        options = node_options(ib_dscp, gdr_level, p2p_disable, gid_index, rdma_mitigation, roce_qos)
         entries, defaults = env_decisions(host, fabric, socket_ifname, declared_devices=list(rdma_devices), **options)
     return {
         "env": entries,

@@ -53,6 +53,20 @@ def traffic_class(dscp):
     return dscp << 2
 
 
+def nccl_dscp(ib_dscp, qos):
+    """(dscp, problem): the DSCP NCCL marks RoCE with. The fleet's class (`qos`) declares it once;
+    a node's nccl_env_ib_dscp may only repeat it. Without a fleet class, nccl_env_ib_dscp alone."""
+    fleet = qos.get("dscp") if isinstance(qos, dict) else None
+    if fleet is None:
+        return ib_dscp, None
+    if ib_dscp is not None and ib_dscp != fleet:
+        return None, (
+            "nccl_env_ib_dscp is %r but %s.dscp is %r; the lossless class is declared once: remove "
+            "nccl_env_ib_dscp (NCCL then takes the fleet's DSCP)" % (ib_dscp, DECLARATION, fleet)
+        )
+    return fleet, None
+
+
 def declared_faults(qos):
     """[(key, value, expected)] for each unsound part of a declaration (a dict of DECLARED_KEYS)."""
     if qos is None:
