@@ -274,6 +274,7 @@ def test_the_filter_reads_the_plans_and_the_listing(tmp_path):
         "lab": {"api_base": "http://a/v1", "weight": 0},
         "lab-allcores": {"api_base": "http://b/v1", "weight": 100},
     }
+    assert move["metrics_urls"] == {"lab": "http://a/metrics"}
     assert plan["batches"][0]["steps"][-1]["router_targets"]["lab"]["weight"] == 100
     # Once the node records the simulated change as made, nothing is pending and nothing is drained.
     made = _lab_hostvars()

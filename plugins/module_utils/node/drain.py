@@ -16,6 +16,7 @@ Pure: inputs are what the roles observed (node/drain facts, the router's listing
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import driver_action
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.deploy import metrics_url
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import LABEL_PREFIX
 
 # What each pending change reaches on its node: every seat there, the seats running one engine
@@ -446,6 +447,12 @@ def decide(
                 listed = router_aliases[step["alias"]]
                 step["router_targets"] = {
                     seat: dict(listed[seat], weight=weight) for seat, weight in step["targets"].items()
+                }
+                # Where deregister reads each leaving seat's running gauge (it may no longer be listed).
+                step["metrics_urls"] = {
+                    seat: metrics_url(listed[seat]["api_base"])
+                    for seat in step.get("from", [])
+                    if listed[seat].get("api_base")
                 }
     plan["pending"] = pending
     plan["lines"] = describe(plan) if pending else []
