@@ -143,6 +143,45 @@ def parse_lock(text):
     return found
 
 
+def hashed_lock_text(text, wheels, target=None):
+    """The lock `text` with each `name==version` line given `--hash=sha256:H` of its wheels in `wheels`
+    ([{file, sha256}], a downloaded wheelhouse), comments and order kept; lines already hashed are
+    hashed again from the wheelhouse. With `target` ({python_version, platform}), a wheel that does not
+    install there is not a candidate.
+
+    ImageError naming every pin that has no wheel in the wheelhouse: a lock with some lines hashed is
+    one pip refuses whole (--require-hashes), so nothing is written half done.
+    """
+    by_pin = {}
+    for wheel in wheels:
+        parsed = parse_wheel_name(wheel["file"])
+        if parsed is None or (target and wheel_misfit(wheel["file"], target)):
+            continue
+        by_pin.setdefault((parsed["name"], parsed["version"].lower().replace("-", "_")), []).append(wheel["sha256"])
+    lines, missing = [], []
+    for raw in (text or "").splitlines():
+        body, _, comment = raw.partition("#")
+        match = _LOCK_LINE.match(body.strip())
+        if not match:
+            lines.append(raw)
+            continue
+        name, version = normal_name(match.group("name")), match.group("version")
+        hashes = sorted(set(by_pin.get((name, version.lower().replace("-", "_")), [])))
+        if not hashes:
+            missing.append("%s==%s" % (name, version))
+            continue
+        head = body.strip().split()[0]
+        tail = ("  # " + comment.strip()) if comment.strip() else ""
+        lines.append(" ".join([head] + ["--hash=sha256:%s" % digest for digest in hashes]) + tail)
+    if missing:
+        raise ImageError(
+            "%d pin%s of the lock have no wheel in the wheelhouse: %s. Download the lock's wheels for the image's "
+            "wheel_target first (the engine_image role's wheelhouse step), then hash it again"
+            % (len(missing), "s" if len(missing) > 1 else "", ", ".join(missing))
+        )
+    return "\n".join(lines) + "\n"
+
+
 def lock_hashed(lock):
     """Whether every package of a parsed lock names its wheels' sha256 (pip's --require-hashes can use it)."""
     return bool(lock) and all(pin["hashes"] for pin in lock.values())

@@ -1,0 +1,90 @@
+"""A package lock given the sha256 of each pin's wheels (images/wheels.py hashed_lock_text, tools/lock-hashes),
+and the lab's shipped lock held to it."""
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
+from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import (
+    hashed_lock_text,
+    lock_hashed,
+    parse_lock,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = {"python_version": "3.11", "platform": "manylinux_2_36_x86_64"}
+RAY = "ray-2.60.0-cp311-cp311-manylinux2014_x86_64.whl"
+RAY_312 = "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+SPY = "py_spy-0.4.3-py2.py3-none-manylinux_2_5_x86_64.manylinux1_x86_64.whl"
+TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("lock", "wheels", "expected"),
+    [
+        (
+            "# the lab's\nray==2.60.0\npy-spy==0.4.3  # hang evidence\n",
+            [RAY, SPY],
+            "# the lab's\nray==2.60.0 --hash=sha256:%s\npy-spy==0.4.3 --hash=sha256:%s  # hang evidence\n"
+            % (sha(RAY), sha(SPY)),
+        ),
+        # A wheel for another Python is not the image's: only the cp311 one is named.
+        ("ray==2.60.0\n", [RAY, RAY_312], "ray==2.60.0 --hash=sha256:%s\n" % sha(RAY)),
+        # A local version (+cpu) is matched as pip spells it.
+        ("torch==2.13.0+cpu\n", [TORCH], "torch==2.13.0+cpu --hash=sha256:%s\n" % sha(TORCH)),
+        # A line hashed before is hashed again from the wheelhouse: a stale hash does not survive.
+        ("ray==2.60.0 --hash=sha256:%s\n" % ("0" * 64), [RAY], "ray==2.60.0 --hash=sha256:%s\n" % sha(RAY)),
+    ],
+    ids=["every pin, comments kept", "other python left out", "local version", "stale hash replaced"],
+)
+def test_every_pin_gets_its_wheels_sha256(lock, wheels, expected):
+    hashed = hashed_lock_text(lock, [{"file": name, "sha256": sha(name)} for name in wheels], TARGET)
+    assert hashed == expected
+    assert lock_hashed(parse_lock(hashed))
+
+
+def test_a_pin_without_its_wheel_stops_naming_it():
+    with pytest.raises(ImageError, match=r"1 pin of the lock have no wheel in the wheelhouse: py-spy==0\.4\.3"):
+        hashed_lock_text("ray==2.60.0\npy-spy==0.4.3\n", [{"file": RAY, "sha256": sha(RAY)}], TARGET)
+
+
+def test_a_pin_whose_only_wheel_is_for_another_python_stops():
+    with pytest.raises(ImageError, match=r"ray==2\.60\.0"):
+        hashed_lock_text("ray==2.60.0\n", [{"file": RAY_312, "sha256": sha(RAY_312)}], TARGET)
+
+
+def test_the_tool_leaves_the_lock_whole_when_a_wheel_is_missing(tmp_path):
+    lock = tmp_path / "lock.txt"
+    lock.write_text("ray==2.60.0\npy-spy==0.4.3\n")
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / RAY).write_bytes(b"ray")
+    argv = [sys.executable, str(ROOT / "tools" / "lock-hashes"), str(lock), str(house)]
+    argv += ["--python-version", "3.11", "--platform", "manylinux_2_36_x86_64"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 1 and "py-spy==0.4.3" in done.stderr and "Traceback" not in done.stderr
+    assert lock.read_text() == "ray==2.60.0\npy-spy==0.4.3\n"
+    (house / SPY).write_bytes(b"spy")
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert lock.read_text() == "ray==2.60.0 --hash=sha256:%s\npy-spy==0.4.3 --hash=sha256:%s\n" % (
+        hashlib.sha256(b"ray").hexdigest(),
+        hashlib.sha256(b"spy").hexdigest(),
+    )
+
+
+def test_the_lab_lock_names_a_sha256_for_every_pin_and_the_local_torch_its_pin():
+    definition = yaml.safe_load((ROOT / "images" / "lab-vllm-cpu.yml").read_text())
+    lock = parse_lock((ROOT / "roles" / "engine_image" / "files" / "locks" / definition["lock"]).read_text())
+    assert lock_hashed(lock)
+    # The lock and the definition pin the local torch wheel to the same bytes.
+    local = {wheel["file"]: wheel["sha256"] for wheel in definition["local_wheels"]}
+    assert lock["torch"]["hashes"] == {local[TORCH]}
