@@ -68,6 +68,12 @@ def test_the_move_takes_the_seats_share_to_a_standby_and_the_restore_puts_it_bac
     assert plan["batches"][0]["steps"][-1]["targets"] == {"lab": 100, "lab-allcores": 0}
 
 
+def test_the_share_a_standby_takes_stays_within_the_routers_weights():
+    live = {"a": seat(["node-a"]), "b": seat(["node-a"]), "c": seat(["node-b"])}
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, {"production": {"a": 100, "b": 100, "c": 0}})
+    assert plan["batches"][0]["steps"][0]["targets"] == {"a": 0, "b": 0, "c": 100}
+
+
 def test_a_seat_on_the_same_node_is_no_place_to_move_an_alias():
     # make lab's own state: both one-node seats on node-a, so production has nowhere to go.
     plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, LAB, {"production": {"lab": 0, "lab-allcores": 100}})

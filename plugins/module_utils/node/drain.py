@@ -16,7 +16,7 @@ Pure: inputs are what the roles observed (node/drain facts, the router's listing
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver import driver_action
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of
-from ansible_collections.seatwright.fleet.plugins.module_utils.router.deploy import metrics_url
+from ansible_collections.seatwright.fleet.plugins.module_utils.router.deploy import MAX_WEIGHT, metrics_url
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import LABEL_PREFIX
 
 # What each pending change reaches on its node: every seat there, the seats running one engine
@@ -129,7 +129,8 @@ def _moved_targets(targets, leaving, live):
     after = {seat: (0 if seat in leaving else targets[seat]) for seat in targets}
     if sum(after[seat] for seat in staying) <= 0:
         # Listed but standing by (weight 0): they take the leaving seats' share between them.
-        share = max(1, sum(targets[seat] for seat in leaving if seat in targets) // len(staying))
+        share = sum(targets[seat] for seat in leaving if seat in targets) // len(staying)
+        share = min(MAX_WEIGHT, max(1, share))
         for seat in staying:
             after[seat] = share
     return after
