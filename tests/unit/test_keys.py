@@ -338,3 +338,25 @@ def test_the_watcher_finds_a_piece_of_the_key_a_cut_copy_left(tmp_path):
     rc, out = keywatch("--key-file", path, "--evidence", evidence)
     assert rc == 1, out
     assert "1 with a piece of it" in out and "qualification.json: 1 pieces" in out and fake_key[:15] not in out
+
+
+def test_the_watcher_counts_each_of_several_keys_by_its_file(tmp_path):
+    # Issue 50: the lab's keywatch looks for the seat key, the router's admin key and the clients' key at once.
+    seat, admin, client = ("sk-%s-%d-keywatch" % (name, os.getpid()) for name in ("seat", "admin", "client"))
+    folder = {name: tmp_path / name for name in ("seat", "admin", "client")}
+    for path in folder.values():
+        path.mkdir()
+    files = [key_file(folder["seat"], seat), key_file(folder["admin"], admin), key_file(folder["client"], client)]
+    log = tmp_path / "router.log"
+    log.write_text("registered a worker with %s\n" % admin)
+    argv = ["--log", log]
+    for path in files:
+        argv[:0] = ["--key-file", path]
+    rc, out = keywatch(*argv)
+    assert rc == 1, out
+    counts = sorted(line for line in out.splitlines() if line.startswith("keywatch: log "))
+    assert len(counts) == 3 and sum("1 occurrences of the key" in line for line in counts) == 1, out
+    assert admin not in out and seat not in out
+    log.write_text("nothing secret\n")
+    rc, out = keywatch(*argv)
+    assert rc == 0 and "no key was found anywhere" in out, out
