@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -263,6 +264,36 @@ def note(name, value):
         found["command"] = "make lab && %s=%s make %s" % (RESULTS_ENV, os.path.relpath(out, ROOT), target)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+
+
+def _status(key):
+    """The router's HTTP status for a chat request through the alias with `key` (None: no Authorization)."""
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = "Bearer " + key
+    body = {"model": ALIAS, "max_tokens": 4, "messages": [{"role": "user", "content": "Capital of France?"}]}
+    request = urllib.request.Request(
+        ROUTER + "/v1/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_router_refuses_no_key_and_a_wrong_key_and_serves_the_clients_key():
+    # Issue 50 item 1 in the lab, for whichever router runs (LiteLLM on node-a, smg on node-b).
+    admin = KEY_FILE.read_text().strip()
+    assert admin != client_key()
+    statuses = {
+        "no key": _status(None),
+        "a wrong key": _status("sk-wrong-" + client_key()[::-1]),
+        "the clients' key": _status(client_key()),
+    }
+    note("client_key_statuses", statuses)
+    assert statuses == {"no key": 401, "a wrong key": 401, "the clients' key": 200}, statuses
 
 
 def test_check_mode_shows_the_steps_and_moves_nothing(tmp_path):
