@@ -1,5 +1,6 @@
 """A package lock given the sha256 of each pin's wheels (images/wheels.py hashed_lock_text, tools/lock-hashes),
-and the lab's shipped lock held to it."""
+a whole lock written from a wheelhouse (lock_from_wheels, tools/lock-hashes --from-wheelhouse), and the
+shipped locks held to it."""
 
 import hashlib
 import subprocess
@@ -11,6 +12,7 @@ import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels import (
     hashed_lock_text,
+    lock_from_wheels,
     lock_hashed,
     parse_lock,
 )
@@ -21,6 +23,12 @@ RAY = "ray-2.60.0-cp311-cp311-manylinux2014_x86_64.whl"
 RAY_312 = "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl"
 SPY = "py_spy-0.4.3-py2.py3-none-manylinux_2_5_x86_64.manylinux1_x86_64.whl"
 TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+SPY_OLD = "py_spy-0.4.2-py2.py3-none-manylinux_2_5_x86_64.manylinux1_x86_64.whl"
+RAY_ARM = "ray-2.60.0-cp311-cp311-manylinux2014_aarch64.whl"
+# Two wheels of one version that both install on the target (a newer glibc build beside the old one).
+MSGSPEC = "msgspec-0.20.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+MSGSPEC_228 = "msgspec-0.20.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+FLASHINFER = "flashinfer_python-0.7.2.post1-py3-none-any.whl"
 
 
 def sha(text):
@@ -79,6 +87,83 @@ def test_the_tool_leaves_the_lock_whole_when_a_wheel_is_missing(tmp_path):
         hashlib.sha256(b"ray").hexdigest(),
         hashlib.sha256(b"spy").hexdigest(),
     )
+
+
+def _house(names):
+    return [{"file": name, "sha256": sha(name)} for name in names]
+
+
+@pytest.mark.parametrize(
+    ("wheels", "expected", "left_out"),
+    [
+        # One line per distribution, by PEP 503 name, sorted; a header line becomes a comment.
+        (
+            [SPY, RAY, FLASHINFER],
+            "# what it is\nflashinfer-python==0.7.2.post1 --hash=sha256:%s\npy-spy==0.4.3 --hash=sha256:%s\n"
+            "ray==2.60.0 --hash=sha256:%s\n" % (sha(FLASHINFER), sha(SPY), sha(RAY)),
+            [],
+        ),
+        # Two wheels of one version that fit: both hashes on its line, sorted, so pip may take either.
+        (
+            [MSGSPEC_228, MSGSPEC],
+            "# what it is\nmsgspec==0.20.0 %s\n"
+            % " ".join("--hash=sha256:%s" % h for h in sorted([sha(MSGSPEC), sha(MSGSPEC_228)])),
+            [],
+        ),
+        # A wheel for another Python or machine is not the image's: left out, and said so.
+        ([RAY, RAY_312, RAY_ARM], "# what it is\nray==2.60.0 --hash=sha256:%s\n" % sha(RAY), [RAY_ARM, RAY_312]),
+        # A local version keeps its +suffix.
+        ([TORCH], "# what it is\ntorch==2.13.0+cpu --hash=sha256:%s\n" % sha(TORCH), []),
+    ],
+    ids=["sorted by name", "two wheels of one version", "misfits left out", "local version"],
+)
+def test_a_lock_is_written_from_the_wheelhouse(wheels, expected, left_out):
+    written = lock_from_wheels(_house(wheels), TARGET, "what it is")
+    assert written["text"] == expected
+    assert [why.split(" ")[0] for why in written["left_out"]] == left_out
+    lock = parse_lock(written["text"])
+    assert lock_hashed(lock)
+    # The written lock is one hashed_lock_text keeps as it is: hashing it again from the same wheels changes nothing.
+    assert hashed_lock_text(written["text"], _house(wheels), TARGET) == written["text"]
+
+
+@pytest.mark.parametrize(
+    ("wheels", "message"),
+    [
+        ([SPY, SPY_OLD, RAY], r"two versions of 1 distribution: py-spy \(0\.4\.2, 0\.4\.3\)\. One download"),
+        ([RAY_312, RAY_ARM], r"no wheel of the wheelhouse installs on Python 3\.11, manylinux_2_36_x86_64"),
+        ([], r"no wheel of the wheelhouse installs"),
+    ],
+    ids=["two versions of one name", "nothing fits", "empty"],
+)
+def test_a_wheelhouse_that_is_not_one_resolution_writes_no_lock(wheels, message):
+    with pytest.raises(ImageError, match=message):
+        lock_from_wheels(_house(wheels), TARGET)
+
+
+def test_the_tool_writes_a_lock_from_the_wheelhouse_with_its_command(tmp_path):
+    house = tmp_path / "house"
+    house.mkdir()
+    for name in (RAY, RAY_312, SPY):
+        (house / name).write_bytes(name.encode())
+    lock = tmp_path / "new.txt"
+    argv = [sys.executable, str(ROOT / "tools" / "lock-hashes"), "--from-wheelhouse", str(lock), str(house)]
+    argv += ["--python-version", "3.11", "--platform", "manylinux_2_36_x86_64", "--header", "A test lock."]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "left out: %s" % RAY_312 in done.stderr
+    lines = lock.read_text().splitlines()
+    assert lines[0] == "# A test lock."
+    assert (
+        lines[1].startswith("# Written by: tools/lock-hashes --from-wheelhouse ")
+        and "--header 'A test lock.'" in lines[1]
+    )
+    assert lines[2:] == ["py-spy==0.4.3 --hash=sha256:%s" % sha(SPY), "ray==2.60.0 --hash=sha256:%s" % sha(RAY)]
+    assert subprocess.run(argv + ["--check"], capture_output=True, text=True).returncode == 0
+    (house / SPY_OLD).write_bytes(b"old")
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 1 and "py-spy (0.4.2, 0.4.3)" in done.stderr and "Traceback" not in done.stderr
+    assert lock.read_text().splitlines()[2:] == lines[2:]
 
 
 def test_the_lab_lock_names_a_sha256_for_every_pin_and_the_local_torch_its_pin():

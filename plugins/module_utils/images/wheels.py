@@ -182,6 +182,44 @@ def hashed_lock_text(text, wheels, target=None):
     return "\n".join(lines) + "\n"
 
 
+def lock_from_wheels(wheels, target, header=""):
+    """A whole lock written from a downloaded wheelhouse: one `name==version --hash=sha256:H ...` line per
+    distribution of `wheels` ([{file, sha256}]) that installs on `target` ({python_version, platform}),
+    every fitting wheel's hash on its line (pip takes any of them), sorted by name, under `header`
+    (each of its lines made a comment).
+
+    Returns {"text", "left_out": [why, per wheel that does not fit]}. ImageError naming every
+    distribution with wheels of two versions: a wheelhouse is one resolution, and a lock pins one
+    version, so such a folder mixes downloads (remove it and download again).
+    """
+    pins, left_out = {}, []
+    for wheel in sorted(wheels, key=lambda item: item["file"]):
+        misfit = wheel_misfit(wheel["file"], target)
+        if misfit:
+            left_out.append(misfit)
+            continue
+        parsed = parse_wheel_name(wheel["file"])
+        pin = pins.setdefault(parsed["name"], {})
+        pin.setdefault(parsed["version"], set()).add(wheel["sha256"])
+    if not pins:
+        raise ImageError(
+            "no wheel of the wheelhouse installs on Python %s, %s: download it for the image's wheel_target "
+            "first (the engine_image role's wheelhouse step)" % (target["python_version"], target["platform"])
+        )
+    mixed = ["%s (%s)" % (name, ", ".join(sorted(pins[name]))) for name in sorted(pins) if len(pins[name]) > 1]
+    if mixed:
+        raise ImageError(
+            "the wheelhouse holds two versions of %d distribution%s: %s. One download resolves one version "
+            "of each; remove the wheelhouse folder and download it again for the image's wheel_target"
+            % (len(mixed), "s" if len(mixed) > 1 else "", "; ".join(mixed))
+        )
+    lines = ["# " + line if line.strip() else "#" for line in (header or "").splitlines()]
+    for name in sorted(pins):
+        ((version, hashes),) = pins[name].items()
+        lines.append(" ".join(["%s==%s" % (name, version)] + ["--hash=sha256:%s" % h for h in sorted(hashes)]))
+    return {"text": "\n".join(lines) + "\n", "left_out": left_out}
+
+
 def lock_hashed(lock):
     """Whether every package of a parsed lock names its wheels' sha256 (pip's --require-hashes can use it)."""
     return bool(lock) and all(pin["hashes"] for pin in lock.values())
