@@ -78,7 +78,8 @@ def _node(hostvars, host, driver_branch):
         "node_kind": variables.get("seatwright_node_kind"),
         "driver_version": (facts.get("seatwright_gpu_summary") or {}).get("driver_version"),
         "driver_branch": str(variables.get("nvidia_driver_branch") or driver_branch),
-        "facts": variables.get("seatwright_drain_node"),
+        # node_drain_facts' answer is a fact: under ansible_facts whether or not facts are injected as vars.
+        "facts": facts.get("seatwright_drain_node") or variables.get("seatwright_drain_node"),
     }
 
 
