@@ -14,8 +14,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.images.wheels imp
     hashed_lock_text,
     lock_from_wheels,
     lock_hashed,
+    normal_name,
     parse_lock,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.images.inputs import build_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = {"python_version": "3.11", "platform": "manylinux_2_36_x86_64"}
@@ -154,9 +156,8 @@ def test_the_tool_writes_a_lock_from_the_wheelhouse_with_its_command(tmp_path):
     assert "left out: %s" % RAY_312 in done.stderr
     lines = lock.read_text().splitlines()
     assert lines[0] == "# A test lock."
-    assert (
-        lines[1].startswith("# Written by: tools/lock-hashes --from-wheelhouse ")
-        and "--header 'A test lock.'" in lines[1]
+    assert lines[1].startswith("# Written by: tools/lock-hashes --from-wheelhouse ") and lines[1].endswith(
+        " --python-version 3.11 --platform manylinux_2_36_x86_64 --header LINE (one per line above)"
     )
     assert lines[2:] == ["py-spy==0.4.3 --hash=sha256:%s" % sha(SPY), "ray==2.60.0 --hash=sha256:%s" % sha(RAY)]
     assert subprocess.run(argv + ["--check"], capture_output=True, text=True).returncode == 0
@@ -173,3 +174,32 @@ def test_the_lab_lock_names_a_sha256_for_every_pin_and_the_local_torch_its_pin()
     # The lock and the definition pin the local torch wheel to the same bytes.
     local = {wheel["file"]: wheel["sha256"] for wheel in definition["local_wheels"]}
     assert lock["torch"]["hashes"] == {local[TORCH]}
+
+
+@pytest.mark.parametrize("image", ["vllm-sm120"])
+def test_a_cuda_image_plan_downloads_its_lock_by_hash_and_the_lock_pins_its_packages(image):
+    role = ROOT / "roles" / "engine_image"
+    path = ROOT / "images" / ("%s.yml" % image)
+    plan = build_inputs(
+        {
+            "definition_path": str(path),
+            "template_paths": [str(role / "templates" / "engine-cuda.Dockerfile.j2")],
+            "apply_script_path": str(role / "files" / "apply-patches"),
+            "patch_dirs": [str(role / "files" / "patches")],
+            "extra_patches": [],
+            "locks_dir": str(role / "files" / "locks"),
+            "local_wheels_dir": str(ROOT / "no-local-wheels"),
+            "ca_certificates": [],
+            "base_image_id": "sha256:" + "1" * 64,
+            "offline": True,
+        }
+    )
+    # The role takes the --require-hashes download for it (roles/engine_image/tasks/wheelhouse.yml).
+    assert plan["lock_hashed"] is True and plan["lock_path"].endswith(plan["definition"]["lock"])
+    lock = parse_lock(Path(plan["lock_path"]).read_text())
+    # The definition's own pins are the lock's versions, and its FlashInfer wheels the lock's bytes.
+    for package in plan["definition"]["packages"]:
+        name, version = package.split("==")
+        assert lock[normal_name(name.split("[")[0])]["version"] == version, package
+    for wheel in plan["definition"]["flashinfer"]["wheels"]:
+        assert lock[normal_name(wheel["file"].split("-")[0])]["hashes"] == {wheel["sha256"]}
