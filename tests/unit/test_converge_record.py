@@ -119,6 +119,30 @@ def test_a_node_without_cached_facts_converges(missing):
     assert decided["n1"]["reason"] == cr.NO_FACTS
 
 
+WSL2 = {"seatwright_host_kind": {"kind": "wsl2", "source": "node"}}
+LINUX = {"seatwright_host_kind": {"kind": "linux", "source": "node"}}
+
+
+@pytest.mark.parametrize(
+    "kind, missing, expected",
+    [
+        # rdma_fabric gathers no fabric facts on a WSL2 node: its record holds without them.
+        (WSL2, "seatwright_fabric", ""),
+        (WSL2, "seatwright_gpu_summary", cr.NO_FACTS),
+        (WSL2, "ansible_local", cr.NO_FACTS),
+        (LINUX, "seatwright_fabric", cr.NO_FACTS),
+        ({}, "seatwright_fabric", cr.NO_FACTS),
+        ({"seatwright_host_kind": "wsl2"}, "seatwright_fabric", cr.NO_FACTS),
+    ],
+    ids=["wsl2-no-fabric", "wsl2-no-gpus", "wsl2-no-local", "linux-no-fabric", "no-kind", "kind-not-a-mapping"],
+)
+def test_the_facts_a_node_needs_cached_follow_its_kind(kind, missing, expected):
+    facts = dict({k: v for k, v in FACTS.items() if k != missing}, **kind)
+    inputs = converge_decisions(["n1"], {"n1": node(output(None))})["n1"]["inputs"]
+    current = dict(node(output(record(inputs=inputs))), ansible_facts=facts)
+    assert converge_decisions(["n1"], {"n1": current})["n1"]["reason"] == expected
+
+
 def test_the_record_and_the_gpu_facts_cache_are_not_watched():
     cache = {"/var/lib/seatwright/gpu_facts.json": ["f", "644", "2253", "5.0", ""]}
     rec = {"/var/lib/seatwright/converge-record.json": ["f", "644", "4048", "6.0", ""]}

@@ -30,6 +30,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     STATE_DIR,
     rebased,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import role_skip
 
 RECORD_SCHEMA = 1
 # Hours a record is trusted at most: the controller's fact cache keeps facts as long (ansible.cfg).
@@ -181,8 +182,18 @@ def stale_reason(snapshot, inputs, max_age_h=MAX_AGE_H):
 
 # Facts the later plays and the plan read from the controller's cache: a node without them converges.
 CACHED_FACTS = ("seatwright_gpu_summary", "seatwright_fabric")
+# The role that gathers a cached fact where a node kind can skip that role (node/kind.py role_skip):
+# rdma_fabric gathers no fabric facts on a WSL2 node, which would otherwise never skip the roles.
+FACT_ROLES = {"seatwright_fabric": "rdma_fabric"}
 FORCED = "asked for a full converge (-e seatwright_full_converge, --tags or --skip-tags)"
 NO_FACTS = "the controller has no cached facts of the node (later plays and the plan read them)"
+
+
+def needed_facts(facts):
+    """The CACHED_FACTS a node must have cached, given the kind it showed (seatwright_host_kind)."""
+    host_kind = facts.get("seatwright_host_kind")
+    kind = host_kind.get("kind") if isinstance(host_kind, dict) else None
+    return tuple(name for name in CACHED_FACTS if not (name in FACT_ROLES and role_skip(kind, FACT_ROLES[name])))
 
 
 def node_decision(host_vars, code, role_names, forced, state_dir=None, max_age_h=MAX_AGE_H):
@@ -194,7 +205,7 @@ def node_decision(host_vars, code, role_names, forced, state_dir=None, max_age_h
     inputs = inputs_digest(code, {name: host_vars[name] for name in names})
     if forced:
         return {"inputs": inputs, "reason": FORCED}
-    if any(name not in facts for name in CACHED_FACTS) or "seatwright" not in (facts.get("ansible_local") or {}):
+    if any(name not in facts for name in needed_facts(facts)) or "seatwright" not in (facts.get("ansible_local") or {}):
         return {"inputs": inputs, "reason": NO_FACTS}
     snapshot = parse_snapshot((host_vars.get("__nodes_snapshot") or {}).get("stdout", ""), state_dir)
     return {"inputs": inputs, "reason": stale_reason(snapshot, inputs, max_age_h) or ""}
