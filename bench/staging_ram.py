@@ -20,6 +20,9 @@ so no disk sets the pace and the price of hashing shows:
   verified_buffered  verified with splice forced off: each piece received into buffers, hashed
             there and written (what a file opened for direct I/O gets)
   verified_sha256  the same with sha256 pieces forced: what a node without blake3 does
+  verified_serial  verified with the fetch workers started and stopped one after another, every
+            stream waiting for the last fork (swarm.STREAMS_AT_ONCE off: the order before issue 49's
+            last change)
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them
 
@@ -68,6 +71,7 @@ KINDS = (
     "verified_spliced",
     "verified_buffered",
     "verified_sha256",
+    "verified_serial",
     "whole",
 )
 # /proc/stat's clock ticks per second (USER_HZ).
@@ -246,6 +250,16 @@ def pull_once(args):
             self.expected = {target: ["0" * 64] * count for target, count in self.counts.items()}
 
         swarm.Swarm.__init__ = unhashed
+    if args.pull == "verified_serial":
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.STREAMS_AT_ONCE = False
+
+        def one_by_one(workers):
+            for worker in workers:
+                worker.close()
+
+        swarm._close_workers = one_by_one
     forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()

@@ -368,6 +368,84 @@ def test_when_every_worker_dies_the_run_fails_saying_so_and_keeps_nothing_half_w
     assert empty == []
 
 
+def test_a_stream_fetches_while_the_next_workers_are_forked(tmp_path, origin_files, monkeypatch):
+    # Each worker after the first is forked only once a piece has moved (or after 3 s): a run that
+    # started no stream before its last fork finds no piece moved when forking the second (issue 49).
+    real = swarm._FetchWorker
+    moved = threading.Event()
+    seen = []
+
+    class Watched(real):
+        def __init__(self, *given):
+            if seen:
+                moved.wait(3)
+            seen.append(moved.is_set())
+            real.__init__(self, *given)
+
+        def fetch(self, *given):
+            count = real.fetch(self, *given)
+            moved.set()
+            return count
+
+    monkeypatch.setattr(swarm, "_FetchWorker", Watched)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=4))
+    finally:
+        origin.stop()
+    assert_verified(result)
+    assert seen == [False, True, True, True]
+
+
+def test_every_worker_is_told_to_stop_before_the_run_waits_for_any(tmp_path, origin_files, monkeypatch):
+    real = swarm._FetchWorker
+    events = []
+
+    class Watched(real):
+        def stop(self):
+            events.append("stop")
+            real.stop(self)
+
+        def close(self):
+            real.close(self)
+            events.append("closed")
+
+    monkeypatch.setattr(swarm, "_FetchWorker", Watched)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=4))
+    finally:
+        origin.stop()
+    assert_verified(result)
+    told = [i for i, event in enumerate(events) if event == "stop"][:4]
+    assert len(told) == 4 and events.count("closed") == 4
+    assert max(told) < events.index("closed"), events
+
+
+def test_a_worker_that_cannot_be_forked_leaves_the_run_to_the_streams_already_started(
+    tmp_path, origin_files, monkeypatch
+):
+    real = swarm._FetchWorker
+    made = []
+
+    class Refused(real):
+        def __init__(self, *given):
+            if len(made) == 2:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            made.append(self)
+            real.__init__(self, *given)
+
+    monkeypatch.setattr(swarm, "_FetchWorker", Refused)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=4))
+    finally:
+        origin.stop()
+    assert_verified(result)
+    assert len(made) == 2
+    assert result["bytes_transferred"] == result["bytes_total"]
+
+
 def test_a_run_killed_mid_piece_leaves_no_worker_behind_and_the_next_run_completes(tmp_path, origin_files):
     import multiprocessing
     import signal
