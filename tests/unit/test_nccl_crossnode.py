@@ -371,3 +371,7 @@ def test_the_record_keeps_each_ends_roce_qos_beside_its_result(capsys, tmp_path,
     set_port = dict(veth, supported=True, reason=None, settings={"pfc": True})
     other = run_module(capsys, step="lookup", **dict(args, qos={"node-a": set_port, "node-b": veth}))
     assert other["cached"] is False
+    # The seat plan shows them with the pair's figure.
+    nodes = [{"host": "node-a", "fabric": LAB}, {"host": "node-b", "fabric": LAB}]
+    entry = plan_entries(nodes, {"node-a": {"node-a<->node-b": measured["record"]}}, 0.8)[0]
+    assert entry["roce_qos"]["node-b"]["declared"] == declared

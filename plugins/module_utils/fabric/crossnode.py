@@ -356,6 +356,9 @@ def plan_entries(seat_nodes, records_by_host, threshold, backend="nccl"):
             "measured_at": record.get("measured_at"),
             "detail": message,
         }
+        if record.get("roce_qos"):
+            # Each end's lossless RoCE class as declared and as its port read it, beside the figure.
+            entry["roce_qos"] = record["roce_qos"]
         if changed:
             entry["detail"] += "; the fabric facts of %s changed since, measure again" % ", ".join(changed)
             entry["run"] = run
