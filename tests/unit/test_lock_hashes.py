@@ -176,7 +176,7 @@ def test_the_lab_lock_names_a_sha256_for_every_pin_and_the_local_torch_its_pin()
     assert lock["torch"]["hashes"] == {local[TORCH]}
 
 
-@pytest.mark.parametrize("image", ["vllm-sm120"])
+@pytest.mark.parametrize("image", ["vllm-sm120", "sglang-sm120"])
 def test_a_cuda_image_plan_downloads_its_lock_by_hash_and_the_lock_pins_its_packages(image):
     role = ROOT / "roles" / "engine_image"
     path = ROOT / "images" / ("%s.yml" % image)
