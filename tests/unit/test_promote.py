@@ -11,11 +11,13 @@ import sys
 import tempfile
 import time
 
+import jinja2
 import pytest
 import router_hold
 import router_rollout
 import yaml
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.seatwright.fleet.plugins.filter.router_kind import router_kind
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence import writer
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.router import hold as io_hold
@@ -205,10 +207,15 @@ def test_promote_gives_the_roles_deregister_its_alias_and_the_gauge():
     ]
     assert holds and all("__promote_client_key" in t["seatwright.fleet.router_hold"]["api_key"] for t in holds)
     play = yaml.safe_load((ROOT / "playbooks" / "promote.yml").read_text())[0]
-    # LiteLLM without a database answers only its master key: the holds carry it there, smg nothing.
-    assert (
-        "router_admin_key" in play["vars"]["__promote_client_key"] and "litellm" in play["vars"]["__promote_client_key"]
-    )
+    # LiteLLM without a database answers only its master key: the holds carry it there, smg nothing;
+    # which kind's clients send it is the kind's description's (router/kinds/), through router_kind.
+    expression = jinja2.Environment(undefined=jinja2.Undefined).from_string(play["vars"]["__promote_client_key"])
+
+    def client_key(kind, **given):
+        return expression.render(dict(given, __promote_kind=router_kind(kind), router_admin_key="ADMIN"))
+
+    assert client_key("litellm") == "ADMIN" and client_key("smg") == ""
+    assert client_key("litellm", router_api_key="CLIENTS") == client_key("smg", router_api_key="CLIENTS") == "CLIENTS"
 
 
 def test_plan_without_the_candidates_address_is_refused_by_name(tmp_path):
