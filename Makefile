@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:/usr/bin:$(PATH)
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUN_DIR := evidence/runs/$(STAMP)
 
-.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-drain-test lab-refused monitoring-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
+.PHONY: help setup aiperf router-venvs lab lab-up lab-seats lab-seat-test lab-keywatch lab-promote-test lab-promote-test-smg lab-drain-test lab-refused monitoring-test wsl2-node-test lab-down fleet-lab fleet-test fleet-down images unit integration lint docs collection molecule test
 
 help:
 	@echo "make lab       set up, bring the two-node lab up and run site.yml -l gpu_nodes on it"
@@ -107,6 +107,12 @@ lab-refused:
 # its alias moved, torn down), re-run and --check changing nothing (~4 min; needs Docker and the lab image).
 monitoring-test:
 	SEATWRIGHT_MONITORING_CONTAINER=1 $(VENV)/python -m pytest tests/integration/test_monitoring_role.py -v
+
+# Issue 53's WSL2 node on a lab node of its own (seatwright-wsl2-node-test, not node-a/node-b, no lab
+# lock): declared WSL2 by the labelled test input, playbooks/nodes.yml converged, re-run and --check
+# changing nothing, then a field seat planned on it with the quoted device request (~4 min).
+wsl2-node-test:
+	SEATWRIGHT_WSL2_NODE=1 $(VENV)/python -m pytest tests/integration/test_wsl2_lab_node.py -v -s
 
 lab-down:
 	molecule destroy
