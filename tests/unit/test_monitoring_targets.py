@@ -135,3 +135,46 @@ def test_the_scrape_config_keeps_the_key_in_a_file_and_follows_the_seat_files():
         ["172.30.99.11:9100"],
         ["172.30.99.12:9100"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("router", "keyed", "address", "path", "authorized"),
+    [
+        # LiteLLM's /metrics/ (its prometheus callback) is behind the front on the public port, which takes
+        # the clients' key there as on the data plane.
+        ({"node": "node-a", "kind": "litellm", "ip": "172.30.99.11", "port": 4000}, True, "172.30.99.11:4000",
+         "/metrics/", True),
+        # smg serves its metrics on a port of its own, with no key.
+        ({"node": "node-b", "kind": "smg", "ip": "172.30.99.12", "port": 4100}, True, "172.30.99.12:29000",
+         "/metrics", False),
+        ({"node": "node-b", "kind": "smg", "ip": "172.30.99.12", "port": 4100}, False, "172.30.99.12:29000",
+         "/metrics", False),
+    ],
+    ids=["litellm behind its front", "smg with a client key", "smg without"],
+)  # fmt: skip
+def test_each_router_kind_is_scraped_where_its_description_says(router, keyed, address, path, authorized):
+    config = targets.scrape_config(
+        nodes={},
+        gpu_nodes={},
+        routers=[router],
+        file_sd_dir="/f",
+        credentials_file="",
+        rules_file="/r",
+        router_credentials_file="/etc/prometheus/seatwright/router-api-key" if keyed else "",
+    )
+    job = {job["job_name"]: job for job in config["scrape_configs"]}["seatwright_routers"]
+    assert job["static_configs"][0]["targets"] == [address] and job["metrics_path"] == path
+    assert job["static_configs"][0]["labels"] == {"node": router["node"], "router": router["kind"]}
+    assert ("authorization" in job) is authorized
+    if authorized:
+        assert job["authorization"]["credentials_file"].endswith("router-api-key")
+
+
+def test_a_litellm_router_without_a_clients_key_is_not_scraped_with_its_admin_key():
+    router = {"node": "node-a", "kind": "litellm", "ip": "172.30.99.11", "port": 4000}
+    target, note = targets.router_target(router, clients_keyed=False)
+    assert target is None and "router_api_key" in note and "admin key" in note
+    config = targets.scrape_config(
+        nodes={}, gpu_nodes={}, routers=[router], file_sd_dir="/f", credentials_file="", rules_file="/r"
+    )
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["seatwright_seats", "seatwright_nodes"]

@@ -4,6 +4,8 @@ so smg on every interface is an open seat unless its clients need a key of their
 a database has one key, its master key, so its clients get their own and the front trades it on the
 data plane only. The refusals are in router/deploy.py (pure); the front's text is nginx's."""
 
+import re
+
 import pytest
 import yaml
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
@@ -83,9 +85,14 @@ def test_a_litellm_client_never_holds_the_master_key():
     assert "router_api_key" in str(caught.value)
     found = deploy.plan(params("litellm", "10.77.0.11", seats_keyed=False, clients_keyed=True))
     site = next(f["content"] for f in found["files"] if f["path"] == found["layout"]["site_file"])
-    # The trade happens on the data plane's paths only: a client key sent to /model/new stays itself.
-    assert "location ~ %s {" % deploy.DATA_PLANE_PATHS in site
-    assert site.count("proxy_set_header Authorization") == 1
+    # The trade happens on the data plane's paths and the metrics path only (issue 51: Prometheus scrapes
+    # with the clients' key): a client key sent to /model/new stays itself.
+    assert "location ~ %s {" % deploy.DATA_PLANE_PATHS in site and "location ~ ^/metrics/?$ {" in site
+    assert site.count("proxy_set_header Authorization") == 2
+    traded = re.findall(r"location ~ (\S+) \{", site)
+    for path in ("/model/new", "/key/generate", "/metricsx", "/v1/metrics"):
+        assert not any(re.search(pattern, path) for pattern in traded), path
+    assert all(any(re.search(p, path) for p in traded) for path in ("/metrics/", "/metrics", "/v1/chat/completions"))
     keys = deploy.front_keys_text("litellm", CLIENT, ADMIN)
     # Any other header reaches LiteLLM as none at all: it answers 401 (a wrong key was a 400 "No connected db").
     assert 'default "";' in keys and keys.count('"Bearer %s";' % ADMIN) == 2

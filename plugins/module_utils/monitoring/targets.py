@@ -10,6 +10,7 @@ import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import metrics, rules
+from ansible_collections.seatwright.fleet.plugins.module_utils.router import kinds
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import restore_actions
 
 _SEAT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -104,6 +105,29 @@ def _escape(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def router_target(router, clients_keyed):
+    """(target, note) of a router for the routers' job: `router` {node, kind, ip, port} as the inventory
+    declares it (`ip` the router node's fabric address), or {node, kind, address[, path]} given outright.
+    Where and how a kind serves its metrics is its description's (router/kinds, `metrics`). A kind whose
+    metrics want the clients' key gets no target without one (router_api_key), and the note says so:
+    Prometheus never holds a router's admin key."""
+    if router.get("address"):
+        return {"node": router["node"], "kind": router["kind"], "address": router["address"],
+                "path": router.get("path") or "/metrics", "keyed": bool(router.get("keyed"))}, None  # fmt: skip
+    metrics = kinds.get(router["kind"]).get("metrics")
+    if not metrics:
+        return None, "router %s on %s serves no metrics seatwright knows of" % (router["kind"], router["node"])
+    keyed = metrics.get("key") == "clients"
+    if keyed and not clients_keyed:
+        return None, (
+            "router %s on %s is not scraped: its metrics ask for a key, and without router_api_key the only "
+            "one is its admin key, which Prometheus is not given; set router_api_key" % (router["kind"], router["node"])
+        )
+    port = metrics.get("port") or router["port"]
+    target = {"node": router["node"], "kind": router["kind"], "address": "%s:%d" % (router["ip"], int(port))}
+    return dict(target, path=metrics["path"], keyed=keyed), None
+
+
 def scrape_config(
     *,
     nodes,
@@ -115,9 +139,11 @@ def scrape_config(
     scrape_interval_s=15,
     node_exporter_port=9100,
     dcgm_port=9400,
+    router_credentials_file="",
 ):
     """prometheus.yml as a dict. `nodes`: {name: address} of every node (node exporter); `gpu_nodes`:
-    those running the DCGM exporter; `routers`: [{name, address, path}] scrape targets of the routers."""
+    those running the DCGM exporter; `routers`: the routers (router_target's input); with
+    `router_credentials_file` (the clients' router key, 0600) a router whose metrics want the key gets it."""
     interval = "%ds" % scrape_interval_s
 
     def static(addresses, port):
@@ -138,16 +164,23 @@ def scrape_config(
     ]
     if gpu_nodes:
         jobs.append({"job_name": "seatwright_gpus", "static_configs": static(gpu_nodes, dcgm_port)})
-    if routers:
-        jobs.append(
-            {
-                "job_name": "seatwright_routers",
-                "static_configs": [
-                    {"targets": [router["address"]], "labels": {"node": router["node"], "router": router["kind"]}}
-                    for router in routers
-                ],
-            }
-        )
+    found = [router_target(router, bool(router_credentials_file))[0] for router in routers or []]
+    # One job per way of scraping (path, key): the first is seatwright_routers, as the rules read it.
+    by_way = {}
+    for target in (t for t in found if t):
+        by_way.setdefault((target["path"], target["keyed"]), []).append(target)
+    for index, ((path, keyed), group) in enumerate(sorted(by_way.items())):
+        job = {
+            "job_name": "seatwright_routers" + ("" if index == 0 else "_%d" % index),
+            "metrics_path": path,
+            "static_configs": [
+                {"targets": [target["address"]], "labels": {"node": target["node"], "router": target["kind"]}}
+                for target in group
+            ],
+        }
+        if keyed:
+            job["authorization"] = {"type": "Bearer", "credentials_file": router_credentials_file}
+        jobs.append(job)
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [rules_file],

@@ -134,6 +134,7 @@ def litellm_config(aliases, targets, seats, models=None):
         "model_list": model_list,
         "router_settings": {"routing_strategy": "simple-shuffle", "model_group_alias": dict(sorted(aliases.items()))},
         "general_settings": {"master_key": "os.environ/" + LITELLM_KEY_ENV},
+        "litellm_settings": dict(litellm.CONFIG_SETTINGS),
     }
 
 

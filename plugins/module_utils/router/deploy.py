@@ -372,8 +372,14 @@ def site_text(lay):
         lines += ["    location / {"] + _proxy_lines() + ["    }"]
     elif kinds.get(lay["kind"])["front"] == "trade":
         lines += ["    location / {"] + _proxy_lines() + ["    }"]
-        lines += ["    location ~ %s {" % DATA_PLANE_PATHS, "        proxy_set_header Authorization %s;" % AUTH_VAR]
-        lines += _proxy_lines() + ["    }"]
+        traded = [DATA_PLANE_PATHS]
+        metrics = kinds.get(lay["kind"]).get("metrics") or {}
+        if metrics.get("port") is None and metrics.get("key") == "clients":
+            # The router's metrics behind the front: Prometheus sends the clients' key, as a client does.
+            traded.append("^%s/?$" % re.escape(metrics["path"].rstrip("/")))
+        for paths in traded:
+            lines += ["    location ~ %s {" % paths, "        proxy_set_header Authorization %s;" % AUTH_VAR]
+            lines += _proxy_lines() + ["    }"]
     else:
         lines += [
             "    location / {",

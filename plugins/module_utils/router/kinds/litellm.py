@@ -22,6 +22,14 @@ COMPROMISED = ("1.82.7", "1.82.8")
 KEY_ENV = "LITELLM_MASTER_KEY"
 # LiteLLM fetches a model cost map from the internet at start unless told to use its local copy.
 ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+# Settings of every config the colours run: the prometheus callback serves /metrics/ (router request,
+# latency and failure counters, https://docs.litellm.ai/docs/proxy/prometheus), which needs a key
+# there (litellm.require_auth_for_metrics_endpoint, true in 1.110.2).
+CONFIG_SETTINGS = {"callbacks": ["prometheus"]}
+# Where Prometheus scrapes it: the public port (None: the router's own), behind the front, which
+# trades the clients' key for the master key there as on the data plane (deploy.site_text), so
+# Prometheus holds the clients' key, never the master key.
+METRICS = {"port": None, "path": "/metrics/", "key": "clients"}
 # What pip installs in the router's venv for a release other than the pinned one.
 PIP_SPEC = "litellm[proxy]=={version}"
 # What pip installs for the pinned release, each pinned: the role's default (router_pip_packages) and
@@ -46,6 +54,8 @@ PIP_PINNED = (
     "websockets==17.4",
     "orjson==3.13.0",
     "APScheduler==3.11.3",
+    # The prometheus callback's client library (litellm_settings.callbacks, CONFIG_SETTINGS below).
+    "prometheus_client==0.26.0",
 )
 # The whole closure of the pinned release, every package at its version, as `pip freeze` printed it
 # from a venv of PIP_PINNED made on Debian 12 (Python 3.11) from the index of 2026-12-02
@@ -108,6 +118,7 @@ PIP_LOCKED = (
     "opentelemetry-api==1.45.2",
     "orjson==3.13.0",
     "packaging==26.4",
+    "prometheus_client==0.26.0",
     "propcache==0.5.4",
     "pycparser==3.12",
     "pydantic==2.14.4",
@@ -243,6 +254,7 @@ KIND = {
     "clients_send_admin_key": True,
     # The front trades the clients' key for the master key on the data plane (deploy.site_text).
     "front": "trade",
+    "metrics": METRICS,
     "exposure_refusal": exposure_refusal,
     "layout": layout,
     "service_specs": service_specs,

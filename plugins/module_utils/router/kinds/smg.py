@@ -162,6 +162,8 @@ KIND = {
     "clients_send_admin_key": False,
     # The front refuses a request without the clients' key and strips it (deploy.site_text).
     "front": "refuse",
+    # smg serves its metrics on a port of their own, with no key (--prometheus-port's default).
+    "metrics": {"port": 29000, "path": "/metrics", "key": None},
     "exposure_refusal": exposure_refusal,
     "layout": layout,
     "service_specs": service_specs,
