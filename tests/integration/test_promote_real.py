@@ -348,6 +348,36 @@ def test_an_api_user_without_the_client_key_is_refused_by_the_router(router):
     assert held == [], held
 
 
+def test_the_routers_metrics_answer_where_its_kind_says_with_the_clients_key_only_for_litellm(router):
+    # Issue 51: Prometheus scrapes LiteLLM's prometheus callback through the front with the clients'
+    # key (never the admin key); smg's metrics port takes none. An answer after a served request names
+    # the router's own request counter.
+    from ansible_collections.seatwright.fleet.plugins.module_utils.router import kinds
+
+    metrics = kinds.get(router.kind)["metrics"]
+    assert ask(router, CLIENT_KEY)[0] == 200
+    base = router.url if metrics["port"] is None else "http://127.0.0.1:%d" % metrics["port"]
+
+    def scrape(key):
+        headers = {"Authorization": "Bearer " + key} if key else {}
+        request = urllib.request.Request(base + metrics["path"], headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8", "replace")
+
+    status, text = scrape(CLIENT_KEY if metrics["key"] == "clients" else None)
+    assert status == 200, (status, text[:300])
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    note(router, "metrics", {"status": status, "families": len(families)})
+    assert families, text[:300]
+    if metrics["key"] == "clients":
+        assert any(name.startswith("litellm_") for name in families), sorted(families)[:20]
+        assert scrape(None)[0] in (401, 403)
+        assert scrape("sk-wrong-0000000000000000")[0] in (401, 403)
+
+
 def command_lines():
     """(pid, /proc/PID/cmdline) of every process now."""
     for entry in os.listdir("/proc"):
