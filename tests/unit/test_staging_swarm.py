@@ -446,6 +446,46 @@ def test_a_worker_that_cannot_be_forked_leaves_the_run_to_the_streams_already_st
     assert result["bytes_transferred"] == result["bytes_total"]
 
 
+class _Litter:
+    """Garbage in a reference cycle, as a Watchdog and its timer are; says which process finalized it."""
+
+    def __init__(self, log):
+        self.log = log
+        self.me = self
+
+    def __del__(self):
+        with open(self.log, "a") as handle:
+            handle.write("%d\n" % os.getpid())
+
+
+def test_a_worker_never_collects_the_parents_garbage(tmp_path, origin_files, monkeypatch):
+    # Collected in a worker, a parent's socket left in a cycle closes a descriptor number the worker
+    # freed and reused for its own connection or pipe: EBADF, and the file failed (fleet lab, issue 49).
+    import gc
+
+    log = str(tmp_path / "finalized")
+    real = swarm.Swarm.fetch_piece
+
+    def collecting(self, *given):
+        gc.collect()
+        return real(self, *given)
+
+    monkeypatch.setattr(swarm.Swarm, "fetch_piece", collecting)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    gc.disable()
+    try:
+        _Litter(log)
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None))
+    finally:
+        gc.enable()
+        origin.stop()
+    gc.collect()
+    assert_verified(result)
+    with open(log) as handle:
+        finalized_by = handle.read().split()
+    assert finalized_by == [str(os.getpid())]
+
+
 def test_a_run_killed_mid_piece_leaves_no_worker_behind_and_the_next_run_completes(tmp_path, origin_files):
     import multiprocessing
     import signal

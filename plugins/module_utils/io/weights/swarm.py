@@ -12,6 +12,7 @@ piece indices the listing already holds, with bytes that must hash to the listin
 import ctypes
 import errno
 import fcntl
+import gc
 import http.client
 import json
 import mmap
@@ -551,6 +552,11 @@ def _keep_only(keep):
 
 def _worker_main(conn, swarm, rate, parent_pid):
     """A fetch worker's loop: one (sender, piece) at a time until told to stop or the stream is gone."""
+    # The parent's garbage is never collected here: a socket of its left in a reference cycle (a
+    # Watchdog's) would close, when collected, a descriptor number _keep_only freed and this worker
+    # reused for its own connection or pipe (EBADF on the fleet lab, issue 49).
+    if hasattr(gc, "freeze"):
+        gc.freeze()
     _die_with(parent_pid)
     keep = {conn.fileno()}
     for handle in swarm.files.values():
