@@ -148,9 +148,9 @@ images: lab-up
 	done
 
 # One pytest worker per core: the unit tests keep no shared state and bind port 0. They include the
-# alert rules' `promtool test rules` suite (tests/unit/test_monitoring_rules.py) and the dashboards'
-# queries against a Prometheus on loopback (tests/unit/test_monitoring_dashboards.py), both with
-# Debian's prometheus package, which scripts/bootstrap installs.
+# alert rules' `promtool test rules` suite and the dashboards' queries against a Prometheus on
+# loopback (tests/unit/plugins/module_utils/monitoring/test_monitoring_{rules,dashboards}.py), both
+# with Debian's prometheus package, which scripts/bootstrap installs.
 unit:
 	$(VENV)/python -m pytest tests/unit -q -n auto
 

@@ -37,7 +37,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the loopback Prometheus the monitoring tests use
+# the loopback Prometheus the monitoring tests use
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "module_utils" / "monitoring"))
 import yaml  # noqa: E402
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import rules, targets  # noqa: E402
 from monitoring_live import api, free_port, scraped_at_least, start_prometheus, wait_until  # noqa: E402

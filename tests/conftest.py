@@ -10,6 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 sys.path.insert(0, str(ROOT / "library"))
+# tests/unit mirrors the collection (tests/unit/plugins/module_utils/<concern>/...); its modules keep
+# importing each other's helpers by name (seat_cases, checkpoint_cases, unix_http, ...) from any folder,
+# as pytest's prepend import mode reaches only the folder of a file it has already collected.
+UNIT = ROOT / "tests" / "unit"
+sys.path[1:1] = sorted({str(p.parent) for p in UNIT.rglob("*.py") if "__pycache__" not in p.parts})
 
 
 @pytest.fixture(autouse=True)

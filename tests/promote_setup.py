@@ -13,9 +13,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence impor
 from conftest import ROOT
 from fake_router import SEAT_HEADER, Router
 
-# The one builder of a real benchmark part in the tests (tests/unit/test_promotion.py), from anywhere.
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from test_promotion import benchmark  # noqa: E402
+# The one builder of a real benchmark part in the tests, from anywhere:
+# tests/unit/plugins/module_utils/evidence/evidence_cases.py.
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "module_utils" / "evidence"))
+from evidence_cases import benchmark  # noqa: E402
 
 KEY = "sk-router-admin-5f3c9a7e1b2d4c68"
 RUN_ID = "20261201T120000Z"

@@ -142,7 +142,7 @@ def render_module(path):
         return text, ["%s: its argument_spec cannot be read: %s" % (_shown(path), why)]
     for name, rule in sorted(spec.items()):
         if rule.get("default") is None or name not in documented:
-            continue  # options missing from DOCUMENTATION are tests/unit/test_module_docs.py's concern
+            continue  # options missing from DOCUMENTATION are tests/unit/plugins/modules/test_module_docs.py's concern
         if documented[name].get("default") == rule["default"]:
             continue
         number = _option_default_line(lines, name, 2)

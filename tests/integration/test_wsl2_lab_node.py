@@ -40,7 +40,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = "/usr/bin/docker"
 NODE = "seatwright-wsl2-node-test"
-# A field seat of [003], TP=2 on the node's two GPUs (tests/unit/test_plan_wsl2.py plans it on
+# A field seat of [003], TP=2 on the node's two GPUs (tests/unit/plugins/module_utils/seat/test_plan_wsl2.py plans it on
 # inventory/example-wsl2).
 SEAT = "laguna-s21"
 

@@ -2,7 +2,8 @@
 
 Each panel is (title, unit, [(PromQL, legend)]); `dashboard(kind)` is Grafana's JSON model,
 `queries(kind)` the PromQL with the template variables set to match everything, which
-tests/unit/test_monitoring_dashboards.py runs against a live Prometheus and requires series from.
+tests/unit/plugins/module_utils/monitoring/test_monitoring_dashboards.py runs against a live
+Prometheus and requires series from.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError

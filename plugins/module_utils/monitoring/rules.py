@@ -2,8 +2,9 @@
 
 One rule (or one per seat, for the TTFT bound) per failure, each with the field failure it stands
 for; docs/monitoring.md says what to do first. `rules_document(settings, ttft_bounds)` is the whole
-file; the monitoring role writes it and tests/unit/test_monitoring_rules.py runs `promtool test
-rules` on it with series shaped like the engines' own exposition.
+file; the monitoring role writes it and
+tests/unit/plugins/module_utils/monitoring/test_monitoring_rules.py runs `promtool test rules` on
+it with series shaped like the engines' own exposition.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError

@@ -3,7 +3,7 @@ through get(). A description says what the kind is (its pins and packages, the v
 key, its binary, its units and files, how it changes its targets, whether it has weights or routes
 by a seat's first served name, its exposure rule); the code around it asks the description instead
 of naming a kind. io/router/client.py holds one client per kind. Adding a kind is one description
-here and one client there (tests/unit/test_router_kinds.py adds one). No I/O.
+here and one client there (tests/unit/plugins/module_utils/router/test_router_kinds.py adds one). No I/O.
 """
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import RouterError
