@@ -64,7 +64,10 @@ ansible_facts:
         containers:
           - {name: seatwright-lab-rank0, image: "seatwright/vllm-cpu:c3df", running: true, seat: lab, rank: 0}
         cotenants:
-          {format: seatwright-cotenants/1, host: node-a, seat: lab, entries: [{name: lab-cotenant, kind: container, was_running: true}]}
+          format: seatwright-cotenants/1
+          host: node-a
+          seat: lab
+          entries: [{name: lab-cotenant, kind: container, was_running: true}]
         done: []
 """
 

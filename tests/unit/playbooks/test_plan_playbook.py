@@ -194,7 +194,11 @@ def test_the_glm53_dockerfile_renders_with_no_node(tmp_path):
         "'flashinfer-python==0.7.2.post1 --hash=sha256:bfdc18b9e1e4d8d0730fe4343dc0e284"
         "cd0c160086de80f99888bc4867922d49'" in out
     )
-    assert " vllm==0.33.0 " in out and "'ray[default]==2.60.0'" in out and "py-spy==0.4.3" in out
+    # The packages come from the image's hashed lock, whole and by hash (issue 50), which pins them.
+    assert "--no-deps --require-hashes -r /tmp/lock.txt" in out and "-c /tmp/lock.txt" not in out
+    lock = (ROOT / "roles" / "engine_image" / "files" / "locks" / "vllm-sm120.txt").read_text()
+    for pin in ("vllm==0.33.0", "ray==2.60.0", "py-spy==0.4.3"):
+        assert "\n%s --hash=sha256:" % pin in lock, pin
     assert "RUN seatwright-apply-patches /opt/vllm/bin/python /tmp/seatwright-patches sm120-nope-mla-fa2\n" in out
     assert "# patch sm120-nope-mla-fa2" in out and "#   why: GLM-5.3-Flash is sparse MLA with no rotary part" in out
     assert "COPY --from=engine /opt/vllm /opt/vllm" in out and out.count("COPY wheelhouse/") == 1
