@@ -25,11 +25,6 @@ def api(path, **params):
         return json.load(answer)
 
 
-def raw(path):
-    with urllib.request.urlopen(PROMETHEUS + path, timeout=10) as answer:
-        return answer.read().decode(errors="replace")
-
-
 def targets():
     """{(job, node, seat or router or ''): health} of every active target."""
     found = {}
