@@ -91,7 +91,7 @@ def test_the_lab_seat_key_is_on_no_command_line_log_or_evidence_file(tmp_path):
             "-m",
             "debug",
             "-a",
-            "msg={{ seat_api_key | length }} {{ router_admin_key | length }} {{ router_api_key | length }}",
+            '{"msg": "{{ seat_api_key | length }}, {{ router_admin_key | length }}, {{ router_api_key | length }}"}',
         ],
         cwd=ROOT,
         env=env,
