@@ -15,9 +15,14 @@ description:
     node observed), the record also keeps the router's state and the targets of the co-tenants'
     C(router_seat) to take out (C(router_remove)), so roles/router C(tasks_from=cotenants) drains
     and removes them before C(state=evicted) stops the co-tenants, and a restore puts them back exactly.
-  - C(state=restored) starts every co-tenant the record says was running and is not, then removes
-    the record. Co-tenants that were stopped before the seat stay stopped. The record's router part
-    comes back as I(router), for roles/router C(tasks_from=cotenants) to re-register.
+  - The record names the seats that hold its co-tenants stopped (C(holders)): every exclusive seat
+    on the node that stopped them. A co-tenant running when a later bring-up finds the record (started
+    by hand since) is recorded as running, so it comes back too.
+  - C(state=restored) releases I(seat)'s hold. While another holder still runs a container on the
+    node, nothing is started and the record stays with the seats left (C(held_by)). Otherwise it
+    starts every co-tenant the record says was running and is not, then removes the record.
+    Co-tenants that were stopped before the seat stay stopped. The record's router part comes back
+    as I(router), for roles/router C(tasks_from=cotenants) to re-register.
 options:
   state:
     description: C(recorded), C(evicted) or C(restored).
@@ -109,6 +114,11 @@ actions:
   returned: state=restored
   type: list
   elements: dict
+held_by:
+  description: Seats still running on the node that keep the co-tenants stopped (empty once they are restored).
+  returned: state=restored
+  type: list
+  elements: str
 record:
   description: The prior-state record (written, or read back for the restore).
   returned: always

@@ -262,8 +262,10 @@ def _fleet_rules(s):
         },
         {
             "alert": "CotenantNotRestored",
-            "expr": "(max by (node, seat, cotenant) (%s) == 1)\n  unless on (seat)\n  (max by (seat) (%s) == 1)"
-            % (metrics.COTENANT_EVICTED, _sel("up")),
+            # One sample per seat holding the co-tenant stopped: it is missed only when none of them serves.
+            "expr": "(max by (node, seat, cotenant) (%s) == 1)\n  unless on (node, cotenant)\n"
+            "  (max by (node, cotenant) (%s * on (seat) group_left () (max by (seat) (%s) == 1)))"
+            % (metrics.COTENANT_EVICTED, metrics.COTENANT_EVICTED, _sel("up")),
             "for": _dur(s["cotenant_for_s"]),
             "labels": {"severity": "critical"},
             "annotations": {

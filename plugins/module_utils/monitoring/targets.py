@@ -11,7 +11,7 @@ import re
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import MonitoringError
 from ansible_collections.seatwright.fleet.plugins.module_utils.monitoring import metrics, rules
 from ansible_collections.seatwright.fleet.plugins.module_utils.router import kinds
-from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import restore_actions
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import record_holders, restore_actions
 
 _SEAT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9.:\[\]_-]+:[0-9]{1,5}$")
@@ -91,12 +91,15 @@ def cotenant_textfile(record):
         "# TYPE %s gauge" % metrics.COTENANT_EVICTED,
     ]
     if record:
-        seat = _escape(record.get("seat") or "")
-        # What a restore would start, as seat/cotenants.py decides it (nothing counted as running now).
+        # What a restore would start, as seat/cotenants.py decides it (nothing counted as running now),
+        # once for each seat that holds it stopped.
         for action in restore_actions(record.get("host") or "", record, {}):
-            if action["action"] == "start":
+            if action["action"] != "start":
+                continue
+            for seat in record_holders(record) or [""]:
                 lines.append(
-                    '%s{seat="%s",cotenant="%s"} 1' % (metrics.COTENANT_EVICTED, seat, _escape(action["name"]))
+                    '%s{seat="%s",cotenant="%s"} 1'
+                    % (metrics.COTENANT_EVICTED, _escape(seat), _escape(action["name"]))
                 )
     return "\n".join(lines) + "\n"
 

@@ -18,6 +18,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.node.driver impor
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of
 from ansible_collections.seatwright.fleet.plugins.module_utils.router.deploy import MAX_WEIGHT, metrics_url
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import LABEL_PREFIX
+from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import record_holders
 
 # What each pending change reaches on its node: every seat there, the seats running one engine
 # image, or the seats holding GPUs (a power cap changes their clocks, not a CPU seat's).
@@ -369,9 +370,12 @@ def live_seats(nodes, plans):
                 entry["hosts"].append(host)
             entry["image"] = entry["image"] or container["image"]
         record = facts.get("cotenants") or {}
-        if record.get("seat") in live:
+        # The co-tenants come back with the last of their holders torn down, in the order a batch
+        # tears seats down (sorted).
+        holding = sorted(seat for seat in record_holders(record) if seat in live)
+        if holding:
             names = [e["name"] for e in record.get("entries") or [] if e.get("was_running")]
-            live[record["seat"]]["cotenants"][host] = names
+            live[holding[-1]]["cotenants"][host] = names
     for seat, entry in live.items():
         plan = (plans or {}).get(seat)
         entry["planned"] = bool(plan)

@@ -6,7 +6,8 @@ service holds on each of its GPUs, measured or declared (memory_source says whic
 leaves it resident takes at most what it leaves (rule gpu-memory-cotenants). A seat that is exclusive stops every
 co-tenant that shares a GPU with it (`all` claims every GPU of the node, so an exclusive seat
 always evicts it, even a CPU seat). Before anything is stopped the prior state of each is recorded
-on the node; teardown, and any failure of bring-up, restarts exactly those that were running.
+on the node, with the seats that hold them stopped; teardown, and any failure of bring-up, restarts
+exactly those that were running once the last of those seats is gone.
 A co-tenant the router sends traffic to names its seat there (`router_seat`, the name in the
 router's listing); the same record keeps the router's state and the targets taken out of it, so
 the restore puts them back exactly (router/lifecycle.py decides).
@@ -292,16 +293,53 @@ def merge_record(host, seat, existing, observed, router=None):
     for item in observed:
         if item["name"] not in entries:
             entries[item["name"]] = {"name": item["name"], "kind": item["kind"], "was_running": bool(item["running"])}
+        elif item["running"]:
+            # Started since the record was written (by hand, or a restore by another seat): this run
+            # stops it, so it must come back.
+            entries[item["name"]]["was_running"] = True
     record = {
         "format": RECORD_FORMAT,
         "host": host,
         "seat": (existing or {}).get("seat") or seat,
+        # A seat that stops none of them (not exclusive, or sharing no GPU) holds nothing.
+        "holders": sorted(set(record_holders(existing or {})) | ({seat} if observed else set())),
         "entries": [entries[name] for name in sorted(entries)],
     }
     kept = (existing or {}).get("router") or router
     if kept is not None:
         record["router"] = kept
     return record
+
+
+def record_holders(record):
+    """The seats holding a record's co-tenants stopped. A record written before several seats could
+    hold one names a single seat, its `seat`."""
+    holders = record.get("holders")
+    if holders is None:
+        return [record["seat"]] if record.get("seat") else []
+    return list(holders)
+
+
+def release(record, seat, running_seats=None):
+    """{holders, restore, reason} when `seat` goes down on the record's node.
+
+    Several exclusive seats on one node (on different GPUs, or CPU seats beside a co-tenant that
+    claims `all`) share the node's record; the co-tenants come back only once none of them runs, or
+    a restore would start a service on GPUs a running seat still uses. `running_seats` are the seats
+    with a running container on the node now (None when that could not be read: the record's
+    holders are trusted); a holder no longer running there (crashed, removed by hand) holds nothing.
+    """
+    others = [name for name in record_holders(record) if name != seat]
+    if running_seats is not None:
+        others = [name for name in others if name in running_seats]
+    if others:
+        return {
+            "holders": others,
+            "restore": False,
+            "reason": "kept stopped: seat%s %s still run%s on this node"
+            % ("" if len(others) == 1 else "s", ", ".join(others), "s" if len(others) == 1 else ""),
+        }
+    return {"holders": [], "restore": True, "reason": "no other seat on this node holds them stopped"}
 
 
 def check_record(host, record):
@@ -327,6 +365,14 @@ def check_record(host, record):
                 "host %s: co-tenant record entry %r is malformed; restore the services by hand, "
                 "then delete the record" % (host, entry)
             )
+    holders = record.get("holders")
+    if holders is not None and not (
+        isinstance(holders, list) and all(isinstance(name, str) and _NAME.match(name) for name in holders)
+    ):
+        raise SeatError(
+            "host %s: the co-tenant record's holders %r are not a list of seat names; restore the services "
+            "by hand once no seat runs on the node, then delete the record" % (host, holders)
+        )
     router = record.get("router")
     if router is not None and not _router_ok(router):
         raise SeatError(

@@ -13,16 +13,24 @@ router tasks_from=cotenants drains and removes those targets; `evicted` then sto
 import json
 import os
 
-from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatError, ServiceError
+from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError, SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
+    docker,
     is_running,
     start_cotenant,
     stop_cotenant,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.drain import (
+    PS_FORMAT,
+    SEAT_LABEL,
+    parse_seat_containers,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
+    check_record,
     eviction_plan,
     merge_record,
+    release,
     restore_actions,
     router_section,
 )
@@ -100,11 +108,32 @@ def evict(params, check_mode, stop=True):
     )
 
 
+def running_seats():
+    """Seats with a running container on this node, or None when Docker cannot say."""
+    try:
+        rc, out, _ = docker("ps", "--filter", "label=" + SEAT_LABEL, "--format", PS_FORMAT)
+        if rc != 0:
+            return None
+        return {item["seat"] for item in parse_seat_containers(out) if item["running"]}
+    except (ServiceError, DrainError):
+        return None
+
+
 def restore(params, check_mode):
     """(result, problem): problem names what could not be put back, None when all is back."""
     record = read_record(params["record_path"])
     if record is None:
-        return dict(changed=False, started=[], actions=[], record={}), None
+        return dict(changed=False, started=[], actions=[], record={}, held_by=[]), None
+    check_record(params["host_name"], record)
+    decided = release(record, params["seat"], running_seats())
+    if not decided["restore"]:
+        kept = dict(record, holders=decided["holders"])
+        actions = [
+            dict(entry, action="none", reason=decided["reason"]) for entry in record["entries"] if entry["was_running"]
+        ]
+        if kept != record and not check_mode:
+            atomic_write_bytes(params["record_path"], json.dumps(kept, indent=1, sort_keys=True).encode("utf-8"))
+        return dict(changed=kept != record, started=[], actions=actions, record=kept, held_by=decided["holders"]), None
     names = {entry["name"]: entry["kind"] for entry in record.get("entries", []) if isinstance(entry, dict)}
     observed = {}
     for name, kind in names.items():
@@ -112,7 +141,10 @@ def restore(params, check_mode):
     actions = restore_actions(params["host_name"], record, observed)
     starts = [a for a in actions if a["action"] == "start"]
     if check_mode:
-        return dict(changed=bool(starts), started=[a["name"] for a in starts], actions=actions, record=record), None
+        return (
+            dict(changed=bool(starts), started=[a["name"] for a in starts], actions=actions, record=record, held_by=[]),
+            None,
+        )
     failures, started = [], []
     for action in starts:
         try:
@@ -125,4 +157,7 @@ def restore(params, check_mode):
         return dict(started=started, actions=actions, record=record), "; ".join(failures) or ", ".join(not_running)
     os.unlink(params["record_path"])
     # The record is gone either way: that alone is a change on the node.
-    return dict(changed=True, started=started, actions=actions, record=record, router=record.get("router")), None
+    return (
+        dict(changed=True, started=started, actions=actions, record=record, router=record.get("router"), held_by=[]),
+        None,
+    )

@@ -22,6 +22,16 @@ exit 2
 """
 
 
+# docker ps for the seats running on the node: one "seat" per line of the file, in PS_FORMAT.
+FAKE_DOCKER = """#!/bin/sh
+[ "$1" = ps ] || exit 2
+[ -e %s ] || exit 0
+while read -r seat; do
+  printf 'seatwright-%%s-rank0\\tseatwright/vllm-cpu:x\\trunning\\t%%s\\t0\\n' "$seat" "$seat"
+done <%s
+"""
+
+
 @pytest.fixture
 def units(tmp_path, monkeypatch):
     folder = tmp_path / "units"
@@ -30,6 +40,9 @@ def units(tmp_path, monkeypatch):
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL % folder)
     (bin_dir / "systemctl").chmod(0o755)
+    seats = tmp_path / "seats-running"
+    (bin_dir / "docker").write_text(FAKE_DOCKER % (seats, seats))
+    (bin_dir / "docker").chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, "/usr/bin:/bin"))
     return folder
 
@@ -98,3 +111,29 @@ def test_a_bad_declaration_is_named_not_a_traceback(capsys, tmp_path, units):
     assert result["failed"] is True
     assert result["msg"].startswith("host node-a: ")
     assert "Traceback" not in result["msg"]
+
+
+def test_two_seats_on_a_node_restore_the_cotenants_only_when_the_last_goes(capsys, tmp_path, units):
+    (units / "embedder.service").touch()
+    first, second = base(tmp_path, "evicted"), dict(base(tmp_path, "evicted"), seat="lab-allcores")
+    run(capsys, first)
+    run(capsys, second)
+    assert json.loads((tmp_path / "cotenants.json").read_text())["holders"] == ["lab", "lab-allcores"]
+    (tmp_path / "seats-running").write_text("lab-allcores\n")
+    held = run(capsys, base(tmp_path, "restored"))
+    assert held["started"] == [] and held["held_by"] == ["lab-allcores"] and held["changed"] is True
+    assert not (units / "embedder.service").exists()
+    assert json.loads((tmp_path / "cotenants.json").read_text())["holders"] == ["lab-allcores"]
+    (tmp_path / "seats-running").write_text("")
+    restored = run(capsys, dict(base(tmp_path, "restored"), seat="lab-allcores"))
+    assert restored["started"] == ["embedder.service"] and restored["held_by"] == []
+    assert (units / "embedder.service").exists() and not (tmp_path / "cotenants.json").exists()
+
+
+def test_a_cotenant_started_by_hand_under_a_seat_comes_back_after_it(capsys, tmp_path, units):
+    run(capsys, base(tmp_path, "evicted"))  # embedder not running: recorded as stopped
+    (units / "embedder.service").touch()  # started by hand while the seat runs
+    again = run(capsys, base(tmp_path, "evicted"))
+    assert [s["name"] for s in again["stopped"]] == ["embedder.service"]
+    restored = run(capsys, base(tmp_path, "restored"))
+    assert restored["started"] == ["embedder.service"] and (units / "embedder.service").exists()

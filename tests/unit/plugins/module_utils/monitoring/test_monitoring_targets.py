@@ -111,6 +111,21 @@ def test_the_cotenant_textfile_names_what_is_still_stopped():
     assert [line for line in targets.cotenant_textfile(None).splitlines() if not line.startswith("#")] == []
 
 
+def test_the_cotenant_textfile_names_every_seat_holding_it_stopped():
+    record = {
+        "format": RECORD_FORMAT,
+        "host": "node-a",
+        "seat": "lab",
+        "holders": ["lab", "lab-allcores"],
+        "entries": [{"name": "embedder", "kind": "container", "was_running": True}],
+    }
+    samples = [line for line in targets.cotenant_textfile(record).splitlines() if not line.startswith("#")]
+    assert samples == [
+        'seatwright_cotenant_evicted{seat="lab",cotenant="embedder"} 1',
+        'seatwright_cotenant_evicted{seat="lab-allcores",cotenant="embedder"} 1',
+    ]
+
+
 def test_a_record_seatwright_did_not_write_is_refused_by_the_seat_code():
     with pytest.raises(SeatError, match="is not a .* record"):
         targets.cotenant_textfile({"format": "something else", "entries": []})

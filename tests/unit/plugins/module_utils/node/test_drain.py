@@ -221,6 +221,19 @@ def test_live_seats_take_their_hosts_and_gpus_from_the_plan_and_their_cotenants_
     assert live["lab"]["cotenants"] == {"node-a": ["lab-cotenant"]} and live["lab"]["planned"] is False
 
 
+def test_a_node_s_cotenants_come_back_with_the_last_of_their_holders_in_teardown_order():
+    seat = {"image": "i", "running": True, "rank": 0}
+    record = {
+        "seat": "lab",
+        "holders": ["lab", "lab-tp2", "gone"],
+        "entries": [{"name": "lab-omni", "was_running": True}],
+    }
+    containers = [dict(seat, name="a", seat="lab"), dict(seat, name="b", seat="lab-tp2")]
+    nodes = {"node-a": {"containers": containers, "cotenants": record}}
+    live = drain.live_seats(nodes, {})
+    assert live["lab-tp2"]["cotenants"] == {"node-a": ["lab-omni"]} and live["lab"]["cotenants"] == {}
+
+
 def test_test_input_problem():
     assert drain.test_input_problem("node-a", [], False, "example") is None
     assert drain.test_input_problem("node-a", [{"id": "x"}], True, "lab") is None

@@ -7,6 +7,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants im
     check_cotenants,
     eviction_plan,
     merge_record,
+    release,
     restore_actions,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.readiness import (
@@ -120,6 +121,66 @@ def test_merge_record_keeps_the_first_prior_state(existing, observed, expected):
     record = merge_record("n", "lab", existing, observed)
     assert {e["name"]: e["was_running"] for e in record["entries"]} == expected
     assert record["format"] == "seatwright-cotenants/1"
+
+
+def _record(seat="lab", holders=None, running=True):
+    record = {
+        "format": "seatwright-cotenants/1",
+        "host": "n",
+        "seat": seat,
+        "entries": [{"name": "omni", "kind": "container", "was_running": running}],
+    }
+    if holders is not None:
+        record["holders"] = holders
+    return record
+
+
+def test_a_cotenant_started_since_the_record_is_brought_back_by_the_run_that_stops_it():
+    # The seat came up while omni was stopped; omni was started by hand; the seat is brought up again.
+    record = merge_record("n", "lab", _record(running=False), [{"name": "omni", "kind": "container", "running": True}])
+    assert record["entries"] == [{"name": "omni", "kind": "container", "was_running": True}]
+
+
+@pytest.mark.parametrize(
+    "existing,seat,observed,holders",
+    [
+        (None, "lab", [{"name": "omni", "kind": "container", "running": True}], ["lab"]),
+        (_record(), "lab-allcores", [{"name": "omni", "kind": "container", "running": False}], ["lab", "lab-allcores"]),
+        (_record(holders=["a", "lab"]), "lab", [{"name": "omni", "kind": "container", "running": False}], ["a", "lab"]),
+        # A seat that stops nothing (not exclusive, no GPU shared) holds nothing.
+        (_record(), "resident", [], ["lab"]),
+    ],
+)
+def test_every_seat_that_stops_the_cotenants_holds_them(existing, seat, observed, holders):
+    assert merge_record("n", seat, existing, observed)["holders"] == holders
+
+
+@pytest.mark.parametrize(
+    "record,seat,running,restore,left",
+    [
+        (_record(holders=["lab"]), "lab", set(), True, []),
+        (_record(holders=["lab", "lab-allcores"]), "lab", {"lab-allcores"}, False, ["lab-allcores"]),
+        (_record(holders=["lab", "lab-allcores"]), "lab", None, False, ["lab-allcores"]),
+        # A holder whose containers are gone (crashed, removed by hand) holds nothing.
+        (_record(holders=["lab", "lab-allcores"]), "lab", {"lab-tp2"}, True, []),
+        # A record from before holders: its seat holds it.
+        (_record(seat="lab-tp2"), "lab", {"lab-tp2"}, False, ["lab-tp2"]),
+        (_record(seat="lab-tp2"), "lab-tp2", {"lab"}, True, []),
+        # A seat that holds nothing going down leaves them with their holder.
+        (_record(holders=["lab"]), "other", {"lab"}, False, ["lab"]),
+    ],
+)
+def test_cotenants_come_back_only_when_no_holder_runs(record, seat, running, restore, left):
+    decided = release(record, seat, running)
+    assert (decided["restore"], decided["holders"]) == (restore, left)
+    if not restore:
+        assert ", ".join(left) in decided["reason"]
+
+
+@pytest.mark.parametrize("holders", ["lab", [1], ["x;y"]])
+def test_a_record_with_malformed_holders_is_refused(holders):
+    with pytest.raises(SeatError, match="holders .* are not a list of seat names"):
+        restore_actions("node-a", _record(holders=holders), {})
 
 
 @pytest.mark.parametrize(
