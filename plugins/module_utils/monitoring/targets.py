@@ -98,8 +98,7 @@ def cotenant_textfile(record):
                 continue
             for seat in record_holders(record) or [""]:
                 lines.append(
-                    '%s{seat="%s",cotenant="%s"} 1'
-                    % (metrics.COTENANT_EVICTED, _escape(seat), _escape(action["name"]))
+                    '%s{seat="%s",cotenant="%s"} 1' % (metrics.COTENANT_EVICTED, _escape(seat), _escape(action["name"]))
                 )
     return "\n".join(lines) + "\n"
 
