@@ -15,7 +15,7 @@ description:
     node observed), the record also keeps the router's state and the targets of the co-tenants'
     C(router_seat) to take out (C(router_remove)), so roles/router C(tasks_from=cotenants) drains
     and removes them before C(state=evicted) stops the co-tenants, and a restore puts them back exactly.
-  - The record names the seats that hold its co-tenants stopped (C(holders)): every exclusive seat
+  - The record names the seats that hold its co-tenants stopped (C(holders)), every exclusive seat
     on the node that stopped them. A co-tenant running when a later bring-up finds the record (started
     by hand since) is recorded as running, so it comes back too.
   - C(state=restored) releases I(seat)'s hold. While another holder still runs a container on the
