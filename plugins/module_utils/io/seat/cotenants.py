@@ -16,16 +16,11 @@ import os
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import DrainError, SeatError, ServiceError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.files import atomic_write_bytes
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.services import (
-    docker,
     is_running,
     start_cotenant,
     stop_cotenant,
 )
-from ansible_collections.seatwright.fleet.plugins.module_utils.node.drain import (
-    PS_FORMAT,
-    SEAT_LABEL,
-    parse_seat_containers,
-)
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat.engine import seat_containers
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.cotenants import (
     check_record,
     eviction_plan,
@@ -111,12 +106,10 @@ def evict(params, check_mode, stop=True):
 def running_seats():
     """Seats with a running container on this node, or None when Docker cannot say."""
     try:
-        rc, out, _ = docker("ps", "--filter", "label=" + SEAT_LABEL, "--format", PS_FORMAT)
-        if rc != 0:
-            return None
-        return {item["seat"] for item in parse_seat_containers(out) if item["running"]}
+        rc, containers, _ = seat_containers(stopped_too=False)
     except (ServiceError, DrainError):
         return None
+    return {item["seat"] for item in containers if item["running"]} if rc == 0 else None
 
 
 def restore(params, check_mode):

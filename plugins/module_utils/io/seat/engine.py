@@ -19,6 +19,11 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.service
     docker,
     remove_container,
 )
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.drain import (
+    PS_FORMAT,
+    SEAT_LABEL,
+    parse_seat_containers,
+)
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container import (
     LABEL_PREFIX,
     SPEC_LABEL,
@@ -397,3 +402,12 @@ def probe_result(params):
                 params["host"],
             )
     return result
+
+
+def seat_containers(stopped_too=True):
+    """(rc, [{name, image, running, seat, rank}], error text) of this node's seat containers, found by the
+    seat label (docker ps); a ServiceError where Docker cannot be run. One listing for the drain's facts
+    and the co-tenant restore."""
+    argv = ["ps"] + (["--all"] if stopped_too else []) + ["--filter", "label=" + SEAT_LABEL, "--format", PS_FORMAT]
+    rc, out, err = docker(*argv)
+    return rc, (parse_seat_containers(out) if rc == 0 else []), err or out

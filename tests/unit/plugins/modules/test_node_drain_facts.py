@@ -6,6 +6,7 @@ import node_drain_facts
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.node import drain_probe
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.seat import engine
 from ansible_collections.seatwright.fleet.plugins.module_utils.node import drain
 from conftest import FIXTURES
 
@@ -28,7 +29,7 @@ def test_the_captured_docker_ps_line_parses():
 
 
 def test_the_module_reports_seats_record_and_made_changes(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(drain_probe, "docker", lambda *argv, **kw: (0, RUNNING, ""))
+    monkeypatch.setattr(engine, "docker", lambda *argv, **kw: (0, RUNNING, ""))
     record = {"format": "seatwright-cotenants/1", "host": "node-a", "seat": "lab", "entries": []}
     (tmp_path / "cotenants.json").write_text(json.dumps(record))
     (tmp_path / "drain").mkdir()
@@ -43,14 +44,14 @@ def test_a_node_without_docker_runs_no_seat(capsys, tmp_path, monkeypatch):
     def missing(*argv, **kw):
         raise drain_probe.ServiceError("docker is not installed on this node")
 
-    monkeypatch.setattr(drain_probe, "docker", missing)
+    monkeypatch.setattr(engine, "docker", missing)
     args = {"drain_dir": str(tmp_path / "none"), "cotenants_record": str(tmp_path / "none.json")}
     fact = run(capsys, args)["ansible_facts"]["seatwright_drain_node"]
     assert fact == {"docker": False, "containers": [], "cotenants": None, "done": []}
 
 
 def test_a_failing_docker_is_named(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(drain_probe, "docker", lambda *argv, **kw: (1, "", "Cannot connect to the Docker daemon"))
+    monkeypatch.setattr(engine, "docker", lambda *argv, **kw: (1, "", "Cannot connect to the Docker daemon"))
     result = run(capsys, {"drain_dir": str(tmp_path), "cotenants_record": str(tmp_path / "c.json")})
     assert result["failed"] and "docker ps on this node failed: Cannot connect" in result["msg"]
 
@@ -59,7 +60,7 @@ def test_a_failing_docker_is_named(capsys, tmp_path, monkeypatch):
     "fleet, marker, refused", [("lab", True, False), ("example", True, True), ("lab", False, True)]
 )
 def test_simulated_changes_are_taken_only_in_the_lab(capsys, tmp_path, monkeypatch, fleet, marker, refused):
-    monkeypatch.setattr(drain_probe, "docker", lambda *argv, **kw: (0, "", ""))
+    monkeypatch.setattr(engine, "docker", lambda *argv, **kw: (0, "", ""))
     (tmp_path / "marker").write_text("{}")
     args = {
         "drain_dir": str(tmp_path),
