@@ -16,6 +16,7 @@ The figures go to $SEATWRIGHT_ROUTER_RESULTS (bench/results/router/promote-<kind
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -56,24 +57,33 @@ INTERVAL_S = 0.05
 RESULTS_ENV = "SEATWRIGHT_ROUTER_RESULTS"
 
 
+def ephemeral_floor():
+    """The lowest port the kernel hands out to outgoing connections (net.ipv4.ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_base_port():
-    """A port with the next two free as well (LiteLLM's colours)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port > 65000:
-            continue
+    """A port with the next two free as well (LiteLLM's colours), below the ephemeral range: a colour
+    is bound minutes after the pick, and a port the kernel may give an outgoing connection (the load's,
+    nginx's to a colour, LiteLLM's to a seat) in the meantime failed a CI run's bind (EADDRINUSE)."""
+    floor = ephemeral_floor()
+    candidates = list(range(20000, max(20003, floor - 3)))
+    random.shuffle(candidates)
+    for port in candidates[:400]:
         ok = True
-        for extra in (1, 2):
+        for extra in (0, 1, 2):
             with socket.socket() as probe:
                 try:
                     probe.bind(("127.0.0.1", port + extra))
                 except OSError:
                     ok = False
+                    break
         if ok:
             return port
-    raise RuntimeError("no three free ports in a row")
+    raise RuntimeError("no three free ports in a row between 20000 and %d" % floor)
 
 
 def needs_root():

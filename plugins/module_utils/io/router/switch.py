@@ -134,6 +134,10 @@ class Processes:
                 time.sleep(0.2)
             if self._pid(spec) == pid:
                 os.kill(pid, signal.SIGKILL)
+                # Its listening socket is freed only once it is gone: a start before that fails to bind.
+                deadline = time.monotonic() + 10
+                while self._pid(spec) == pid and time.monotonic() < deadline:
+                    time.sleep(0.1)
         self._spawn(spec)
 
     def _spawn(self, spec):
@@ -268,6 +272,17 @@ def wait_until(what, check, timeout_s):
     raise RouterError("%s within %.0f s (last seen: %s)" % (what, timeout_s, str(last)[:300]))
 
 
+def exit_lines(text, tail=5, errors=3):
+    """What says why a process exited, from its log: the last start's error lines (a failed bind is
+    logged above the shutdown's tracebacks), then the log's last lines."""
+    lines = (text or "").strip().splitlines()
+    starts = [at for at, line in enumerate(lines) if "Started server process" in line]
+    run = lines[starts[-1] :] if starts else lines
+    last = run[-tail:]
+    found = [line for line in run[:-tail] if line.startswith("ERROR") or "rror while attempting" in line]
+    return found[-errors:] + (["..."] if found else []) + last
+
+
 def healthy(spec):
     return get_text(spec["health"], timeout_s=5.0)["status"] == 200
 
@@ -297,11 +312,10 @@ class Router:
 
         def check():
             if isinstance(self.manager, Processes) and not self.manager.running(spec):
-                tail = (read_text(spec["log"]) or "").strip().splitlines()[-5:]
                 key = read_key(self.lay) if os.path.exists(self.lay["env_file"]) else None
                 raise DeadRouter(
-                    "%s exited before answering its health check; the end of %s: %s"
-                    % (what, spec["log"], adapter.scrub(" | ".join(tail), key)[-600:])
+                    "%s exited before answering its health check; from %s: %s"
+                    % (what, spec["log"], adapter.scrub(" | ".join(exit_lines(read_text(spec["log"]))), key)[-900:])
                 )
             return healthy(spec)
 

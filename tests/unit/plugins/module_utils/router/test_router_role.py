@@ -609,3 +609,38 @@ def test_smg_not_running_is_started_and_its_launch_recorded(tmp_path, monkeypatc
 )
 def test_smg_reregisters_what_it_served(workers, expected):
     assert deploy.smg_reregister(workers) == expected
+
+
+BIND_FAILED = """INFO:     Started server process [100]
+INFO:     Application startup complete.
+INFO:     Shutting down
+INFO:     Finished server process [100]
+INFO:     Started server process [200]
+INFO:     Waiting for application startup.
+INFO:     Application startup complete.
+ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 39208): address already in use
+INFO:     Waiting for application shutdown.
+Traceback (most recent call last):
+  File "uvloop/loop.pyx", line 2638, in sock_connect
+  File "uvloop/loop.pyx", line 1526, in getaddrinfo
+asyncio.exceptions.CancelledError
+INFO:     Application shutdown complete.
+"""
+
+
+@pytest.mark.parametrize(
+    "text, first, last",
+    [
+        # The bind error sits above the shutdown's tracebacks: it leads, the log's end follows.
+        (BIND_FAILED, "ERROR:    [Errno 98] error while attempting", "INFO:     Application shutdown complete."),
+        # An earlier start's lines never explain this one.
+        ("ERROR: old\nINFO:     Started server process [3]\nboom", "INFO:     Started server process [3]", "boom"),
+        ("", None, None),
+    ],
+)
+def test_a_dead_colour_is_explained_by_its_last_start(text, first, last):
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.router.switch import exit_lines
+
+    lines = exit_lines(text)
+    assert (lines[0][: len(first)] if lines else None, lines[-1] if lines else None) == (first, last)
+    assert "ERROR: old" not in lines
