@@ -16,6 +16,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.write
 from seat_cases import ROOT
 
 PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
 # Recorded from the lab's containers (fact cache of a `make lab` run): Docker names them after their inventory names.
 LAB_FACTS = json.loads((ROOT / "tests" / "fixtures" / "lab" / "name-facts.json").read_text())
 
@@ -237,3 +238,82 @@ def test_an_evidence_file_named_after_a_node_does_not_carry_its_fqdn(tmp_path):
     )
     assert [os.path.relpath(path, tmp_path) for path in result["written"]] == ["ranks/host-1.json"]
     assert json.loads((tmp_path / "ranks" / "host-1.json").read_text()) == {"host": "host-1"}
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")
+def test_a_drained_seat_brought_back_leaves_its_evidence_redacted(tmp_path):
+    """playbooks/tasks/drain_seat_back.yml (the drain's bring-back, issue 52), run for real from a batch node
+    the seat does not use (the seat role finds no rank there and starts nothing): the seat's plan file is
+    read, a fresh evidence folder keeps it, and bringup.json records the answer and the seat's rank from
+    the seat node's facts, with the node's FQDN redacted, as bringup.yml's own record does."""
+    checkout = tmp_path / "checkout"
+    (checkout / "playbooks").mkdir(parents=True)
+    (checkout / "schemas").symlink_to(ROOT / "schemas")
+    (checkout / "playbooks" / "back.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The drain's bring-back of one seat",
+                    "hosts": "node-z",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Bring the seat back",
+                            "ansible.builtin.include_tasks": str(ROOT / "playbooks" / "tasks" / "drain_seat_back.yml"),
+                            "vars": {"__nodes_drain_step": {"step": "bringup", "seat": "lab"}},
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    rank = {"host": "node-a", "rank": 0, "argv": ["vllm", "serve", "/models/seatwright-tiny"], "env": {}}
+    (tmp_path / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "gpu_nodes": {
+                            "hosts": {
+                                "node-a": {"ansible_host": "gpu7.corp.example.com", "__seat_rank_record": rank},
+                                "node-z": {"ansible_connection": "local", "ansible_python_interpreter": PYTHON},
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingEngine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    plans = checkout / ".cache" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "lab.json").write_text(json.dumps(_plan("127.0.0.1:%d" % server.server_address[1])))
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
+    )
+    try:
+        result = subprocess.run(
+            [PLAYBOOK, "-i", str(tmp_path / "hosts.yml"), str(checkout / "playbooks" / "back.yml")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    folders = sorted((checkout / "evidence" / "lab").iterdir())
+    assert len(folders) == 1, folders
+    record = json.loads((folders[0] / "bringup.json").read_text())
+    assert json.loads((folders[0] / "plan.json").read_text())["seat"] == "lab"
+    assert record["first_answer"]["message"]["content"].startswith("Paris.")
+    assert [r["host"] for r in record["ranks"]] == ["node-a"]  # the inventory name stays; its FQDN goes
+    written = "".join(path.read_text() for path in folders[0].rglob("*") if path.is_file())
+    assert "gpu7" not in written.lower()
+    assert "evidence: %s" % folders[0] in result.stdout
