@@ -23,6 +23,8 @@ so no disk sets the pace and the price of hashing shows:
   verified_serial  verified with the fetch workers started and stopped one after another, every
             stream waiting for the last fork (swarm.STREAMS_AT_ONCE off: the order before issue 49's
             last change)
+  verified_merged  verified on the buffered path with each chunk hashed and then written on one
+            lane, two busy threads a stream instead of three (receive, hash, write)
   whole     verified staging of whole files (a file's sha256 on the stream that receives it):
             the pipeline before pieces, timed beside them
 
@@ -72,6 +74,7 @@ KINDS = (
     "verified_buffered",
     "verified_sha256",
     "verified_serial",
+    "verified_merged",
     "whole",
 )
 # /proc/stat's clock ticks per second (USER_HZ).
@@ -250,6 +253,20 @@ def pull_once(args):
             self.expected = {target: ["0" * 64] * count for target, count in self.counts.items()}
 
         swarm.Swarm.__init__ = unhashed
+    if args.pull == "verified_merged":
+        # Each chunk hashed, then written, on one lane: two busy threads a stream instead of three.
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = False
+
+        def hash_then_write(digest, handle, view, offset):
+            digest.update(view)
+            handle.write_at(view, offset)
+
+        def submit(self, digest, handle, view, offset):
+            self.busy[self.current] = (self.write_lane.submit(hash_then_write, digest, handle, view, offset),)
+
+        swarm._Pipeline.submit = submit
     if args.pull == "verified_serial":
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
