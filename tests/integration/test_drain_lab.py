@@ -71,6 +71,12 @@ def undo_change():
             cached.write_text(json.dumps(stored))
 
 
+def evidence_folders(seat):
+    """The seat's evidence folders (evidence/<seat>/<UTC>/)."""
+    top = ROOT / "evidence" / seat
+    return [path for path in top.iterdir() if path.is_dir()] if top.is_dir() else []
+
+
 def converge(*extra):
     """(result, output with its whitespace runs made one space, seconds): the callback's YAML folds
     long lines at 80 columns, so a sentence is searched for in the flattened text."""
@@ -268,6 +274,7 @@ def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_bac
         # pause it starved the lab seat's warm-up on core 0 past its bring-up wait (twice, 2026-12-06).
         lab.Load(lab.KIND, lab.ROUTER, key=key, model=lab.ALIAS, interval_s=3.0, max_tokens=8) as probe,
     ):
+        before = set(evidence_folders(SEAT))
         done, raw, seconds = converge("-e", "seatwright_drain=true")
         returned = time.time()
         time.sleep(20)
@@ -283,6 +290,13 @@ def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_bac
     during = [r for r in probe.records if down[0] <= r["t0"] <= down[-1]]
     assert during and {r["seat"] for r in during} == {SECOND}, probe.by_seat()
     assert SEAT in {r["seat"] for r in probe.after(returned)}, probe.by_seat()
+    # The bring-back left the evidence a bring-up does: a new folder with the plan, the rank and bringup.json.
+    new = sorted(set(evidence_folders(SEAT)) - before)
+    assert len(new) == 1, new
+    record = json.loads((new[0] / "bringup.json").read_text())
+    assert record["state"] == "serving" and record["first_answer"], record
+    assert (new[0] / "plan.json").is_file() and (new[0] / "ranks" / "node-a.json").is_file()
+    assert "evidence: %s" % new[0] in out
     note(
         "drain",
         {
@@ -293,6 +307,7 @@ def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_bac
             "probe_failed": 0,
             "probe_by_seat": probe.by_seat(),
             "probe_while_seat_down": len(during),
+            "bringback_evidence": str(new[0].relative_to(ROOT)),
             "recap": recap(raw),
         },
     )
