@@ -1,5 +1,7 @@
 """Test wiring: make the project's module_utils and library importable the way Ansible does."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -8,6 +10,27 @@ from ansible.module_utils.common import warnings as ansible_warnings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
+
+
+def run_playbook(tmp_path, inventory, *args):
+    """ansible-playbook from the checkout with its ansible.cfg, facts cached under tmp_path; never raises."""
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
+    )
+    return subprocess.run(
+        [PLAYBOOK, "-i", str(inventory)] + list(args),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
 
 sys.path.insert(0, str(ROOT / "library"))
 # tests/unit mirrors the collection (tests/unit/plugins/module_utils/<concern>/...); its modules keep

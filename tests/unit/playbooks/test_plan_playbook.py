@@ -2,32 +2,17 @@
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PLAYBOOK, run_playbook
 from seat_cases import ROOT, h200_gpus, lab_image_facts
 
-PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")
 
 
 def run(tmp_path, *args, inventory="inventory/example"):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
-    )
-    return subprocess.run(
-        [PLAYBOOK, "-i", inventory] + list(args),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_playbook(tmp_path, inventory, *args)
 
 
 def _last_words(result):

@@ -3,7 +3,6 @@ and that the seat playbooks tell it: a node's FQDN never reaches the evidence.""
 
 import json
 import os
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,9 +12,9 @@ from ansible_collections.seatwright.fleet.plugins.filter.redact_hostnames import
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.hostnames import hostnames_to_redact
 from ansible_collections.seatwright.fleet.plugins.module_utils.evidence.redact import Redactor
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.evidence.writer import write_evidence
+from conftest import PLAYBOOK, run_playbook
 from seat_cases import ROOT
 
-PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 # Recorded from the lab's containers (fact cache of a `make lab` run): Docker names them after their inventory names.
 LAB_FACTS = json.loads((ROOT / "tests" / "fixtures" / "lab" / "name-facts.json").read_text())
@@ -202,22 +201,14 @@ def test_fqdn_of_a_seat_node_is_redacted_in_evidence(tmp_path):
     evidence.mkdir(parents=True)
     # The evidence folder's checkout (the module finds the record schema there).
     (tmp_path / "schemas").symlink_to(ROOT / "schemas")
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
-    )
     try:
-        result = subprocess.run(
-            [PLAYBOOK, "-i", str(tmp_path / "hosts.yml"), "playbooks/bringup.yml", "--limit", "localhost"]
-            + ["-e", "seat=lab", "-e", "seat_plan_path=%s" % plan, "-e", "seat_evidence_dir=%s" % evidence],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+        result = run_playbook(
+            tmp_path,
+            tmp_path / "hosts.yml",
+            "playbooks/bringup.yml",
+            "--limit",
+            "localhost",
+            *["-e", "seat=lab", "-e", "seat_plan_path=%s" % plan, "-e", "seat_evidence_dir=%s" % evidence],
         )
     finally:
         server.shutdown()
@@ -289,22 +280,8 @@ def test_a_drained_seat_brought_back_leaves_its_evidence_redacted(tmp_path):
     plans = checkout / ".cache" / "plans"
     plans.mkdir(parents=True)
     (plans / "lab.json").write_text(json.dumps(_plan("127.0.0.1:%d" % server.server_address[1])))
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
-    )
     try:
-        result = subprocess.run(
-            [PLAYBOOK, "-i", str(tmp_path / "hosts.yml"), str(checkout / "playbooks" / "back.yml")],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        result = run_playbook(tmp_path, tmp_path / "hosts.yml", str(checkout / "playbooks" / "back.yml"))
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
