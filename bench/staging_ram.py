@@ -277,6 +277,7 @@ def pull_once(args):
                 worker.close()
 
         swarm._close_workers = one_by_one
+    marks = timeline_marks() if args.pull not in ("plain", "whole") else None
     forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
@@ -320,9 +321,66 @@ def pull_once(args):
                 "machine_busy_cores": round(sum(spent.values()) - spent["idle"] - spent["iowait"], 2),
                 "machine_softirq_cores": round(spent["softirq"] + spent["irq"], 2),
                 "machine_steal_cores": round(spent["steal"], 2),
+                "timeline": timeline_summary(marks, started) if marks else None,
             }
         )
     )
+
+
+def timeline_marks():
+    """Record when the swarm's run began and ended, each worker was forked, and each stream's pieces ran.
+
+    Where a piece pull's seconds go besides moving bytes: forking the workers before every stream
+    runs, and the tail, where streams that have no piece left wait for the last ones.
+    """
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+    marks = {"run": None, "end": None, "forked": [], "first": {}, "last": {}, "pieces": {}}
+    run, fetch_one, fork = swarm.Swarm.run, swarm.Swarm._fetch_one, swarm._FetchWorker.__init__
+
+    def timed_run(self):
+        marks["run"] = time.perf_counter()
+        try:
+            return run(self)
+        finally:
+            marks["end"] = time.perf_counter()
+
+    def timed_fetch(self, piece, sender, worker):
+        key = id(worker)
+        marks["first"].setdefault(key, time.perf_counter())
+        try:
+            return fetch_one(self, piece, sender, worker)
+        finally:
+            marks["last"][key] = time.perf_counter()
+            marks["pieces"][key] = marks["pieces"].get(key, 0) + 1
+
+    def timed_fork(self, *given):
+        fork(self, *given)
+        marks["forked"].append(time.perf_counter())
+
+    swarm.Swarm.run, swarm.Swarm._fetch_one, swarm._FetchWorker.__init__ = timed_run, timed_fetch, timed_fork
+    return marks
+
+
+def timeline_summary(marks, started):
+    """Seconds of the pull outside the streams' work: before the run, forking, the tail, after the run."""
+    if marks["run"] is None or not marks["last"]:
+        return None
+    run, end = marks["run"], marks["end"]
+    firsts, lasts = sorted(marks["first"].values()), sorted(marks["last"].values())
+    span = end - run
+    busy = sum(marks["last"][k] - marks["first"][k] for k in marks["first"])
+    return {
+        "before_run_s": round(run - started, 4),
+        "forks_s": round(marks["forked"][-1] - run, 4) if marks["forked"] else None,
+        "last_stream_start_s": round(firsts[-1] - run, 4),
+        # From the first stream out of pieces to the last piece's end: streams idle at the end.
+        "tail_s": round(lasts[-1] - lasts[0], 4),
+        "after_last_piece_s": round(end - lasts[-1], 4),
+        "run_s": round(span, 4),
+        "stream_busy_share": round(busy / (span * len(marks["first"])), 3),
+        "pieces_per_stream": sorted(marks["pieces"].values()),
+    }
 
 
 def table_from_log(path, total_bytes):
@@ -542,8 +600,17 @@ def main(argv=None):
                 )
                 records[-1]["pass"] = index
                 log(
-                    "pass %d %-8s %2d streams %6.3f s %6.2f GB/s, cpu pull %.1f s source %.1f s"
-                    % (index, kind, count, inner["seconds"], gb_s, inner["pull_cpu_s"], inner["source_cpu_s"])
+                    "pass %d %-8s %2d streams %6.3f s %6.2f GB/s, cpu pull %.1f s source %.1f s%s"
+                    % (
+                        index,
+                        kind,
+                        count,
+                        inner["seconds"],
+                        gb_s,
+                        inner["pull_cpu_s"],
+                        inner["source_cpu_s"],
+                        ", timeline %s" % json.dumps(inner["timeline"]) if inner.get("timeline") else "",
+                    )
                 )
                 # Every pull so far, kept where a run cut off at a time limit still leaves it.
                 partial = Path(args.out) / ("staging-ram%s.records.json" % ("-" + args.label if args.label else ""))
@@ -679,7 +746,41 @@ def markdown(doc):
         "the ratio in the last column. Cores busy = CPU seconds of the pull and the source / wall seconds.",
         "",
     ]
+    lines += timeline_table(doc["records"])
     return "\n".join(lines)
+
+
+def timeline_table(records):
+    """Markdown lines: per piece method and stream count, the medians of where a pull's seconds went."""
+    fields = ("before_run_s", "forks_s", "last_stream_start_s", "tail_s", "after_last_piece_s", "run_s")
+    groups = {}
+    for record in records:
+        if record.get("timeline"):
+            groups.setdefault((record["method"], record["streams"]), []).append(record["timeline"])
+    if not groups:
+        return []
+    head = ["method", "streams"] + list(fields) + ["stream busy share", "pull s"]
+    lines = [
+        "Where a piece pull's seconds went (medians): before the swarm ran (listing, plans, opening files), forking",
+        "the fetch workers, until the last stream began, the tail (the first stream out of pieces to the last",
+        "piece's end), after the last piece (closing workers and files), the swarm's run, and the share of the",
+        "run each stream spent on pieces.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    seconds = {}
+    for record in records:
+        seconds.setdefault((record["method"], record["streams"]), []).append(record["seconds"])
+    for (method, streams), marks in sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])):
+        cells = [method, str(streams)]
+        for field in fields:
+            values = [m[field] for m in marks if m.get(field) is not None]
+            cells.append("%.3f" % statistics.median(values) if values else "-")
+        cells.append("%.3f" % statistics.median(m["stream_busy_share"] for m in marks))
+        cells.append("%.3f" % statistics.median(seconds[(method, streams)]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 if __name__ == "__main__":
