@@ -54,6 +54,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.transp
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.jsondoc import parse_json
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    ORIGIN,
     PIECE_FIELDS,
     choose,
     encode_bitmap,
@@ -80,7 +81,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
     new_nonce,
 )
 
-ORIGIN = "origin"
 # prctl option: the signal a process gets when its parent ends (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
 # The most bytes a /have answer may hold before its signature is checked (bitmaps of ~2M pieces).
