@@ -246,8 +246,19 @@ def test_prometheus_reports_every_node_the_seat_and_the_router_up(lab):
         return found if all(found.get(target) == "up" for target in wanted) else None
 
     monitoring_lab.wait_for(all_up, 90, "every node, the lab seat and the router up in Prometheus")
-    seat = monitoring_lab.api("/api/v1/query", query='up{job="seatwright_seats", seat="lab"}')["data"]["result"]
-    labels = seat[0]["metric"]
+    # Bring-up writes the target, then seat.yml relabels it with the alias: Prometheus swaps the target a
+    # discovery refresh later, so the labelled series is waited for, and every series seen is named if it never comes.
+    seen = {}
+
+    def labelled():
+        found = monitoring_lab.api("/api/v1/query", query='up{job="seatwright_seats", seat="lab"}')["data"]["result"]
+        seen["series"] = [series["metric"] for series in found]
+        return [labels for labels in seen["series"] if labels.get("alias")]
+
+    try:
+        labels = monitoring_lab.wait_for(labelled, 60, "the lab seat's target with its alias label")[0]
+    except AssertionError as exc:
+        raise AssertionError("%s; the seat's series: %r" % (exc, seen.get("series")))
     assert (labels["engine"], labels["rank"], labels["alias"]) == ("vllm", "0", "production")
 
 
