@@ -48,6 +48,8 @@ def simulate(pieces, destinations, count, piece_mb, streams=4, cap_mb_s=25.0, se
     evenly by its open uploads; each destination polls its peers every POLL_S from a random phase.
     """
     rnd = random.Random(seed)
+    # Trees before 3b118a3 kept the source's name in swarm.py: the model runs on them too, for a before/after.
+    origin = getattr(pieces, "ORIGIN", "origin")
     everything = [("payload", index) for index in range(count)]
     names = ["dest-%d" % rank for rank in range(destinations)]
     nodes = {}
@@ -90,7 +92,7 @@ def simulate(pieces, destinations, count, piece_mb, streams=4, cap_mb_s=25.0, se
                 if decision[0] in ("wait", "done"):
                     continue
                 piece = decision[-1]
-                sender = decision[1] if decision[0] == "peer" else getattr(pieces, "ORIGIN", "origin")
+                sender = decision[1] if decision[0] == "peer" else origin
                 node["local"][piece] = sender
                 node["needed"].discard(piece)
                 move = [name, slot, piece, sender, piece_mb]
@@ -101,7 +103,7 @@ def simulate(pieces, destinations, count, piece_mb, streams=4, cap_mb_s=25.0, se
         for move in moving:
             moved = min(move[4], cap_mb_s / uploads[move[3]] * STEP_S)
             move[4] -= moved
-            if move[3] == getattr(pieces, "ORIGIN", "origin"):
+            if move[3] == origin:
                 origin_mb += moved
             if move[4] <= 1e-9:
                 finished.append(move)

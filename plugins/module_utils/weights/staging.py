@@ -13,6 +13,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.addresses import 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import StagingError
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_revision, is_sha256
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces import (
+    ORIGIN,
     check_piece_bytes,
     listing_pieces_problem,
 )
@@ -460,6 +461,12 @@ def peer_list(hosts, addresses, port):
     """
     peers = []
     for host in hosts:
+        if str(host) == ORIGIN:
+            # A destination calls the source by this name: a peer of the same name would stand in for it.
+            raise StagingError(
+                "host %s cannot take part in peer-assisted staging: its name is the one destinations give "
+                "the source. Rename the host in the inventory, or set weights_peer_assist: false." % host
+            )
         address = addresses.get(host)
         problem = check_bind_address(address) if address else "no fabric address"
         if problem:

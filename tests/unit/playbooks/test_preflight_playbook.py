@@ -1,14 +1,11 @@
 """The preflight play itself: a bad inventory stops site.yml before any node is touched."""
 
 import os
-import subprocess
 import sys
 
 import pytest
 import yaml
-from conftest import ROOT
-
-PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
+from conftest import PLAYBOOK, ROOT, run_playbook
 
 
 def node(**overrides):
@@ -29,16 +26,7 @@ def node(**overrides):
 def run_preflight(tmp_path, hosts):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
-    return subprocess.run(
-        [PLAYBOOK, "-i", str(inventory), str(ROOT / "playbooks" / "preflight.yml")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_playbook(tmp_path, inventory, str(ROOT / "playbooks" / "preflight.yml"))
 
 
 @pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the project venv (scripts/bootstrap)")

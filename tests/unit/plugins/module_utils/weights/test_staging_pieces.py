@@ -297,3 +297,6 @@ def test_peer_list_and_filter():
         staging_peers(["a", "c"], hostvars, 8475)
     with pytest.raises(StagingError, match="every network"):
         peer_list(["z"], {"z": "0.0.0.0"}, 1)
+    # A host named as destinations name the source would be taken for it (its fetches, its URL).
+    with pytest.raises(StagingError, match="host origin cannot take part.*the one destinations give the source"):
+        peer_list(["a", "origin"], {"a": "10.0.0.1", "origin": "10.0.0.2"}, 1)
