@@ -66,6 +66,7 @@ FIELD_GB_S = (9.97, 11.33)
 HASH_BLOCK = 64 * 1024 * 1024
 KINDS = (
     "plain",
+    "plain_readinto",
     "plain_pieces",
     "plain_pieces_buffered",
     "verified",
@@ -75,6 +76,7 @@ KINDS = (
     "verified_sha256",
     "verified_serial",
     "verified_merged",
+    "verified_readinto",
     "whole",
 )
 # /proc/stat's clock ticks per second (USER_HZ).
@@ -220,7 +222,12 @@ def pull_once(args):
         def hexdigest(self):
             return "0" * 64
 
-    if args.pull == "plain":
+    if args.pull.endswith("_readinto"):
+        # The body as http.client's reads return it, a slice at a time: the receive before BodyReader.
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import transport
+
+        transport.WHOLE_CHUNK_RECV = False
+    if args.pull in ("plain", "plain_readinto"):
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
     if args.pipe_kib or args.hash_lane:
@@ -277,7 +284,7 @@ def pull_once(args):
                 worker.close()
 
         swarm._close_workers = one_by_one
-    marks = timeline_marks() if args.pull not in ("plain", "whole") else None
+    marks = timeline_marks() if args.pull not in ("plain", "plain_readinto", "whole") else None
     forced = "sha256" if args.pull == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
@@ -553,7 +560,7 @@ def main(argv=None):
                 listed_piece_mib = listing["piece_bytes"] >> 20
             servers.append(server)
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
-        urls["plain"] = urls["whole"]
+        urls["plain"] = urls["plain_readinto"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
         for kind in KINDS:
             if kind not in urls:

@@ -38,6 +38,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.checkp
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.swarm import Swarm
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.transport import (
+    BodyReader,
     PartialFile,
     Source,
     Watchdog,
@@ -138,17 +139,6 @@ def _unlink_quietly(path):
         pass
 
 
-def _fill(response, view):
-    """Read until `view` is full or the body ends; returns the byte count."""
-    got = 0
-    while got < len(view):
-        count = response.readinto(view[got:])
-        if not count:
-            break
-        got += count
-    return got
-
-
 class Writer:
     """Writes one chunk while the stream receives and hashes the next: two buffers, one write in flight.
 
@@ -236,26 +226,27 @@ def pull(source, unit, partial, offset, throttle, progress, direct_io):
                 % (length, unit["target"], offset, unit["size"] - offset)
             )
         remaining, turn = length, 0
-        while remaining:
-            want = min(CHUNK, remaining)
-            # Writer.submit waited for this buffer's previous write, so it is free to fill again.
-            view, turn = buffers[turn], (turn + 1) % len(buffers)
-            try:
-                count = _fill(response, view[:want])
-                error = None
-            except (OSError, http.client.HTTPException) as exc:
-                count, error = 0, exc
-            if count < want:
-                raise Interrupted(
-                    "connection lost with %d bytes of %s to go: %s"
-                    % (remaining, unit["target"], error or "the source closed it")
-                )
-            chunk = view[:count]
-            for hasher in hashers.values():
-                hasher.update(chunk)
-            writer.submit(chunk)
-            remaining -= count
-            throttle.consume(count)
+        with BodyReader(conn.sock, response) as body:
+            while remaining:
+                want = min(CHUNK, remaining)
+                # Writer.submit waited for this buffer's previous write, so it is free to fill again.
+                view, turn = buffers[turn], (turn + 1) % len(buffers)
+                try:
+                    count = body.readinto(view[:want])
+                    error = None
+                except (OSError, http.client.HTTPException) as exc:
+                    count, error = 0, exc
+                if count < want:
+                    raise Interrupted(
+                        "connection lost with %d bytes of %s to go: %s"
+                        % (remaining, unit["target"], error or "the source closed it")
+                    )
+                chunk = view[:count]
+                for hasher in hashers.values():
+                    hasher.update(chunk)
+                writer.submit(chunk)
+                remaining -= count
+                throttle.consume(count)
         # An empty body leaves the response open until it is read, and the stream's next request then fails.
         response.read()
         writer.wait()

@@ -19,8 +19,6 @@ import mmap
 import multiprocessing
 import os
 import signal
-import socket
-import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,11 +41,13 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.stagin
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.throttle import Throttle
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights.transport import (
+    BodyReader,
     PartialFile,
     Source,
     Watchdog,
     bounded_body,
     fsync_dir,
+    kernel_timeout,
     make_dirs_under,
     resolve_under,
     usable_cores,
@@ -918,21 +918,19 @@ class Swarm:
                         offset = self._spliced(conn.sock, response, handle, (start, end), digest, pipeline, throttle)
                     except Interrupted as exc:
                         raise Interrupted("%s, %s piece %d: %s" % (sender, target, index, exc))
-                    while offset < end:
-                        buffer = pipeline.buffer()
-                        want = min(len(buffer), end - offset)
-                        got = 0
-                        while got < want:
-                            count = response.readinto(buffer[got:want])
-                            if not count:
+                    with BodyReader(conn.sock, response) as body:
+                        while offset < end:
+                            buffer = pipeline.buffer()
+                            want = min(len(buffer), end - offset)
+                            got = body.readinto(buffer[:want])
+                            if got < want:
                                 raise Interrupted(
                                     "%s closed the connection with %d bytes of %s piece %d to go"
                                     % (sender, end - offset - got, target, index)
                                 )
-                            got += count
-                        pipeline.submit(digest, handle, buffer[:got], offset)
-                        throttle.consume(got)
-                        offset += got
+                            pipeline.submit(digest, handle, buffer[:got], offset)
+                            throttle.consume(got)
+                            offset += got
                 # The piece is in the file in full, and hashed, before anyone may read it from here.
                 pipeline.wait()
             except (OSError, http.client.HTTPException, BadPiece, Interrupted, StagingError) as exc:
@@ -983,13 +981,8 @@ class Swarm:
                 marks["hashed"] = stop
 
         moved(start + len(early))
-        timeout = sock.gettimeout()
-        # Blocking, so each splice waits in the kernel; SO_RCVTIMEO keeps the socket's wait for the next byte.
-        sock.settimeout(None)
-        if timeout:
-            sock.setsockopt(
-                socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
-            )
+        # Blocking, so each splice waits in the kernel.
+        timeout = kernel_timeout(sock)
         try:
             reached = pipeline.splice(sock, handle, start + len(early), end, moved)
         finally:

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import stat
+import struct
 import threading
 import time
 
@@ -34,6 +35,12 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_a
 ALIGN = 4096
 # The most bytes read of an answer that carries no data (a report's acknowledgement, an error's detail).
 MAX_ANSWER_BYTES = 64 * 1024
+# Whether a body is received from its socket a whole chunk per recv(2) (BodyReader) rather than in
+# the slices http.client's reads return; False times the old reads beside it (bench/staging_ram.py).
+WHOLE_CHUNK_RECV = True
+# More than the read buffer http.client reads headers through (8 KiB; 128 KiB from Python 3.14), so
+# one read1 takes all of the body it holds.
+EARLY_MAX_BYTES = 1024 * 1024
 
 
 class Source:
@@ -191,6 +198,83 @@ class Watchdog:
 
     def __exit__(self, *exc):
         self.timer.cancel()
+
+
+def kernel_timeout(sock):
+    """Make `sock` blocking, its per-wait timeout kept by the kernel (SO_RCVTIMEO); the old timeout.
+
+    A Python-level timeout makes the socket non-blocking, and then neither splice(2) nor MSG_WAITALL
+    waits in the kernel. A wait that outlasts the timeout fails with EAGAIN (BlockingIOError).
+    """
+    timeout = sock.gettimeout()
+    sock.settimeout(None)
+    if timeout:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(timeout), int(timeout % 1 * 1e6)))
+    return timeout
+
+
+class BodyReader:
+    """A response body of known length, read into the caller's buffers a whole chunk per call.
+
+    http.client returns a body in the slices the kernel holds (tens of KiB on loopback), and every
+    call takes back the interpreter lock that the stream's hash and write lanes also need. Straight
+    from the socket with MSG_WAITALL, one recv(2) fills a chunk. Bytes http.client read past the
+    headers come first; on leaving, the response is marked read up to where this reader stopped, so
+    the connection can serve the next request once the body is all in.
+    """
+
+    def __init__(self, sock, response):
+        self.sock, self.response = sock, response
+        self.left = response.length
+        self.direct = WHOLE_CHUNK_RECV and self.left is not None and not response.chunked
+        self.timeout = None
+        self.blocking = False
+        self.early = memoryview(b"")
+
+    def __enter__(self):
+        return self
+
+    def readinto(self, view):
+        """Fill `view` from the body; the count, short only where the body or the connection ended."""
+        if not self.direct:
+            return _fill(self.response, view)
+        view = view[: self.left]
+        if not self.blocking:
+            # All http.client buffered past the headers (or one ordinary read), before the socket is switched.
+            self.early = memoryview(self.response.fp.read1(min(self.left, EARLY_MAX_BYTES)))
+            self.timeout, self.blocking = kernel_timeout(self.sock), True
+        got = min(len(self.early), len(view))
+        view[:got], self.early = self.early[:got], self.early[got:]
+        while got < len(view):
+            try:
+                count = self.sock.recv_into(view[got:], len(view) - got, socket.MSG_WAITALL)
+            except BlockingIOError:
+                raise TimeoutError("sent nothing for %ss" % self.timeout)
+            if not count:
+                break
+            got += count
+        self.left -= got
+        return got
+
+    def __exit__(self, *exc):
+        if self.blocking:
+            self.sock.settimeout(self.timeout)
+        if self.direct:
+            # The body went around http.client: it must count those bytes read, or it would wait for them.
+            self.response.length = self.left
+            if not self.left and exc[0] is None:
+                self.response.read()
+
+
+def _fill(response, view):
+    """Read until `view` is full or the body ends, as http.client hands it over; the byte count."""
+    got = 0
+    while got < len(view):
+        count = response.readinto(view[got:])
+        if not count:
+            break
+        got += count
+    return got
 
 
 def bounded_body(response, limit):

@@ -1,10 +1,13 @@
 """The stream count a destination derives from its node, and when a stream hashes on a lane of its own."""
 
 import hashlib
+import http.client
 import os
+import socket
+import threading
 
 import pytest
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, transport
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import splice_pieces, stream_count
 
 
@@ -48,27 +51,26 @@ class _Throttle:
         pass
 
 
-class _Response:
-    def __init__(self, body, status=200):
-        self.body, self.status, self.chunked = body, status, False
-        self.at = 0
+def _answer(body, status=200):
+    """A real http.client response to a real socket, its sender on a thread (the body may outsize the buffers)."""
+    near, far = socket.socketpair()
+    reason = http.client.responses[status]
+    head = ("HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n" % (status, reason, len(body))).encode()
 
-    def getheader(self, _name):
-        return str(len(self.body))
+    def send():
+        with far:
+            far.sendall(head + body)
 
-    def readinto(self, view):
-        count = min(len(view), len(self.body) - self.at)
-        view[:count] = self.body[self.at : self.at + count]
-        self.at += count
-        return count
-
-    def read(self):
-        return b""
+    threading.Thread(target=send, daemon=True).start()
+    near.settimeout(10)
+    response = http.client.HTTPResponse(near)
+    response.begin()
+    return near, response
 
 
 class _Conn:
-    def __init__(self, response):
-        self.response = response
+    def __init__(self, body, status):
+        self.sock, self.response = _answer(body, status)
 
     def request(self, *_args, **_kwargs):
         pass
@@ -85,12 +87,14 @@ class _Source:
         return {}
 
     def connection(self, fresh=False):
-        return _Conn(_Response(self.body, self.status))
+        return _Conn(self.body, self.status)
 
 
+@pytest.mark.parametrize("whole_chunks", [True, False])
 @pytest.mark.parametrize("offset", [0, 5 * 1024 * 1024 + 17])
-def test_pull_hashes_every_byte_in_order(tmp_path, offset):
-    """A file's digest covers every byte in order, the resumed prefix included."""
+def test_pull_hashes_every_byte_in_order(tmp_path, monkeypatch, offset, whole_chunks):
+    """A file's digest covers every byte in order, the resumed prefix included, however the body is received."""
+    monkeypatch.setattr(transport, "WHOLE_CHUNK_RECV", whole_chunks)
     data = os.urandom(3 * staging_pull.CHUNK + 12345)
     partial = tmp_path / "x.partial"
     partial.write_bytes(data[:offset])
