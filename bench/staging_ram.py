@@ -77,6 +77,7 @@ KINDS = (
     "verified_serial",
     "verified_merged",
     "verified_readinto",
+    "verified_inline",
     "whole",
 )
 # /proc/stat's clock ticks per second (USER_HZ).
@@ -274,6 +275,17 @@ def pull_once(args):
             self.busy[self.current] = (self.write_lane.submit(hash_then_write, digest, handle, view, offset),)
 
         swarm._Pipeline.submit = submit
+    if args.pull == "verified_inline":
+        # Each chunk hashed on the thread that received it, then written on the lane: receive and hash in turn.
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = False
+
+        def hash_in_line(self, digest, handle, view, offset):
+            digest.update(view)
+            self.busy[self.current] = (self.write_lane.submit(handle.write_at, view, offset),)
+
+        swarm._Pipeline.submit = hash_in_line
     if args.pull == "verified_serial":
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
