@@ -8,8 +8,9 @@ description:
   - Runs on the Prometheus node (roles/monitoring C(tasks_from=seat_targets) and C(alias) delegate it there).
   - C(present) writes C(seat-<seat>.json) in I(file_sd_dir) from the seat's plan, one target per serving rank,
     labelled C(seat), C(node), C(rank), C(engine) and C(alias) (C(plugins/module_utils/monitoring/targets.py)).
-  - C(absent) removes the seat's file (teardown). C(alias) puts the alias label on I(seat), the seat the
-    alias now serves, and takes it off every other seat's targets (a promotion's move or rollback).
+  - C(absent) removes the seat's file (teardown). C(alias) puts the alias label on I(seat) or I(seats), the
+    seats the alias now serves, and takes it off every other seat's targets (a promotion's move or rollback,
+    a drain's move onto the seats that stay and its putting back).
   - Prometheus re-reads a changed file by itself; each file is written atomically. The seats' API key is
     never here; the scrape job reads it from a credentials file.
 options:
@@ -23,9 +24,12 @@ options:
     type: path
     required: true
   seat:
-    description: The seat (present, absent), or the seat the alias serves now (alias).
+    description: The seat (present, absent; required there), or the seat the alias serves now (alias).
     type: str
-    required: true
+  seats:
+    description: Every seat the alias serves now (alias), where it serves more than one; not with I(seat).
+    type: list
+    elements: str
   plan:
     description: The seat's plan (C(engine.name), C(ranks[].host, rank, serve)); present only.
     type: dict
@@ -75,11 +79,18 @@ def main():
         argument_spec={
             "state": {"type": "str", "choices": ["present", "absent", "alias"], "default": "present"},
             "file_sd_dir": {"type": "path", "required": True},
-            "seat": {"type": "str", "required": True},
+            "seat": {"type": "str"},
+            "seats": {"type": "list", "elements": "str"},
             "plan": {"type": "dict"},
             "alias": {"type": "str"},
         },
-        required_if=[("state", "present", ["plan"]), ("state", "alias", ["alias"])],
+        required_if=[
+            ("state", "present", ["seat", "plan"]),
+            ("state", "absent", ["seat"]),
+            ("state", "alias", ["alias"]),
+            ("state", "alias", ["seat", "seats"], True),
+        ],
+        mutually_exclusive=[("seat", "seats")],
         supports_check_mode=True,
     )
     try:

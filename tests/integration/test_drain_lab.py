@@ -39,6 +39,8 @@ COTENANT = "lab-omni"
 SEAT, SECOND, WIDE = lab.INCUMBENT, lab.CANDIDATE, "lab-tp2"
 RESULTS = ROOT / "bench" / "results" / "drain" / "lab-drain.json"
 COMMAND = "make lab && make lab-drain-test"
+# The lab's Prometheus reads its seat targets here, on node-a (inventory/lab/group_vars/all/monitoring.yml).
+FILE_SD = "/etc/prometheus/seatwright/file_sd"
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SEATWRIGHT_LAB_DRAIN") != "1" or lab.KIND != "litellm" or not lab._router_up(),
@@ -57,6 +59,12 @@ def running(host, container):
 
 def change_made():
     return node("node-a", "test", "-e", MADE).returncode == 0
+
+
+def labelled():
+    """The seats whose scrape targets on the lab's Prometheus node carry the `production` alias label."""
+    found = node("node-a", "sh", "-c", "grep -lE '\"alias\": *\"%s\"' %s/seat-*.json || true" % (lab.ALIAS, FILE_SD))
+    return {Path(line).name[len("seat-") : -len(".json")] for line in found.stdout.split()}
 
 
 def undo_change():
@@ -149,7 +157,8 @@ def teardown(seat, host):
 
 
 class Watch:
-    """Samples node-a every 2 s on its own thread: the lab seat's container and the co-tenant."""
+    """Samples node-a every 2 s on its own thread: the lab seat's container, the co-tenant and the seats
+    that carry the alias label."""
 
     def __init__(self):
         self.samples, self.stop = [], threading.Event()
@@ -162,6 +171,7 @@ class Watch:
                     "t": time.time(),
                     "seat": running("node-a", "seatwright-%s-rank0" % SEAT),
                     "cotenant": running("node-a", COTENANT),
+                    "labelled": sorted(labelled()),
                 }
             )
             self.stop.wait(2.0)
@@ -290,6 +300,9 @@ def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_bac
     during = [r for r in probe.records if down[0] <= r["t0"] <= down[-1]]
     assert during and {r["seat"] for r in during} == {SECOND}, probe.by_seat()
     assert SEAT in {r["seat"] for r in probe.after(returned)}, probe.by_seat()
+    # The alias label followed the alias: on lab-allcores alone while the lab seat was down, on both after.
+    assert {tuple(s["labelled"]) for s in watch.samples if not s["seat"]} == {(SECOND,)}, watch.samples
+    assert labelled() == {SEAT, SECOND}
     # The bring-back left the evidence a bring-up does: a new folder with the plan, the rank and bringup.json.
     new = sorted(set(evidence_folders(SEAT)) - before)
     assert len(new) == 1, new
@@ -307,6 +320,7 @@ def test_the_drain_moves_the_alias_restores_the_cotenant_and_brings_the_seat_bac
             "probe_failed": 0,
             "probe_by_seat": probe.by_seat(),
             "probe_while_seat_down": len(during),
+            "alias_label_while_seat_down": [SECOND],
             "bringback_evidence": str(new[0].relative_to(ROOT)),
             "recap": recap(raw),
         },

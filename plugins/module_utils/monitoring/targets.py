@@ -64,16 +64,18 @@ def _with_alias(labels, alias):
     return labels
 
 
-def move_alias(files, alias, holder):
-    """{seat: groups} with `alias` on `holder`'s targets only (a promotion moved it, or rolled it back)."""
+def move_alias(files, alias, holders):
+    """{seat: groups} with `alias` on the `holders`' targets only: the seats the router sends it to now
+    (a promotion moved it or rolled it back; a drain moved it onto the seats that stay, or put it back)."""
     if not alias:
         raise MonitoringError("name the alias that moved")
+    holders = set(holders) - {""}
     moved = {}
     for seat, groups in sorted(files.items()):
         new = []
         for group in groups:
             labels = dict(group.get("labels") or {})
-            if seat == holder:
+            if seat in holders:
                 labels = _with_alias(labels, alias)
             elif labels.get("alias") == alias:
                 labels = _with_alias(labels, "")

@@ -238,7 +238,8 @@ def _batch(hosts, pending, touched, live, aliases, drain, router_node, order):
         for seat in seats:
             steps.append({"step": "bringup", "seat": seat, "hosts": list(live[seat]["hosts"])})
         for alias, move in sorted(moves.items()):
-            steps.append({"step": "restore-alias", "alias": alias, "targets": move["restore"]})
+            serving = sorted(seat for seat, weight in move["restore"].items() if (weight or 0) > 0)
+            steps.append({"step": "restore-alias", "alias": alias, "to": serving, "targets": move["restore"]})
     return {"hosts": list(hosts), "changes": changes, "seats": seats, "steps": steps, "refusals": refusals}
 
 

@@ -44,7 +44,7 @@ def read_seat_files(folder):
 
 def converge_targets(params, check_mode, diff):
     """The monitoring_targets result: `present` writes one seat's file, `absent` removes it, `alias`
-    moves an alias's label onto its holder across every seat file."""
+    moves an alias's label onto the seats that serve it across every seat file."""
     folder = params["file_sd_dir"]
     state = params["state"]
     if state == "present":
@@ -58,7 +58,8 @@ def converge_targets(params, check_mode, diff):
         targets.seat_file_name(params["seat"])
         wanted = {params["seat"]: None}
     else:
-        wanted = targets.move_alias(read_seat_files(folder), params["alias"], params.get("seat") or "")
+        holders = params.get("seats") or [params.get("seat") or ""]
+        wanted = targets.move_alias(read_seat_files(folder), params["alias"], holders)
     changed, diffs = [], []
     for seat, groups in sorted(wanted.items()):
         path = os.path.join(folder, targets.seat_file_name(seat))

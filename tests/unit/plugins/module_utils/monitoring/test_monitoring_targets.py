@@ -81,6 +81,34 @@ def test_an_alias_move_relabels_both_seats_and_only_once(capsys, tmp_path):
     assert run(capsys, {"file_sd_dir": str(tmp_path), "seat": "lab-allcores", "plan": TP2})["changed"] is False
 
 
+def test_a_drain_labels_every_seat_the_alias_moved_to_and_puts_it_back(capsys, tmp_path):
+    for name in ("lab", "b", "c"):
+        alias = "production" if name == "lab" else ""
+        run(capsys, {"file_sd_dir": str(tmp_path), "seat": name, "plan": ONE, "alias": alias})
+    move = {"file_sd_dir": str(tmp_path), "seats": ["b", "c"], "alias": "production", "state": "alias"}
+    assert run(capsys, move)["changed"] is True
+    labels = {seat: groups[0]["labels"] for seat, groups in targets_of(tmp_path).items()}
+    assert [labels[s].get("alias") for s in ("lab", "b", "c")] == [None, "production", "production"]
+    assert run(capsys, move)["changed"] is False
+    back = {"file_sd_dir": str(tmp_path), "seats": ["lab"], "alias": "production", "state": "alias"}
+    assert run(capsys, back)["changed"] is True
+    labels = {seat: groups[0]["labels"] for seat, groups in targets_of(tmp_path).items()}
+    assert [labels[s].get("alias") for s in ("lab", "b", "c")] == ["production", None, None]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ({"state": "alias", "alias": "production"}, "seat, seats"),
+        ({"state": "alias", "alias": "production", "seat": "a", "seats": ["b"]}, "mutually exclusive"),
+        ({"state": "absent"}, "seat"),
+    ],
+)
+def test_the_seat_or_seats_an_alias_moves_to_must_be_named_once(capsys, tmp_path, args, words):
+    result = run(capsys, dict(args, file_sd_dir=str(tmp_path)))
+    assert result["failed"] is True and words in result["msg"]
+
+
 def targets_of(folder):
     return {targets.seat_of_file(p.name): json.loads(p.read_text()) for p in folder.glob("seat-*.json")}
 

@@ -65,7 +65,18 @@ def test_the_move_takes_the_seats_share_to_a_standby_and_the_restore_puts_it_bac
     plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, {"production": {"lab": 100, "lab-allcores": 0}})
     move = plan["batches"][0]["steps"][0]
     assert move["targets"] == {"lab": 0, "lab-allcores": 100} and move["to"] == ["lab-allcores"]
-    assert plan["batches"][0]["steps"][-1]["targets"] == {"lab": 100, "lab-allcores": 0}
+    restore = plan["batches"][0]["steps"][-1]
+    assert restore["targets"] == {"lab": 100, "lab-allcores": 0}
+    # The alias label (monitoring) goes back onto the seats the router sends the alias to again.
+    assert restore["to"] == ["lab"]
+
+
+def test_an_alias_split_over_seats_is_labelled_on_every_seat_that_serves_it():
+    live = {"a": seat(["node-a"]), "b": seat(["node-b"]), "c": seat(["node-b"])}
+    plan = drain.drain_plan(ORDER, {"node-a": [DRIVER]}, live, {"production": {"a": 50, "b": 30, "c": 20}})
+    steps_made = plan["batches"][0]["steps"]
+    assert steps_made[0]["to"] == ["b", "c"]
+    assert steps_made[-1]["step"] == "restore-alias" and steps_made[-1]["to"] == ["a", "b", "c"]
 
 
 def test_the_share_a_standby_takes_stays_within_the_routers_weights():
