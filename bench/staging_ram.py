@@ -77,6 +77,7 @@ KINDS = (
     "verified_serial",
     "verified_merged",
     "verified_readinto",
+    "verified_buffered_readinto",
     "verified_inline",
     "whole",
 )
@@ -223,12 +224,13 @@ def pull_once(args):
         def hexdigest(self):
             return "0" * 64
 
-    if args.pull.endswith("_readinto"):
-        # The body as http.client's reads return it, a slice at a time: the receive before BodyReader.
+    # Any method with _readinto appended: the same, with the body as http.client's reads return it.
+    method = args.pull[: -len("_readinto")] if args.pull.endswith("_readinto") else args.pull
+    if method != args.pull:
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import transport
 
         transport.WHOLE_CHUNK_RECV = False
-    if args.pull in ("plain", "plain_readinto"):
+    if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
     if args.pipe_kib or args.hash_lane:
@@ -236,19 +238,19 @@ def pull_once(args):
 
         swarm.SPLICE_PIPE_BYTES = (args.pipe_kib * 1024) or swarm.SPLICE_PIPE_BYTES
         swarm.HASH_IN_LINE = not args.hash_lane
-    if args.pull == "verified_lane":
+    if method == "verified_lane":
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.HASH_IN_LINE = False
-    if args.pull in ("verified_spliced", "verified_lane", "plain_pieces"):
+    if method in ("verified_spliced", "verified_lane", "plain_pieces"):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.SPLICE = True
-    if args.pull in ("verified_buffered", "plain_pieces_buffered"):
+    if method in ("verified_buffered", "plain_pieces_buffered"):
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.SPLICE = False
-    if args.pull in ("plain_pieces", "plain_pieces_buffered"):
+    if method in ("plain_pieces", "plain_pieces_buffered"):
         # The verified path's own transport (pieces, streams, workers, splices) with its hashing taken out.
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -261,7 +263,7 @@ def pull_once(args):
             self.expected = {target: ["0" * 64] * count for target, count in self.counts.items()}
 
         swarm.Swarm.__init__ = unhashed
-    if args.pull == "verified_merged":
+    if method == "verified_merged":
         # Each chunk hashed, then written, on one lane: two busy threads a stream instead of three.
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -275,7 +277,7 @@ def pull_once(args):
             self.busy[self.current] = (self.write_lane.submit(hash_then_write, digest, handle, view, offset),)
 
         swarm._Pipeline.submit = submit
-    if args.pull == "verified_inline":
+    if method == "verified_inline":
         # Each chunk hashed on the thread that received it, then written on the lane: receive and hash in turn.
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -286,7 +288,7 @@ def pull_once(args):
             self.busy[self.current] = (self.write_lane.submit(handle.write_at, view, offset),)
 
         swarm._Pipeline.submit = hash_in_line
-    if args.pull == "verified_serial":
+    if method == "verified_serial":
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.STREAMS_AT_ONCE = False
@@ -296,8 +298,8 @@ def pull_once(args):
                 worker.close()
 
         swarm._close_workers = one_by_one
-    marks = timeline_marks() if args.pull not in ("plain", "plain_readinto", "whole") else None
-    forced = "sha256" if args.pull == "verified_sha256" else None
+    marks = timeline_marks() if method not in ("plain", "whole") else None
+    forced = "sha256" if method == "verified_sha256" else None
     with open(args.token_file) as handle:
         secret = handle.read().strip()
     ticks, started = machine_ticks(), time.perf_counter()
