@@ -119,8 +119,9 @@ lab-down:
 
 # The fleet lab (molecule/fleet): six light nodes, fleet-1 .. fleet-6 on the network fleetfabric,
 # with no engine and no seat, for what grows with the fleet (converge, facts, preflight, staging).
-# Not part of make test; each target takes the lab lock, as the two-node lab's runs do.
-FLEET_LOCK := flock /tmp/seatwright-lab.lock
+# Not part of make test; each target takes the lab lock, as the two-node lab's runs do. -o: the
+# command runs without the lock's descriptor, so a daemon it starts does not hold the lock after it.
+FLEET_LOCK := flock -o /tmp/seatwright-lab.lock
 fleet-lab: setup
 	@docker inspect fleet-1 >/dev/null 2>&1 || molecule reset -s fleet >/dev/null
 	$(FLEET_LOCK) molecule create -s fleet

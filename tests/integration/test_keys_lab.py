@@ -6,7 +6,7 @@ folder. Then qualification at -vvv against an endpoint that echoes the key in it
 (tests/hostile_server.py echo-key) leaves none of them there either.
 
 Needs the lab up and prepared with its checkpoints staged (make lab); run by the lead under the lab
-lock:  flock /tmp/seatwright-lab.lock make lab-keywatch
+lock:  flock -o /tmp/seatwright-lab.lock make lab-keywatch
 The key is the lab's own (inventory/lab/group_vars/all/seat_key.yml, .cache/lab/seat-api-key).
 """
 

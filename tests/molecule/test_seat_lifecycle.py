@@ -9,7 +9,7 @@ nothing; the teardown restores it; an engine that exits at start fails fast; a h
 at its timeout with stack dumps; the two-node seat answers with both ranks in one TP group; a Ray
 head and worker come up and go down. Run it under the lab lock:
 
-  flock /tmp/seatwright-lab.lock make lab-seat-test
+  flock -o /tmp/seatwright-lab.lock make lab-seat-test
 """
 
 import json
