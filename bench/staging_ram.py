@@ -67,6 +67,7 @@ HASH_BLOCK = 64 * 1024 * 1024
 KINDS = (
     "plain",
     "plain_readinto",
+    "plain_waitall",
     "plain_pieces",
     "plain_pieces_buffered",
     "verified",
@@ -78,6 +79,7 @@ KINDS = (
     "verified_merged",
     "verified_readinto",
     "verified_buffered_readinto",
+    "verified_waitall",
     "verified_inline",
     "whole",
 )
@@ -224,12 +226,16 @@ def pull_once(args):
         def hexdigest(self):
             return "0" * 64
 
-    # Any method with _readinto appended: the same, with the body as http.client's reads return it.
-    method = args.pull[: -len("_readinto")] if args.pull.endswith("_readinto") else args.pull
-    if method != args.pull:
+    # Any method with _readinto appended: the same, with the body as http.client's reads return it;
+    # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
+    method, receive = args.pull, None
+    for suffix, whole in (("_readinto", False), ("_waitall", True)):
+        if args.pull.endswith(suffix):
+            method, receive = args.pull[: -len(suffix)], whole
+    if receive is not None:
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import transport
 
-        transport.WHOLE_CHUNK_RECV = False
+        transport.WHOLE_CHUNK_RECV = receive
     if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
@@ -574,7 +580,7 @@ def main(argv=None):
                 listed_piece_mib = listing["piece_bytes"] >> 20
             servers.append(server)
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
-        urls["plain"] = urls["plain_readinto"] = urls["whole"]
+        urls["plain"] = urls["plain_readinto"] = urls["plain_waitall"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
         for kind in KINDS:
             if kind not in urls:
