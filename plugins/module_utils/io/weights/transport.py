@@ -36,8 +36,10 @@ ALIGN = 4096
 # The most bytes read of an answer that carries no data (a report's acknowledgement, an error's detail).
 MAX_ANSWER_BYTES = 64 * 1024
 # Whether a body is received from its socket a whole chunk per recv(2) (BodyReader) rather than in
-# the slices http.client's reads return; False times the old reads beside it (bench/staging_ram.py).
-WHOLE_CHUNK_RECV = True
+# the slices http.client's reads return. Off until a 16-core device run times it beside the old reads
+# (bench/staging_ram.py's _waitall methods; bench/results/staging-ram/README.md): no device machine
+# could be started when it was written, and a receive path that sets many-core speed waits for one.
+WHOLE_CHUNK_RECV = False
 # More than the read buffer http.client reads headers through (8 KiB; 128 KiB from Python 3.14), so
 # one read1 takes all of the body it holds.
 EARLY_MAX_BYTES = 1024 * 1024
