@@ -122,6 +122,11 @@ def _served(seat, aliases):
     return sorted(alias for alias, targets in aliases.items() if (targets.get(seat) or 0) > 0)
 
 
+def _weighted(targets):
+    """The seats of {seat: weight} the router sends traffic to: the ones a step's alias label goes on."""
+    return sorted(seat for seat, weight in targets.items() if (weight or 0) > 0)
+
+
 def _moved_targets(targets, leaving, live):
     """The alias's weights with every `leaving` seat at 0, or None where no other live seat is listed."""
     staying = [seat for seat in sorted(targets) if seat not in leaving and seat in live]
@@ -219,7 +224,7 @@ def _batch(hosts, pending, touched, live, aliases, drain, router_node, order):
     steps = []
     if seats or router_down:
         for alias, move in sorted(moves.items()):
-            staying = sorted(seat for seat, weight in move["targets"].items() if weight > 0)
+            staying = _weighted(move["targets"])
             steps.append(
                 {"step": "move", "alias": alias, "from": move["from"], "to": staying, "targets": move["targets"]}
             )
@@ -238,8 +243,9 @@ def _batch(hosts, pending, touched, live, aliases, drain, router_node, order):
         for seat in seats:
             steps.append({"step": "bringup", "seat": seat, "hosts": list(live[seat]["hosts"])})
         for alias, move in sorted(moves.items()):
-            serving = sorted(seat for seat, weight in move["restore"].items() if (weight or 0) > 0)
-            steps.append({"step": "restore-alias", "alias": alias, "to": serving, "targets": move["restore"]})
+            steps.append(
+                {"step": "restore-alias", "alias": alias, "to": _weighted(move["restore"]), "targets": move["restore"]}
+            )
     return {"hosts": list(hosts), "changes": changes, "seats": seats, "steps": steps, "refusals": refusals}
 
 
