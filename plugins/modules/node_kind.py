@@ -9,6 +9,9 @@ description:
     C(/usr/lib/wsl/lib) (the Windows driver's libraries) exist, and the Docker engine's C(/info)
     (Docker Desktop names itself there), and sets C(seatwright_host_kind) with the kind, the evidence,
     warnings and the engine. The decision is C(plugins/module_utils/node/kind.py).
+  - Also reads C(/proc/cpuinfo) into C(seatwright_host_cpu), parsed by C(plugins/module_utils/node/cpu.py),
+    with the processor, its logical CPUs and the vector and matrix extensions CPU engines choose
+    kernels by. The plan picks a CPU seat's compute dtype from it. The test input never replaces it.
   - Fails, naming the evidence, when the inventory declares another kind (I(declared)).
   - I(test_input) is lab test equipment, honoured only on a lab node, so the lab (which cannot run
     Windows) can declare one of its nodes WSL 2.
@@ -67,6 +70,14 @@ ansible_facts:
         docker_engine: {server_version: 29.6.2, operating_system: Docker Desktop, docker_desktop: true}
         driver_dir: /usr/lib/wsl/lib
         single_node_only: true
+    seatwright_host_cpu:
+      description: The node's processor, or null where /proc/cpuinfo names none.
+      type: dict
+      sample:
+        model: AMD EPYC
+        logical_cpus: 2
+        flags: [avx2]
+        bf16_native: false
 """
 
 import os
@@ -75,7 +86,7 @@ import platform
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import SeatwrightError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET
-from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.kind_probe import read_kind
+from ansible_collections.seatwright.fleet.plugins.module_utils.io.node.kind_probe import read_cpu, read_kind
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import decide, lab_input_problem
 
 
@@ -97,19 +108,18 @@ def main():
     refused = lab_input_problem(host, test_input, os.path.exists(params["lab_marker"]), params["fleet_name"])
     if refused:
         module.fail_json(msg=refused)
-    why = None
-    if test_input is not None:
-        readings, source = test_input, "test-input"
-    else:
+    (readings, why), source = (test_input, None), "test-input"
+    if test_input is None:
         (readings, why), source = read_kind(params["docker_socket"]), "node"
     try:
         fact = decide(host, readings, params["declared"], source)
     except SeatwrightError as exc:
         module.fail_json(msg=str(exc))
     fact["docker_unanswered"] = why
+    facts = {"seatwright_host_kind": fact, "seatwright_host_cpu": read_cpu()}
     if fact["problems"]:
-        module.fail_json(msg="\n".join(fact["problems"]), ansible_facts={"seatwright_host_kind": fact})
-    module.exit_json(changed=False, ansible_facts={"seatwright_host_kind": fact})
+        module.fail_json(msg="\n".join(fact["problems"]), ansible_facts=facts)
+    module.exit_json(changed=False, ansible_facts=facts)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.fabric.transport 
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.images.facts import kernel_refusal, recipe_with_image
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.contract import check_fleet, check_node
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.cpu import engine_dtype
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.hardware import GPU_PROFILES, MIB, sm_of
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import kind_of, multi_node_refusal
 from ansible_collections.seatwright.fleet.plugins.module_utils.ranks import runs_engine
@@ -172,6 +173,8 @@ def node_hardware(candidate, position):
         "gpus": gpus,
         "notes": notes,
         "checkpoint": candidate.get("seatwright_checkpoint"),
+        # The node's processor (node_kind's cached fact): a CPU seat's compute dtype follows it.
+        "cpu": candidate.get("seatwright_host_cpu"),
         "fabric_ip": str(candidate["seatwright_node_fabric_ip"]),
         "fabric_iface": candidate["seatwright_node_fabric_iface"],
         # Where the seat's API listens on this node; the fabric address unless the inventory says.
@@ -390,6 +393,9 @@ def provenance(settings, fit):
             "source": qualification.get("startup_timeout_source") or "the recipe gives no source",
         }
     )
+    dtype = settings.get("_dtype_default")
+    if dtype:
+        items.append({"what": "compute dtype", "value": dtype["value"] or "the engine's", "source": dtype["reason"]})
     if "port" not in settings.get("_declared_serving", ()):
         items.append(
             {
@@ -557,6 +563,7 @@ def make_plan(data, schema, seat, candidates, source, recorded_images=None, serv
     settings = rules["settings"]
     rules["refusals"] += _hardware_refusals(settings, seat_nodes, image, config)
     _memory_share(settings, rules)
+    _cpu_dtype(settings, seat_nodes)
     node_rdma, transport = _transport(settings, seat_nodes, candidates, source, rules)
     fit, ranks = _fit_and_ranks(settings, seat, seat_nodes, config, image, node_rdma, rules, shortfall, source)
     first = one_node(settings, hardware[0]) if hardware and gpus_per_node else None
@@ -633,6 +640,20 @@ def _memory_share(settings, rules):
         # The engine takes exactly the memory the fit assumed: the plan renders the default itself.
         settings["serving"]["gpu_memory_utilization"] = memory["value"]
         settings["_memory_default"] = dict(memory)
+
+
+def _cpu_dtype(settings, seat_nodes):
+    """A CPU seat's compute dtype, from its nodes' processors (node/cpu.py), where the recipe sets none."""
+    serving = settings["serving"]
+    if settings["engine"]["device"] != "cpu" or serving["dtype"] is not None:
+        return
+    choice = engine_dtype(
+        settings["model"]["checkpoint"]["quantization"],
+        serving["quantization"],
+        [(node["host"], node.get("cpu")) for node in seat_nodes],
+    )
+    serving["dtype"] = choice["value"]
+    settings["_dtype_default"] = choice
 
 
 def _transport(settings, seat_nodes, candidates, source, rules):
@@ -754,7 +775,14 @@ def _plan_document(
     unknowns += [item for item in [flags_unchecked(settings, image)] if item]
     cost = fleet_cost(settings, seat_nodes, candidates, first)
     origin = provenance(settings, fit) + default_origins(candidates[: len(seat_nodes)])
-    for key in ("_declared_serving", "_memory_default", "_memory_unknown", "_image_flags", "_served_aliases"):
+    for key in (
+        "_declared_serving",
+        "_memory_default",
+        "_memory_unknown",
+        "_dtype_default",
+        "_image_flags",
+        "_served_aliases",
+    ):
         settings.pop(key, None)
     launchable = bool(fit["fits"] and not rules["refusals"] and ranks)
     return {

@@ -450,6 +450,7 @@ def _normalise(data):
     engine["image"].setdefault("sm120_kernels", None)
     serving = recipe["serving"]
     for key in (
+        "dtype",
         "block_size",
         "max_cudagraph_capture_size",
         "custom_all_reduce",

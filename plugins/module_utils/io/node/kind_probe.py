@@ -8,6 +8,7 @@ import os
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.errors import ImageError
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.common.docker_api import DEFAULT_SOCKET, DockerEngine
+from ansible_collections.seatwright.fleet.plugins.module_utils.node.cpu import parse_cpuinfo
 from ansible_collections.seatwright.fleet.plugins.module_utils.node.kind import DXG_DEVICE, WSL_LIB_DIR
 
 # Docker Desktop can be slow to answer while its VM starts; a node's kind must not wait on it long.
@@ -32,6 +33,20 @@ def docker_info(socket_path=DEFAULT_SOCKET):
         return json.loads(data.decode("utf-8")), None
     except (ImageError, ValueError) as exc:
         return None, str(exc)
+
+
+def cpuinfo_text(path="/proc/cpuinfo"):
+    """/proc/cpuinfo's text, or None where it cannot be read (node/cpu.py parses it)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def read_cpu(path="/proc/cpuinfo"):
+    """The node's processor as node/cpu.py reads it (None where /proc/cpuinfo is unreadable or empty)."""
+    return parse_cpuinfo(cpuinfo_text(path))
 
 
 def read_kind(socket_path=DEFAULT_SOCKET):

@@ -35,6 +35,7 @@ def _settings(name, **serving):
         "serving": {
             "port": 8000,
             "max_model_len": None,
+            "dtype": None,
             "kv_cache_dtype": None,
             "gpu_memory_utilization": None,
             "max_num_seqs": None,
@@ -134,6 +135,9 @@ def test_defaults_carry_their_source(name, port):
                 "--enable-metrics",
             ],
         ),
+        # A CPU seat's compute dtype (the plan picks it by the node's processor, node/cpu.py).
+        ("vllm", {"dtype": "float32"}, ["--dtype", "float32"]),
+        ("sglang", {"dtype": "bfloat16"}, ["--dtype", "bfloat16", "--enable-metrics"]),
         (
             "sglang",
             {"custom_all_reduce": True, "enforce_eager": True, "gpu_memory_utilization": 0.75},

@@ -126,6 +126,39 @@ def test_lab_seat_is_ready_on_the_lab_inventory_only_with_its_images_flags_check
     assert bool(unchecked) is not with_facts, result["unknowns"]
 
 
+ZEN3_CPU = {"model": "AMD EPYC", "logical_cpus": 2, "flags": ["avx2"], "bf16_native": False}
+ZEN4_CPU = {"model": "AMD EPYC", "logical_cpus": 2, "flags": ["avx2", "avx512f", "avx512_bf16"], "bf16_native": True}
+
+
+@pytest.mark.parametrize(
+    "name, cpu, dtype",
+    [
+        ("lab", ZEN3_CPU, "float32"),
+        ("lab", ZEN4_CPU, "bfloat16"),
+        ("lab-allcores", ZEN3_CPU, "float32"),
+        # No cached processor: no --dtype, the engine's default, and the plan says why.
+        ("lab", None, None),
+        # A checkpoint quantized as it loads keeps its own compute type.
+        ("lab-fp8", ZEN3_CPU, None),
+    ],
+)
+def test_a_cpu_seat_computes_in_the_dtype_its_nodes_processor_has(name, cpu, dtype):
+    result = plan(name, [seat_lab_node(seatwright_host_cpu=cpu)])
+    argv = result["ranks"][0]["argv"]
+    assert (argv[argv.index("--dtype") + 1] if "--dtype" in argv else None) == dtype
+    (item,) = [item for item in result["provenance"] if item["what"] == "compute dtype"]
+    assert item["value"] == (dtype or "the engine's")
+    lines = plan_lines(result)
+    assert any(line.startswith("not from the field: compute dtype") for line in lines), lines
+
+
+def test_a_gpu_seat_gets_no_dtype_from_the_cpu():
+    nodes = [dict(node, seatwright_host_cpu=ZEN3_CPU) for node in example_nodes()]
+    result = plan("glm53-vendor", nodes)
+    assert all("--dtype" not in rank["argv"] for rank in result["ranks"])
+    assert not [item for item in result["provenance"] if item["what"] == "compute dtype"]
+
+
 def test_recipe_name_must_match_the_seat_asked_for():
     with pytest.raises(SeatError, match="name is 'glm53' but the seat asked for is 'glm53-vendor'"):
         make_plan(seat_data("glm53"), SCHEMA, "glm53-vendor", example_nodes(), "seats/glm53-vendor.yml")
