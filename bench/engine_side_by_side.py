@@ -37,8 +37,8 @@ def _tokens(response, stream):
     return tokens
 
 
-def run(base, key, model, streams, seconds, stream=False):
-    """(output tok/s, answers, errors) of `streams` closed-loop clients for `seconds`."""
+def run(base, key, model, streams, seconds, stream=False, words=60):
+    """(output tok/s, answers, errors) of `streams` closed-loop clients for `seconds`, `words`-word prompts."""
     stop = time.time() + seconds
     tally = {"tokens": 0, "answers": 0, "errors": 0}
     lock = threading.Lock()
@@ -46,7 +46,7 @@ def run(base, key, model, streams, seconds, stream=False):
     def client(index):
         rng = random.Random(index * 7919 + int(time.time() * 1000))
         while time.time() < stop:
-            prompt = " ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(60))
+            prompt = " ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(words))
             body = {
                 "model": model,
                 "max_tokens": 32,
