@@ -61,11 +61,11 @@ ZEN4 = {"model": "AMD EPYC", "logical_cpus": 2, "flags": ["avx2", "avx512f", "av
 @pytest.mark.parametrize(
     "checkpoint, quantization, nodes, value, says",
     [
-        ("bf16", None, [("node-a", ZEN3)], "float32", "node-a has no native BF16"),
+        ("bf16", None, [("node-a", ZEN3)], "float32", "on node-a (neither"),
         ("bf16", None, [("node-a", ZEN4)], "bfloat16", "node-a: avx512_bf16"),
         ("fp16", None, [("node-a", ZEN4)], "bfloat16", "every node"),
         # Across nodes every rank computes alike: one node without BF16 sets float32 for all.
-        ("bf16", None, [("node-a", ZEN4), ("node-b", ZEN3)], "float32", "node-b has no native BF16"),
+        ("bf16", None, [("node-a", ZEN4), ("node-b", ZEN3)], "float32", "on node-b (neither"),
         ("fp32", None, [("node-a", ZEN4)], "float32", "checkpoint is fp32"),
         # Quantized checkpoints, or quantized as they load, keep their own compute type.
         ("fp8", None, [("node-a", ZEN3)], None, "fp8 checkpoint"),
@@ -78,7 +78,7 @@ ZEN4 = {"model": "AMD EPYC", "logical_cpus": 2, "flags": ["avx2", "avx512f", "av
 def test_engine_dtype(checkpoint, quantization, nodes, value, says):
     choice = engine_dtype(checkpoint, quantization, nodes)
     assert choice["value"] == value
-    assert says in choice["reason"].replace("the CPU of ", "")
+    assert says in choice["reason"]
 
 
 def test_float32_names_the_measurement_behind_it():
