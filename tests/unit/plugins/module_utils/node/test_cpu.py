@@ -22,6 +22,14 @@ def test_the_lab_hosts_zen3_has_no_native_bf16():
     assert fact == {"model": "AMD EPYC", "logical_cpus": 2, "flags": ["avx2"], "bf16_native": False}
 
 
+def test_the_device_machines_xeon_multiplies_bf16_natively():
+    # The 16-core device machine of 2026-12-07 (recorded /proc/cpuinfo): AVX-512 BF16 and AMX.
+    fact = parse_cpuinfo((FIXTURES / "xeon-amx-16core.txt").read_text())
+    assert fact["model"] == "Intel(R) Xeon(R) Processor" and fact["logical_cpus"] == 16
+    assert fact["bf16_native"] is True
+    assert {"avx512_bf16", "amx_bf16", "amx_tile"} <= set(fact["flags"])
+
+
 @pytest.mark.parametrize(
     "flags, kept, native",
     [
