@@ -141,7 +141,7 @@ def main():
     host = rank["argv"][rank["argv"].index("--host") + 1]
     model = rank["argv"][rank["argv"].index("--served-model-name") + 1]
     dtypes = [d for d in args.dtypes.split(",") if d]
-    cpu = docker(args.node, "version", "-f", "{{.Server.Version}}", check=False)
+    docker_version = docker(args.node, "version", "-f", "{{.Server.Version}}", check=False)
     lscpu = subprocess.run(["docker", "exec", args.node, "lscpu"], capture_output=True, text=True).stdout
     names, rows = {}, []
     out = Path(args.out)
@@ -171,7 +171,7 @@ def main():
             "node": args.node,
             "seat": args.seat,
             "image": rank["container_spec"]["image"],
-            "docker": cpu.stdout.strip(),
+            "docker": docker_version.stdout.strip(),
             "lscpu": lscpu,
             "complete": len(rows) == 2 * len(dtypes) * len(args.words.split(",")),
             "rows": rows,
