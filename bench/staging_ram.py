@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import resource
 import secrets
 import shutil
@@ -81,8 +82,36 @@ KINDS = (
     "verified_buffered_readinto",
     "verified_waitall",
     "verified_inline",
+    "verified_onelane",
+    "verified_spliced_mapped",
     "whole",
 )
+# A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), then
+# _waitall or _readinto (how a body is received), so variants are timed side by side in one run.
+SUFFIX = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?:_(?P<receive>waitall|readinto))?$")
+
+
+def split_kind(name):
+    """(base method, whole-chunk receive or None for the default, chunk KiB or 0); ValueError if unknown."""
+    if name in KINDS:
+        found = SUFFIX.match(name) if name.endswith(("_waitall", "_readinto")) else None
+        if found is None:
+            return name, None, 0
+    found = SUFFIX.match(name)
+    if found is None or found.group("base") not in KINDS:
+        raise ValueError("unknown method %r: one of %s, with _c<KiB>k and/or _waitall / _readinto" % (name, KINDS))
+    receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
+    return found.group("base"), receive, int(found.group("chunk") or 0)
+
+
+def kind_choice(name):
+    try:
+        split_kind(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+    return name
+
+
 # /proc/stat's clock ticks per second (USER_HZ).
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -228,10 +257,11 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive = args.pull, None
-    for suffix, whole in (("_readinto", False), ("_waitall", True)):
-        if args.pull.endswith(suffix):
-            method, receive = args.pull[: -len(suffix)], whole
+    method, receive, chunk_kib = split_kind(args.pull)
+    if chunk_kib:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.PIECE_CHUNK_BYTES = chunk_kib * 1024
     if receive is not None:
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import transport
 
@@ -294,6 +324,40 @@ def pull_once(args):
             self.busy[self.current] = (self.write_lane.submit(handle.write_at, view, offset),)
 
         swarm._Pipeline.submit = hash_in_line
+    if method == "verified_onelane":
+        # Receive, hash and write in turn on the stream's own thread: one busy thread a stream, each
+        # chunk hashed and written while the receive has just left it in the core's cache.
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = False
+
+        def all_in_line(self, digest, handle, view, offset):
+            digest.update(view)
+            handle.write_at(view, offset)
+
+        swarm._Pipeline.submit = all_in_line
+    if method == "verified_spliced_mapped":
+        # The spliced path, each pipeful hashed through one read-only mapping of the file per worker,
+        # grown as pieces land, instead of a mapping made, populated and dropped per pipeful.
+        import mmap as maps
+
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        swarm.SPLICE = True
+        mapped = {}
+
+        def hash_mapped(digest, fd, start, end):
+            pages, view = mapped.get(fd, (None, None))
+            if pages is None or len(pages) < end:
+                if view is not None:
+                    view.release()
+                    pages.close()
+                pages = maps.mmap(fd, os.fstat(fd).st_size, flags=maps.MAP_SHARED, prot=maps.PROT_READ)
+                view = memoryview(pages)
+                mapped[fd] = (pages, view)
+            digest.update(view[start:end])
+
+        swarm._hash_range = hash_mapped
     if method == "verified_serial":
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
@@ -415,8 +479,6 @@ def table_from_log(path, total_bytes):
 
     Each row: the stream count, then per method GB/s, the ratio to plain at that count and the passes seen.
     """
-    import re
-
     pattern = re.compile(r"pass (\d+) (\S+)\s+(\d+) streams\s+([\d.]+) s")
     seen = {}
     with open(path) as handle:
@@ -424,7 +486,8 @@ def table_from_log(path, total_bytes):
             found = pattern.search(line)
             if found:
                 seen.setdefault((found.group(2), int(found.group(3))), []).append(float(found.group(4)))
-    kinds = [k for k in KINDS if any(kind == k for kind, _ in seen)]
+    named = {kind for kind, _ in seen}
+    kinds = [k for k in KINDS if k in named] + sorted(named - set(KINDS))
     lines = ["| streams | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 1)]
     for count in sorted({c for _, c in seen}):
         plain = statistics.median(seen[("plain", count)]) if ("plain", count) in seen else None
@@ -506,7 +569,7 @@ def main(argv=None):
         help="print the medians of a cut-off run's log (GB/s, ratio to plain, passes) for --shards x --shard-mib",
     )
     # The child process's arguments (one pull).
-    parser.add_argument("--pull", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--pull", type=kind_choice, help=argparse.SUPPRESS)
     for name in ("--shim", "--url", "--token-file", "--dest", "--revision", "--state"):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--pull-streams", type=int, help=argparse.SUPPRESS)
@@ -582,10 +645,11 @@ def main(argv=None):
             urls[kind] = "http://127.0.0.1:%d" % server.server_address[1]
         urls["plain"] = urls["plain_readinto"] = urls["plain_waitall"] = urls["whole"]
         urls["verified_sha256"] = urls["verified"]
-        for kind in KINDS:
-            if kind not in urls:
-                urls[kind] = urls["verified"]
-        kinds = [k for k in KINDS if k in ("plain", "verified") or k in args.methods.split(",")]
+        asked = [kind_choice(name) for name in args.methods.split(",")]
+        kinds = [k for k in KINDS if k in ("plain", "verified") or k in asked]
+        kinds += [name for name in asked if name not in kinds]
+        for kind in kinds:
+            urls.setdefault(kind, urls.get(split_kind(kind)[0], urls["verified"]))
         methods = [(kind, count) for count in counts for kind in kinds]
         # The child's tuning flags, as given here.
         tuning = ["--chunk-kib", str(args.chunk_kib), "--switch-us", str(args.switch_us), "--depth", str(args.depth)]
