@@ -86,22 +86,47 @@ KINDS = (
     "verified_spliced_mapped",
     "whole",
 )
-# A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), then
-# _waitall or _readinto (how a body is received), so variants are timed side by side in one run.
-SUFFIX = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?:_(?P<receive>waitall|readinto))?$")
+# A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
+# (receive buffers on transparent huge pages), then _waitall or _readinto (how a body is received), so
+# variants are timed side by side in one run.
+SUFFIX = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_(?P<receive>waitall|readinto))?$")
 
 
 def split_kind(name):
-    """(base method, whole-chunk receive or None for the default, chunk KiB or 0); ValueError if unknown."""
+    """(base method, whole-chunk receive or None for the default, chunk KiB or 0, huge-page buffers).
+
+    ValueError if the base is unknown.
+    """
     if name in KINDS:
         found = SUFFIX.match(name) if name.endswith(("_waitall", "_readinto")) else None
         if found is None:
-            return name, None, 0
+            return name, None, 0, False
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
-        raise ValueError("unknown method %r: one of %s, with _c<KiB>k and/or _waitall / _readinto" % (name, KINDS))
+        raise ValueError(
+            "unknown method %r: one of %s, with _c<KiB>k, _thp and/or _waitall / _readinto" % (name, KINDS)
+        )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
-    return found.group("base"), receive, int(found.group("chunk") or 0)
+    return found.group("base"), receive, int(found.group("chunk") or 0), bool(found.group("thp"))
+
+
+def huge_page_buffers(*modules):
+    """Every anonymous map these modules make (their receive buffers) asks for transparent huge pages."""
+    import mmap as real
+
+    class Maps:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def mmap(fileno, length, *given, **named):
+            made = real.mmap(fileno, length, *given, **named)
+            if fileno == -1 and hasattr(real, "MADV_HUGEPAGE"):
+                made.madvise(real.MADV_HUGEPAGE)
+            return made
+
+    for module in modules:
+        module.mmap = Maps()
 
 
 def kind_choice(name):
@@ -257,7 +282,11 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive, chunk_kib = split_kind(args.pull)
+    method, receive, chunk_kib, thp = split_kind(args.pull)
+    if thp:
+        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+        huge_page_buffers(swarm, staging_pull)
     if chunk_kib:
         from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 

@@ -19,14 +19,16 @@ BENCH = _bench()
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("plain", ("plain", None, 0)),
-        ("verified", ("verified", None, 0)),
-        ("whole", ("whole", None, 0)),
-        ("plain_waitall", ("plain", True, 0)),
-        ("verified_buffered_readinto", ("verified_buffered", False, 0)),
-        ("verified_inline_c1024k_waitall", ("verified_inline", True, 1024)),
-        ("verified_onelane_c2048k", ("verified_onelane", None, 2048)),
-        ("verified_spliced_mapped", ("verified_spliced_mapped", None, 0)),
+        ("plain", ("plain", None, 0, False)),
+        ("verified", ("verified", None, 0, False)),
+        ("whole", ("whole", None, 0, False)),
+        ("plain_waitall", ("plain", True, 0, False)),
+        ("verified_buffered_readinto", ("verified_buffered", False, 0, False)),
+        ("verified_inline_c1024k_waitall", ("verified_inline", True, 1024, False)),
+        ("verified_onelane_c2048k", ("verified_onelane", None, 2048, False)),
+        ("verified_spliced_mapped", ("verified_spliced_mapped", None, 0, False)),
+        ("verified_thp_waitall", ("verified", True, 0, True)),
+        ("plain_thp", ("plain", None, 0, True)),
     ],
 )
 def test_a_method_name_splits_into_its_parts(name, expected):
