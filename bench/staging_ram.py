@@ -97,10 +97,8 @@ def split_kind(name):
 
     ValueError if the base is unknown.
     """
-    if name in KINDS:
-        found = SUFFIX.match(name) if name.endswith(("_waitall", "_readinto")) else None
-        if found is None:
-            return name, None, 0, False
+    if name in KINDS and not name.endswith(("_waitall", "_readinto")):
+        return name, None, 0, False
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
@@ -260,15 +258,9 @@ def loopback_rate(streams, total_bytes):
 def pull_once(args):
     """The child process: one pull with staging_pull.stage, plain or verified; prints a JSON line."""
     sys.path.insert(0, args.shim)
-    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, swarm, transport
 
-    if args.chunk_kib:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
-        swarm.PIECE_CHUNK_BYTES = args.chunk_kib * 1024
     if args.depth:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm._Pipeline.DEPTH = args.depth
     if args.switch_us:
         sys.setswitchinterval(args.switch_us / 1e6)
@@ -284,41 +276,26 @@ def pull_once(args):
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
     method, receive, chunk_kib, thp = split_kind(args.pull)
     if thp:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         huge_page_buffers(swarm, staging_pull)
-    if chunk_kib:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
-        swarm.PIECE_CHUNK_BYTES = chunk_kib * 1024
+    # The method's own chunk (its _c<KiB>k) over the run's --chunk-kib.
+    if chunk_kib or args.chunk_kib:
+        swarm.PIECE_CHUNK_BYTES = (chunk_kib or args.chunk_kib) * 1024
     if receive is not None:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import transport
-
         transport.WHOLE_CHUNK_RECV = receive
     if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
     if args.pipe_kib or args.hash_lane:
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE_PIPE_BYTES = (args.pipe_kib * 1024) or swarm.SPLICE_PIPE_BYTES
         swarm.HASH_IN_LINE = not args.hash_lane
     if method == "verified_lane":
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.HASH_IN_LINE = False
     if method in ("verified_spliced", "verified_lane", "plain_pieces"):
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE = True
     if method in ("verified_buffered", "plain_pieces_buffered"):
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE = False
     if method in ("plain_pieces", "plain_pieces_buffered"):
         # The verified path's own transport (pieces, streams, workers, splices) with its hashing taken out.
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.piece_hasher = lambda _algo: Nothing()
         swarm._hash_range = lambda *_given: None
         made = swarm.Swarm.__init__
@@ -330,8 +307,6 @@ def pull_once(args):
         swarm.Swarm.__init__ = unhashed
     if method == "verified_merged":
         # Each chunk hashed, then written, on one lane: two busy threads a stream instead of three.
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE = False
 
         def hash_then_write(digest, handle, view, offset):
@@ -344,8 +319,6 @@ def pull_once(args):
         swarm._Pipeline.submit = submit
     if method == "verified_inline":
         # Each chunk hashed on the thread that received it, then written on the lane: receive and hash in turn.
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE = False
 
         def hash_in_line(self, digest, handle, view, offset):
@@ -356,8 +329,6 @@ def pull_once(args):
     if method == "verified_onelane":
         # Receive, hash and write in turn on the stream's own thread: one busy thread a stream, each
         # chunk hashed and written while the receive has just left it in the core's cache.
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.SPLICE = False
 
         def all_in_line(self, digest, handle, view, offset):
@@ -369,8 +340,6 @@ def pull_once(args):
         # The spliced path, each pipeful hashed through one read-only mapping of the file per worker,
         # grown as pieces land, instead of a mapping made, populated and dropped per pipeful.
         import mmap as maps
-
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
         swarm.SPLICE = True
         mapped = {}
@@ -388,8 +357,6 @@ def pull_once(args):
 
         swarm._hash_range = hash_mapped
     if method == "verified_serial":
-        from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
-
         swarm.STREAMS_AT_ONCE = False
 
         def one_by_one(workers):
