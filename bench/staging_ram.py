@@ -87,34 +87,25 @@ KINDS = (
     "verified_spliced_mapped",
     "whole",
 )
-# A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _inorder
-# (pieces taken in the walk's order alone, not a free file's first: weights/pieces.py free_files_first),
-# _thp (receive buffers on transparent huge pages), then _waitall or _readinto (how a body is received),
-# so variants are timed side by side in one run.
-SUFFIX = re.compile(
-    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<inorder>_inorder)?(?P<thp>_thp)?(?:_(?P<receive>waitall|readinto))?$"
-)
-Variant = collections.namedtuple("Variant", "base receive chunk_kib thp in_order")
+# A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
+# (receive buffers on transparent huge pages), then _waitall or _readinto (how a body is received), so
+# variants are timed side by side in one run.
+SUFFIX = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_(?P<receive>waitall|readinto))?$")
+Variant = collections.namedtuple("Variant", "base receive chunk_kib thp")
 
 
 def split_kind(name):
     """A method name's Variant: its base method, whole-chunk receive (None: the default), chunk KiB (0: the
-    default), huge-page buffers, pieces in the walk's order alone. ValueError if the base is unknown."""
+    default), huge-page buffers. ValueError if the base is unknown."""
     if name in KINDS and not name.endswith(("_waitall", "_readinto")):
-        return Variant(name, None, 0, False, False)
+        return Variant(name, None, 0, False)
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
-            "unknown method %r: one of %s, with _c<KiB>k, _inorder, _thp and/or _waitall / _readinto" % (name, KINDS)
+            "unknown method %r: one of %s, with _c<KiB>k, _thp and/or _waitall / _readinto" % (name, KINDS)
         )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
-    return Variant(
-        found.group("base"),
-        receive,
-        int(found.group("chunk") or 0),
-        bool(found.group("thp")),
-        bool(found.group("inorder")),
-    )
+    return Variant(found.group("base"), receive, int(found.group("chunk") or 0), bool(found.group("thp")))
 
 
 def huge_page_buffers(*modules):
@@ -157,6 +148,70 @@ def machine_ticks():
 
 def log(text):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), text), flush=True)
+
+
+def cgroup_cpu():
+    """{'cpu_max': the cgroup's CPU quota as written, 'quota_cores': cores it allows or None, 'throttled_s'}.
+
+    A container's quota caps the CPU its processes get however many cores /proc/stat and the affinity show;
+    the time it held them back shows only in the cgroup's cpu.stat (v2) or cpu.stat of the cpu controller (v1).
+    """
+    found = {"cpu_max": None, "quota_cores": None, "throttled_s": None}
+    for limit, stat in (
+        ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.stat"),
+        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.stat"),
+    ):
+        try:
+            with open(limit) as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        found["cpu_max"] = text
+        parts = text.split()
+        if parts[0] not in ("max", "-1"):
+            period = int(parts[1]) if len(parts) > 1 else _v1_period()
+            found["quota_cores"] = round(int(parts[0]) / period, 2) if period else None
+        try:
+            with open(stat) as handle:
+                fields = dict(line.split() for line in handle if len(line.split()) == 2)
+            if "throttled_usec" in fields:
+                found["throttled_s"] = int(fields["throttled_usec"]) / 1e6
+            elif "throttled_time" in fields:
+                found["throttled_s"] = int(fields["throttled_time"]) / 1e9
+        except (OSError, ValueError):
+            pass
+        break
+    return found
+
+
+def _v1_period():
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 0
+
+
+def spin_cores(seconds=2.0):
+    """CPU seconds per second that os.cpu_count() spinning processes get together: the cores really given."""
+    read_end, write_end = os.pipe()
+    children, started = [], time.perf_counter()
+    for _ in range(os.cpu_count()):
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+            os.write(write_end, b"%.6f\n" % time.process_time())
+            os._exit(0)
+        children.append(pid)
+    os.close(write_end)
+    for pid in children:
+        os.waitpid(pid, 0)
+    wall = time.perf_counter() - started
+    with os.fdopen(read_end) as handle:
+        return sum(float(line) for line in handle) / wall
 
 
 def hash_rate(threads, make=hashlib.sha256, seconds=2.0):
@@ -268,7 +323,6 @@ def pull_once(args):
     """The child process: one pull with staging_pull.stage, plain or verified; prints a JSON line."""
     sys.path.insert(0, args.shim)
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_pull, swarm, transport
-    from ansible_collections.seatwright.fleet.plugins.module_utils.weights import pieces
 
     if args.depth:
         swarm._Pipeline.DEPTH = args.depth
@@ -284,9 +338,7 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive, chunk_kib, thp, in_order = split_kind(args.pull)
-    if in_order:
-        pieces.FREE_FILE_FIRST = False
+    method, receive, chunk_kib, thp = split_kind(args.pull)
     if thp:
         huge_page_buffers(swarm, staging_pull)
     # The method's own chunk (its _c<KiB>k) over the run's --chunk-kib.
@@ -548,6 +600,8 @@ def machine():
         "kernel": platform.release(),
         "python": platform.python_version(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "cgroup_cpu_max": cgroup_cpu()["cpu_max"],
+        "cgroup_quota_cores": cgroup_cpu()["quota_cores"],
     }
 
 
@@ -647,6 +701,8 @@ def main(argv=None):
         made = make_checkpoint(work / "src", args.shards, args.shard_mib)
         log("ceilings: sha256 and BLAKE3 on one core, on all %d" % os.cpu_count())
         ceilings = {
+            # The cores the machine really gives a CPU-bound load, whatever it shows.
+            "spin_all_cores": round(spin_cores(), 2),
             "sha256_one_core_gb_s": round(hash_rate(1) / 1e9, 3),
             "sha256_all_cores_gb_s": round(hash_rate(os.cpu_count()) / 1e9, 3),
         }
@@ -700,6 +756,7 @@ def main(argv=None):
                     tuning,
                 )
                 load = os.getloadavg()[0]
+                held = cgroup_cpu()["throttled_s"]
                 before = resource.getrusage(resource.RUSAGE_SELF)
                 inner = json.loads(
                     subprocess.run(
@@ -713,6 +770,9 @@ def main(argv=None):
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 # The source serves from this process: its CPU time during the pull is this process's.
                 inner["source_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+                # Seconds the cgroup's quota held this cgroup's threads back during the pull (None: no cgroup stat).
+                now_held = cgroup_cpu()["throttled_s"]
+                inner["cgroup_throttled_s"] = round(now_held - held, 3) if held is not None else None
                 gb_s = inner["bytes"] / inner["seconds"] / 1e9
                 records.append(
                     dict(inner, gb_s=round(gb_s, 3), method=kind, streams=count, loadavg_1m_before=round(load, 2))

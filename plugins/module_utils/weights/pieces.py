@@ -20,7 +20,6 @@ those waiting on it one re-route to another holder or to the origin. Peers learn
 by asking each other (`GET /have`, signed like the listing): there is no tracker and no database.
 """
 
-import itertools
 import re
 
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.checkpoint import is_sha256
@@ -40,10 +39,6 @@ PEER_VIEW_FRESH_S = 3.0
 PEER_WAIT_S = 120.0
 # The name a destination's fetches from the source carry among its senders (peers carry their own).
 ORIGIN = "origin"
-# How many open pieces at the front of its walk a destination weighs when it prefers a file that
-# none of its streams is writing (choose). False turns the preference off (the bench times both).
-FREE_FILE_WINDOW = 32
-FREE_FILE_FIRST = True
 _BITMAP = re.compile(r"^[0-9a-f]*$")
 # Piece digests a listing may carry, in the order a destination prefers them, and the listing field
 # of each. BLAKE3 checks a byte about 3.3 times as fast as sha256 on one core (4.5 against 1.35 GB/s
@@ -207,29 +202,6 @@ def walk_order(pieces, rank, ranks):
     return pieces[start:] + pieces[:start]
 
 
-def free_files_first(order, needed, local, window=FREE_FILE_WINDOW):
-    """The walk, with its first `window` open pieces (needed, not in flight here) reordered so that
-    pieces of files fewer of this destination's fetches are writing come first; ties keep the walk's order.
-
-    Writes into one file take that file's lock in the kernel (piece_order), and the walk alone puts
-    two streams into one file whenever pieces end out of turn.
-    """
-    writing = {}
-    for target, _index in local:
-        writing[target] = writing.get(target, 0) + 1
-    if not writing:
-        return order
-    front, rest = [], len(order)
-    for at, piece in enumerate(order):
-        if piece in needed and piece not in local:
-            front.append(piece)
-            if len(front) == window:
-                rest = at + 1
-                break
-    front.sort(key=lambda piece: writing.get(piece[0], 0))
-    return itertools.chain(front, itertools.islice(order, rest, None))
-
-
 def choose(order, needed, local, views, banned, now, waiting_since, wait_s=PEER_WAIT_S):
     """The next piece to fetch and from whom: ('peer', name, piece), ('origin', piece), ('wait',) or ('done',).
 
@@ -255,8 +227,7 @@ def choose(order, needed, local, views, banned, now, waiting_since, wait_s=PEER_
     for source in local.values():
         ours[source] = ours.get(source, 0) + 1
     from_peer = origin_piece = None
-    walk = free_files_first(order, needed, local) if FREE_FILE_FIRST else order
-    for piece in walk:
+    for piece in order:
         if piece not in needed or piece in local:
             continue
         target, index = piece

@@ -188,40 +188,6 @@ def test_choose_stops_waiting_for_a_peer_after_wait_s():
     assert pieces.choose(ORDER, set(ORDER), {}, views, {}, 106.0, waiting, wait_s=5) == ("origin", ("t", 0))
 
 
-TWO_FILES = [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
-
-
-@pytest.mark.parametrize(
-    "local, needed, window, expected",
-    [
-        # Nothing in flight here: the walk as it is.
-        ({}, set(TWO_FILES), 32, TWO_FILES),
-        # A stream writes file a: the open pieces of b come first, each file's in the walk's order.
-        ({("a", 0): "origin"}, set(TWO_FILES[1:]), 32, [("b", 0), ("b", 1), ("b", 2), ("a", 1), ("a", 2)]),
-        # Both files written, a by two streams: b's pieces first, then a's.
-        (
-            {("a", 0): "origin", ("a", 1): "p", ("b", 0): "origin"},
-            set(TWO_FILES[3:]),
-            32,
-            [("b", 1), ("b", 2), ("a", 2)],
-        ),
-        # Only the first `window` open pieces are weighed; the rest of the walk follows as it is.
-        ({("a", 0): "origin"}, set(TWO_FILES[1:]), 2, [("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]),
-    ],
-)
-def test_free_files_first(local, needed, window, expected):
-    walked = [p for p in pieces.free_files_first(TWO_FILES, needed, local, window) if p in needed and p not in local]
-    assert walked == expected
-
-
-def test_choose_takes_a_piece_of_a_file_no_stream_here_writes(monkeypatch):
-    needed, local = {("a", 1), ("b", 1)}, {("a", 0): "origin"}
-    assert pieces.choose(TWO_FILES, needed, local, {}, {}, 100.0, {}) == ("origin", ("b", 1))
-    # With the preference off (the bench's _inorder), the walk's order alone: a second stream into file a.
-    monkeypatch.setattr(pieces, "FREE_FILE_FIRST", False)
-    assert pieces.choose(TWO_FILES, needed, local, {}, {}, 100.0, {}) == ("origin", ("a", 1))
-
-
 @pytest.mark.parametrize("payload, count, piece_mb", [("image", 209, 1.05), ("checkpoint", 131, 2.05)])
 def test_fan_out_sends_each_byte_from_the_origin_about_once(payload, count, piece_mb):
     """choose driven through a model of the fleet lab (bench/staging/fanout_model.py): five
