@@ -88,7 +88,7 @@ def main():
     parser.add_argument("--stop", default="", help="stop early once this file exists")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    tally, samples, deadline = {}, 0, time.monotonic() + args.seconds
+    tally, samples, by_role, deadline = {}, 0, {}, time.monotonic() + args.seconds
     while time.monotonic() < deadline and not (args.stop and os.path.exists(args.stop)):
         seen = threads(args.match)
         # Only while a pull runs: the bench's own ceilings and set-up are not the pull's profile.
@@ -96,21 +96,29 @@ def main():
             time.sleep(1.0 / args.hz)
             continue
         samples += 1
+        # Each role's averages are over the samples it was running in (pulls of one method at a time).
+        for role in {role for role, _pid, _tid, _name in seen}:
+            by_role[role] = by_role.get(role, 0) + 1
         for role, pid, tid, name in seen:
             found = where(pid, tid, args.depth)
             if found is None:
                 continue
-            key = "%s %s %s: %s" % (role, thread_kind(name), found[0], found[1])
+            key = (role, "%s %s: %s" % (thread_kind(name), found[0], found[1]))
             tally[key] = tally.get(key, 0) + 1
         time.sleep(1.0 / args.hz)
     total = sum(tally.values()) or 1
     ranked = sorted(tally.items(), key=lambda item: -item[1])
     doc = {
         "samples": samples,
+        "samples_by_role": by_role,
         "thread_samples": total,
         "where": [
-            {"share": round(count / total, 4), "threads_on_average": round(count / max(1, samples), 2), "at": key}
-            for key, count in ranked
+            {
+                "share": round(count / total, 4),
+                "threads_on_average": round(count / max(1, by_role.get(role, 0)), 2),
+                "at": "%s %s" % (role, at),
+            }
+            for (role, at), count in ranked
         ],
     }
     with open(args.out, "w") as handle:

@@ -1,0 +1,42 @@
+"""bench/staging/kstacks.py: it finds a bench pull's threads by their command line and says where each waits."""
+
+import importlib.util
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+
+def _kstacks():
+    spec = importlib.util.spec_from_file_location("kstacks", ROOT / "bench" / "staging" / "kstacks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+KSTACKS = _kstacks()
+
+
+def test_a_pull_is_found_by_its_method_and_its_sleep_is_reported():
+    marker = "kstacks-test-%d" % time.monotonic_ns()
+    code = "import sys, time; time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code, marker, "--pull", "verified_lane"])
+    try:
+        deadline = time.monotonic() + 10
+        found = []
+        while not found and time.monotonic() < deadline:
+            found = KSTACKS.threads(marker)
+            time.sleep(0.05)
+        assert found and all(role == "pull verified_lane" for role, _pid, _tid, _name in found)
+        states = set()
+        while time.monotonic() < deadline and "S" not in states:
+            states = {KSTACKS.where(pid, tid, 3)[0] for _role, pid, tid, _name in found}
+            time.sleep(0.05)
+        # Asleep in the kernel (its timer), not on a core.
+        assert "S" in states
+    finally:
+        child.kill()
+        child.wait()
+    assert KSTACKS.where(str(child.pid), str(child.pid), 3) is None
+    assert KSTACKS.threads(marker) == []
