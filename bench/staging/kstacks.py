@@ -46,6 +46,21 @@ def threads(match):
     return found
 
 
+# Clock ticks per second of /proc's CPU times (USER_HZ).
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid, tid):
+    """(user, system) clock ticks one thread has spent so far, or None once it is gone."""
+    try:
+        with open("/proc/%s/task/%s/stat" % (pid, tid)) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        # utime and stime are fields 14 and 15 of stat(5); these fields start at field 3.
+        return int(fields[11]), int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def where(pid, tid, depth):
     """(state letter, where it waits) of one thread, or None once it is gone."""
     base = "/proc/%s/task/%s/" % (pid, tid)
@@ -89,6 +104,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     tally, samples, by_role, deadline = {}, 0, {}, time.monotonic() + args.seconds
+    # Each thread's CPU ticks when last seen, and each role's user and system ticks since.
+    last, spent = {}, {}
     while time.monotonic() < deadline and not (args.stop and os.path.exists(args.stop)):
         seen = threads(args.match)
         # Only while a pull runs: the bench's own ceilings and set-up are not the pull's profile.
@@ -100,6 +117,12 @@ def main():
         for role in {role for role, _pid, _tid, _name in seen}:
             by_role[role] = by_role.get(role, 0) + 1
         for role, pid, tid, name in seen:
+            ticks = cpu_ticks(pid, tid)
+            if ticks is not None:
+                before = last.get((pid, tid), ticks)
+                user, system = spent.get(role, (0, 0))
+                spent[role] = (user + ticks[0] - before[0], system + ticks[1] - before[1])
+                last[(pid, tid)] = ticks
             found = where(pid, tid, args.depth)
             if found is None:
                 continue
@@ -112,6 +135,12 @@ def main():
         "samples": samples,
         "samples_by_role": by_role,
         "thread_samples": total,
+        # CPU seconds each role's threads spent between the samples they were seen in, in user space
+        # (Python, a hash) and in the kernel (copies, locks and a waiting writer's spin).
+        "cpu_s_by_role": {
+            role: {"user": round(user / TICKS, 2), "system": round(system / TICKS, 2)}
+            for role, (user, system) in spent.items()
+        },
         "where": [
             {
                 "share": round(count / total, 4),
@@ -123,6 +152,8 @@ def main():
     }
     with open(args.out, "w") as handle:
         json.dump(doc, handle, indent=1)
+    for role, split in sorted(doc["cpu_s_by_role"].items()):
+        print("%-24s CPU s: user %.2f, system %.2f" % (role, split["user"], split["system"]))
     for entry in doc["where"][:40]:
         print("%6.1f %%  %5.2f threads  %s" % (100 * entry["share"], entry["threads_on_average"], entry["at"]))
 

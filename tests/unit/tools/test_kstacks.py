@@ -40,3 +40,23 @@ def test_a_pull_is_found_by_its_method_and_its_sleep_is_reported():
         child.wait()
     assert KSTACKS.where(str(child.pid), str(child.pid), 3) is None
     assert KSTACKS.threads(marker) == []
+
+
+def test_a_spinning_thread_is_on_a_core_and_spends_user_time():
+    marker = "kstacks-spin-%d" % time.monotonic_ns()
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass", marker, "--pull", "plain"])
+    try:
+        deadline, seen = time.monotonic() + 10, set()
+        while time.monotonic() < deadline and ("R", "on a core") not in seen:
+            for _role, pid, tid, _name in KSTACKS.threads(marker):
+                seen.add(KSTACKS.where(pid, tid, 3))
+            time.sleep(0.02)
+        assert ("R", "on a core") in seen
+        pid, tid = KSTACKS.threads(marker)[0][1:3]
+        first = KSTACKS.cpu_ticks(pid, tid)
+        time.sleep(0.3)
+        # Spinning in Python is user time.
+        assert KSTACKS.cpu_ticks(pid, tid)[0] > first[0]
+    finally:
+        child.kill()
+        child.wait()
