@@ -1,5 +1,6 @@
 """Test wiring: make the project's module_utils and library importable the way Ansible does."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,6 +12,15 @@ from ansible.module_utils.common import warnings as ansible_warnings
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 PLAYBOOK = str(ROOT / ".venv" / "bin" / "ansible-playbook")
+
+
+def load_script(relative, name=None):
+    """A script of the project (tools/, bench/) imported from its path, as a module under `name` or its stem."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_playbook(tmp_path, inventory, *args):

@@ -1,19 +1,9 @@
 """bench/staging/file_writers.py: its layouts and one timed layout, on a small scale."""
 
-import importlib.util
-
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
-
-def _writers():
-    spec = importlib.util.spec_from_file_location("file_writers", ROOT / "bench" / "staging" / "file_writers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-WRITERS = _writers()
+WRITERS = load_script("bench/staging/file_writers.py")
 
 
 def test_layouts_parse_and_bad_ones_are_named():

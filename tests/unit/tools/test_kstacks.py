@@ -1,21 +1,12 @@
 """bench/staging/kstacks.py: it finds a bench pull's threads by their command line and says where each waits."""
 
-import importlib.util
 import subprocess
 import sys
 import time
 
-from conftest import ROOT
+from conftest import load_script
 
-
-def _kstacks():
-    spec = importlib.util.spec_from_file_location("kstacks", ROOT / "bench" / "staging" / "kstacks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-KSTACKS = _kstacks()
+KSTACKS = load_script("bench/staging/kstacks.py")
 
 
 def test_a_pull_is_found_by_its_method_and_its_sleep_is_reported():

@@ -1,17 +1,15 @@
 """docs/rules.md's rules table is generated from the rules' data (tools/render_rules_table.py)."""
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.rules import RULE_IDS, table_markdown
+from conftest import load_script
 from seat_cases import ROOT
 
 TOOL = ROOT / "tools" / "render_rules_table.py"
-_spec = importlib.util.spec_from_file_location("render_rules_table", TOOL)
-render_rules_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(render_rules_table)
+render_rules_table = load_script("tools/render_rules_table.py")
 
 
 def test_table_has_a_row_per_rule_with_its_reason():

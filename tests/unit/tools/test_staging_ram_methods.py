@@ -1,20 +1,10 @@
 """bench/staging_ram.py: its method names (a base method, then a chunk size, huge pages and a receive, in that
 order), and how a whole-file pull's best is taken."""
 
-import importlib.util
-
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("staging_ram", ROOT / "bench" / "staging_ram.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = load_script("bench/staging_ram.py")
 
 
 @pytest.mark.parametrize(

@@ -7,17 +7,14 @@ requests-in-flight figure on a recorded AIPerf export, and the CPU arithmetic.
 """
 
 import argparse
-import importlib.util
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import records
 from ansible_collections.seatwright.fleet.plugins.module_utils.bench import workload as wl
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.bench import runner as bench_runner
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, load_script
 
-SPEC = importlib.util.spec_from_file_location("fidelity", ROOT / "bench" / "fidelity" / "fidelity.py")
-fidelity = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(fidelity)
+fidelity = load_script("bench/fidelity/fidelity.py")
 
 AIPERF_C4 = FIXTURES / "bench" / "aiperf-0.13.0-profile_export-vllm-tiny-c4.jsonl"
 

@@ -1,15 +1,11 @@
 """bench/engine_variant.py: the copy of a planned seat it starts is the seat's own container, changed
 only where asked, started through the same docker run as bring-up, with the key kept off its command line."""
 
-import importlib.util
-
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat import container
-from conftest import ROOT
+from conftest import load_script
 from test_container import lab_plan
 
-SPEC = importlib.util.spec_from_file_location("engine_variant", ROOT / "bench" / "engine_variant.py")
-variant = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(variant)
+variant = load_script("bench/engine_variant.py")
 
 
 def test_the_copy_is_the_seats_container_changed_only_where_asked():

@@ -3,7 +3,6 @@ workstation, WSL 2 with Docker Desktop, two RTX PRO 6000 Max-Q at 300 W, driver 
 revisions, image digests and served contexts; each verdict names what is still unknown. And a seat across
 nodes with a rank on a WSL2 node is refused, naming why."""
 
-import importlib.util
 import json
 
 import pytest
@@ -12,11 +11,9 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.container im
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.needs import classify
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.plan import make_plan
 from ansible_collections.seatwright.fleet.plugins.module_utils.seat.recipe import recipe_from_text
-from conftest import ROOT
+from conftest import ROOT, load_script
 
-_spec = importlib.util.spec_from_file_location("render_seats", ROOT / "tools" / "render_seats.py")
-render_seats = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(render_seats)
+render_seats = load_script("tools/render_seats.py")
 
 SCHEMA = json.loads((ROOT / "schemas" / "seat.schema.json").read_text())
 INVENTORY = ROOT / "inventory" / "example-wsl2"

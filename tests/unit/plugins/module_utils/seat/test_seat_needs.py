@@ -2,8 +2,6 @@
 unknown and refusal of a plan as an operator pin or an engineering gap; tools/render_seats.py writes
 docs/seats.md from the plans of the seed seats on inventory/example."""
 
-import importlib.util
-
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.defaults import (
     COLLECT_PATTERN as LABELLED_PATTERN,
@@ -20,12 +18,10 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.seat.needs import
     seat_needs,
     seats_markdown,
 )
+from conftest import load_script
 from seat_cases import ROOT, SEAT_NAMES, example_nodes, seat_data
 
-TOOL = ROOT / "tools" / "render_seats.py"
-_spec = importlib.util.spec_from_file_location("render_seats", TOOL)
-render_seats = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(render_seats)
+render_seats = load_script("tools/render_seats.py")
 
 PIN, GAP = OPERATOR_PIN, ENGINEERING_GAP
 

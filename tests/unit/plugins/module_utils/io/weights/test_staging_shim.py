@@ -4,15 +4,12 @@ The current tree keeps it at plugins/module_utils (the collection); a baseline f
 move keeps it at module_utils/seatwright. Both must import from a shim folder with no Ansible.
 """
 
-import importlib.util
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 
-SPEC = importlib.util.spec_from_file_location("staging_shim", ROOT / "bench" / "staging" / "shim.py")
-shim = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(shim)
+shim = load_script("bench/staging/shim.py", "staging_shim")
 
 
 def test_the_current_tree_imports_through_a_shim_with_no_site_packages(tmp_path):
