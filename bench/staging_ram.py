@@ -152,7 +152,7 @@ def log(text):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), text), flush=True)
 
 
-def cgroup_cpu():
+def cgroup_cpu(root="/sys/fs/cgroup"):
     """{'cpu_max': the cgroup's CPU quota as written, 'quota_cores': cores it allows or None, 'throttled_s'}.
 
     A container's quota caps the CPU its processes get however many cores /proc/stat and the affinity show;
@@ -160,19 +160,21 @@ def cgroup_cpu():
     """
     found = {"cpu_max": None, "quota_cores": None, "throttled_s": None}
     for limit, stat in (
-        ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.stat"),
-        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.stat"),
+        (root + "/cpu.max", root + "/cpu.stat"),
+        (root + "/cpu/cpu.cfs_quota_us", root + "/cpu/cpu.stat"),
     ):
+        # Either file may be missing on its own: a namespace's root cgroup has cpu.stat but no cpu.max.
+        if not (os.path.exists(limit) or os.path.exists(stat)):
+            continue
         try:
             with open(limit) as handle:
-                text = handle.read().strip()
-        except OSError:
-            continue
-        found["cpu_max"] = text
-        parts = text.split()
-        if parts[0] not in ("max", "-1"):
-            period = int(parts[1]) if len(parts) > 1 else _v1_period()
-            found["quota_cores"] = round(int(parts[0]) / period, 2) if period else None
+                found["cpu_max"] = handle.read().strip()
+            parts = found["cpu_max"].split()
+            if parts[0] not in ("max", "-1"):
+                period = int(parts[1]) if len(parts) > 1 else _v1_period(root)
+                found["quota_cores"] = round(int(parts[0]) / period, 2) if period else None
+        except (OSError, ValueError, IndexError):
+            pass
         try:
             with open(stat) as handle:
                 fields = dict(line.split() for line in handle if len(line.split()) == 2)
@@ -186,9 +188,9 @@ def cgroup_cpu():
     return found
 
 
-def _v1_period():
+def _v1_period(root):
     try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as handle:
+        with open(root + "/cpu/cpu.cfs_period_us") as handle:
             return int(handle.read())
     except (OSError, ValueError):
         return 0
@@ -453,7 +455,9 @@ def pull_once(args):
             low = start - window["base"]
             aligned = low - low % maps.PAGESIZE
             try:
-                window["pages"].madvise(22, aligned, end - window["base"] - aligned)  # MADV_POPULATE_READ
+                window["pages"].madvise(
+                    getattr(maps, "MADV_POPULATE_READ", 22), aligned, end - window["base"] - aligned
+                )
             except OSError:
                 pass
             digest.update(window["view"][low : end - window["base"]])
@@ -625,6 +629,7 @@ def whole_file_best(records, kind, shards, total_bytes):
 
 
 def machine():
+    cgroup = cgroup_cpu()
     cpu = "?"
     flags = ""
     with open("/proc/cpuinfo") as handle:
@@ -640,8 +645,8 @@ def machine():
         "kernel": platform.release(),
         "python": platform.python_version(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-        "cgroup_cpu_max": cgroup_cpu()["cpu_max"],
-        "cgroup_quota_cores": cgroup_cpu()["quota_cores"],
+        "cgroup_cpu_max": cgroup["cpu_max"],
+        "cgroup_quota_cores": cgroup["quota_cores"],
     }
 
 

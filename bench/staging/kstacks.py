@@ -87,13 +87,6 @@ def where(pid, tid, depth):
         return None
 
 
-def thread_kind(name):
-    """A thread's role from its name: the executor lanes are named by ThreadPoolExecutor."""
-    if name.startswith("ThreadPoolExec"):
-        return "lane"
-    return name if name in ("python3", "python") else "thread"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--match", required=True, help="a string the processes' command lines contain")
@@ -126,7 +119,7 @@ def main():
             found = where(pid, tid, args.depth)
             if found is None:
                 continue
-            key = (role, "%s %s: %s" % (thread_kind(name), found[0], found[1]))
+            key = (role, "%s %s: %s" % (name, found[0], found[1]))
             tally[key] = tally.get(key, 0) + 1
         time.sleep(1.0 / args.hz)
     total = sum(tally.values()) or 1

@@ -49,3 +49,32 @@ def test_whole_file_counts_past_the_shard_count_pool_into_one_pull():
     # Below the shard count each count is a pull of its own, and the best of them wins where it is faster.
     records += [_record("plain", 4, s) for s in (0.5, 0.6, 0.7)]
     assert BENCH.whole_file_best(records, "plain", 8, 10**9) == (pytest.approx(1 / 0.6), [4])
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        # A namespace's root cgroup (v2): cpu.stat without cpu.max, as on the device machine.
+        ({"cpu.stat": "usage_usec 10\nthrottled_usec 2500000\n"}, (None, None, 2.5)),
+        ({"cpu.max": "max 100000", "cpu.stat": "throttled_usec 0\n"}, ("max 100000", None, 0.0)),
+        ({"cpu.max": "1200000 100000", "cpu.stat": "throttled_usec 7\n"}, ("1200000 100000", 12.0, 7e-6)),
+        # v1: the quota and period in files of their own, throttled time in nanoseconds.
+        (
+            {
+                "cpu/cpu.cfs_quota_us": "400000",
+                "cpu/cpu.cfs_period_us": "100000",
+                "cpu/cpu.stat": "throttled_time 3000000000\n",
+            },
+            ("400000", 4.0, 3.0),
+        ),
+        ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.stat": "throttled_time 0\n"}, ("-1", None, 0.0)),
+        ({}, (None, None, None)),
+    ],
+)
+def test_the_cgroup_quota_and_its_throttling_are_read_wherever_they_are(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = BENCH.cgroup_cpu(str(tmp_path))
+    assert (found["cpu_max"], found["quota_cores"]) == expected[:2]
+    assert found["throttled_s"] == (pytest.approx(expected[2]) if expected[2] is not None else None)
