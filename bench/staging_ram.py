@@ -90,24 +90,35 @@ KINDS = (
     "whole",
 )
 # A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
-# (receive buffers on transparent huge pages), then _waitall or _readinto (how a body is received), so
-# variants are timed side by side in one run.
-SUFFIX = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_(?P<receive>waitall|readinto))?$")
-Variant = collections.namedtuple("Variant", "base receive chunk_kib thp")
+# (receive buffers on transparent huge pages), _lowat<KiB>k (the body's socket low-water mark, 0: off),
+# then _waitall or _readinto (how a body is received), so variants are timed side by side in one run.
+SUFFIX = re.compile(
+    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_lowat(?P<lowat>\d+)k)?"
+    r"(?:_(?P<receive>waitall|readinto))?$"
+)
+Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib")
 
 
 def split_kind(name):
     """A method name's Variant: its base method, whole-chunk receive (None: the default), chunk KiB (0: the
-    default), huge-page buffers. ValueError if the base is unknown."""
+    default), huge-page buffers, low-water mark KiB (None: the default). ValueError if the base is unknown."""
     if name in KINDS and not name.endswith(("_waitall", "_readinto")):
-        return Variant(name, None, 0, False)
+        return Variant(name, None, 0, False, None)
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
-            "unknown method %r: one of %s, with _c<KiB>k, _thp and/or _waitall / _readinto" % (name, KINDS)
+            "unknown method %r: one of %s, with _c<KiB>k, _thp, _lowat<KiB>k and/or _waitall / _readinto"
+            % (name, KINDS)
         )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
-    return Variant(found.group("base"), receive, int(found.group("chunk") or 0), bool(found.group("thp")))
+    lowat = found.group("lowat")
+    return Variant(
+        found.group("base"),
+        receive,
+        int(found.group("chunk") or 0),
+        bool(found.group("thp")),
+        None if lowat is None else int(lowat),
+    )
 
 
 def huge_page_buffers(*modules):
@@ -342,7 +353,7 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive, chunk_kib, thp = split_kind(args.pull)
+    method, receive, chunk_kib, thp, lowat_kib = split_kind(args.pull)
     if thp:
         huge_page_buffers(swarm, staging_pull)
     # The method's own chunk (its _c<KiB>k) over the run's --chunk-kib.
@@ -350,6 +361,8 @@ def pull_once(args):
         swarm.PIECE_CHUNK_BYTES = (chunk_kib or args.chunk_kib) * 1024
     if receive is not None:
         transport.WHOLE_CHUNK_RECV = receive
+    if lowat_kib is not None:
+        transport.RECV_LOWAT_BYTES = lowat_kib * 1024
     if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
@@ -803,15 +816,18 @@ def main(argv=None):
                 load = os.getloadavg()[0]
                 held = cgroup_cpu()["throttled_s"]
                 before = resource.getrusage(resource.RUSAGE_SELF)
-                inner = json.loads(
-                    subprocess.run(
-                        command,
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                        preexec_fn=(lambda: os.sched_setaffinity(0, pull_cores)) if args.split else None,
-                    ).stdout
+                ran = subprocess.run(
+                    command,
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    preexec_fn=(lambda: os.sched_setaffinity(0, pull_cores)) if args.split else None,
                 )
+                if ran.returncode:
+                    # What the pull said is the only clue to why it failed: show its end, then stop.
+                    sys.stderr.write(ran.stderr[-4000:])
+                    raise SystemExit("the %s pull at %d streams failed (exit %d)" % (kind, count, ran.returncode))
+                inner = json.loads(ran.stdout)
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 # The source serves from this process: its CPU time during the pull is this process's.
                 inner["source_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)

@@ -40,6 +40,10 @@ MAX_ANSWER_BYTES = 64 * 1024
 # (bench/staging_ram.py's _waitall methods; bench/results/staging-ram/README.md): no device machine
 # could be started when it was written, and a receive path that sets many-core speed waits for one.
 WHOLE_CHUNK_RECV = False
+# Bytes the kernel gathers in a socket before it wakes the receiving thread (SO_RCVLOWAT), never more
+# than the body has left to send. Without it the receiver wakes for each segment batch that lands
+# (tens of KiB on loopback), and each wake costs both ends a context switch. 0: the kernel's 1 byte.
+RECV_LOWAT_BYTES = 0
 # More than the read buffer http.client reads headers through (8 KiB; 128 KiB from Python 3.14), so
 # one read1 takes all of the body it holds.
 EARLY_MAX_BYTES = 1024 * 1024
@@ -220,18 +224,23 @@ class BodyReader:
 
     http.client returns a body in the slices the kernel holds (tens of KiB on loopback), and every
     call takes back the interpreter lock that the stream's hash and write lanes also need. Straight
-    from the socket with MSG_WAITALL, one recv(2) fills a chunk. Bytes http.client read past the
-    headers come first; on leaving, the response is marked read up to where this reader stopped, so
-    the connection can serve the next request once the body is all in.
+    from the socket, one recv(2) either fills a chunk (MSG_WAITALL, waiting in the kernel) or takes
+    at least RECV_LOWAT_BYTES once poll(2) says they are in. The mark is kept to poll: a blocking
+    recv that has taken some bytes still waits for a whole mark more, which the body's end may never
+    bring. Bytes http.client read past the headers come first; on leaving, the mark is back at one
+    byte for the next answer's headers, and the response is marked read up to where this reader
+    stopped, so the connection can serve the next request once the body is all in.
     """
 
     def __init__(self, sock, response):
         self.sock, self.response = sock, response
         self.left = response.length
-        self.direct = WHOLE_CHUNK_RECV and self.left is not None and not response.chunked
+        self.mark = RECV_LOWAT_BYTES if RECV_LOWAT_BYTES > 1 else 0
+        self.direct = bool(WHOLE_CHUNK_RECV or self.mark) and self.left is not None and not response.chunked
         self.timeout = None
-        self.blocking = False
+        self.started = self.blocking = False
         self.early = memoryview(b"")
+        self.lowat = 1
 
     def __enter__(self):
         return self
@@ -241,15 +250,20 @@ class BodyReader:
         if not self.direct:
             return _fill(self.response, view)
         view = view[: self.left]
-        if not self.blocking:
-            # All http.client buffered past the headers (or one ordinary read), before the socket is switched.
+        if not self.started:
+            # All http.client buffered past the headers (or one ordinary read), before the socket is read directly.
             self.early = memoryview(self.response.fp.read1(min(self.left, EARLY_MAX_BYTES)))
-            self.timeout, self.blocking = kernel_timeout(self.sock), True
+            self.started = True
+            if not self.mark:
+                self.timeout, self.blocking = kernel_timeout(self.sock), True
         got = min(len(self.early), len(view))
         view[:got], self.early = self.early[:got], self.early[got:]
         while got < len(view):
+            if self.mark:
+                # Never more than the body still owes: nothing past it is coming.
+                self._set_lowat(min(self.mark, len(view) - got))
             try:
-                count = self.sock.recv_into(view[got:], len(view) - got, socket.MSG_WAITALL)
+                count = self.sock.recv_into(view[got:], len(view) - got, socket.MSG_WAITALL if self.blocking else 0)
             except BlockingIOError:
                 raise TimeoutError("sent nothing for %ss" % self.timeout)
             if not count:
@@ -258,7 +272,17 @@ class BodyReader:
         self.left -= got
         return got
 
+    def _set_lowat(self, count):
+        count = max(1, count)
+        if count != self.lowat:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, count)
+            self.lowat = count
+
     def __exit__(self, *exc):
+        try:
+            self._set_lowat(1)
+        except OSError:
+            pass  # a connection that failed is replaced, never asked for another answer
         if self.blocking:
             self.sock.settimeout(self.timeout)
         if self.direct:
