@@ -90,24 +90,26 @@ KINDS = (
     "whole",
 )
 # A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
-# (receive buffers on transparent huge pages), _lowat<KiB>k (the body's socket low-water mark, 0: off),
-# then _waitall or _readinto (how a body is received), so variants are timed side by side in one run.
+# (receive buffers on transparent huge pages), _noturn (a file's writers meet on the kernel's lock alone,
+# as before swarm.WRITE_TURNS), _lowat<KiB>k (the body's socket low-water mark, 0: off), then _waitall
+# or _readinto (how a body is received), so variants are timed side by side in one run.
 SUFFIX = re.compile(
-    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_lowat(?P<lowat>\d+)k)?"
+    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?P<noturn>_noturn)?(?:_lowat(?P<lowat>\d+)k)?"
     r"(?:_(?P<receive>waitall|readinto))?$"
 )
-Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib")
+Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib turns")
 
 
 def split_kind(name):
     """A method name's Variant: its base method, whole-chunk receive (None: the default), chunk KiB (0: the
-    default), huge-page buffers, low-water mark KiB (None: the default). ValueError if the base is unknown."""
+    default), huge-page buffers, low-water mark KiB (None: the default), write turns (None: the default).
+    ValueError if the base is unknown."""
     if name in KINDS and not name.endswith(("_waitall", "_readinto")):
-        return Variant(name, None, 0, False, None)
+        return Variant(name, None, 0, False, None, None)
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
-            "unknown method %r: one of %s, with _c<KiB>k, _thp, _lowat<KiB>k and/or _waitall / _readinto"
+            "unknown method %r: one of %s, with _c<KiB>k, _thp, _noturn, _lowat<KiB>k and/or _waitall / _readinto"
             % (name, KINDS)
         )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
@@ -118,6 +120,7 @@ def split_kind(name):
         int(found.group("chunk") or 0),
         bool(found.group("thp")),
         None if lowat is None else int(lowat),
+        False if found.group("noturn") else None,
     )
 
 
@@ -353,7 +356,7 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive, chunk_kib, thp, lowat_kib = split_kind(args.pull)
+    method, receive, chunk_kib, thp, lowat_kib, turns = split_kind(args.pull)
     if thp:
         huge_page_buffers(swarm, staging_pull)
     # The method's own chunk (its _c<KiB>k) over the run's --chunk-kib.
@@ -363,6 +366,8 @@ def pull_once(args):
         transport.WHOLE_CHUNK_RECV = receive
     if lowat_kib is not None:
         transport.RECV_LOWAT_BYTES = lowat_kib * 1024
+    if turns is not None:
+        swarm.WRITE_TURNS = turns
     if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
