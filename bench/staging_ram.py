@@ -90,11 +90,11 @@ KINDS = (
     "whole",
 )
 # A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
-# (receive buffers on transparent huge pages), _noturn (a file's writers meet on the kernel's lock alone,
-# as before swarm.WRITE_TURNS), _lowat<KiB>k (the body's socket low-water mark, 0: off), then _waitall
-# or _readinto (how a body is received), so variants are timed side by side in one run.
+# (receive buffers on transparent huge pages), _turn or _noturn (a file's writers always or never take
+# turns, swarm.WRITE_TURNS), _lowat<KiB>k (the body's socket low-water mark, 0: off), then _waitall or
+# _readinto (how a body is received), so variants are timed side by side in one run.
 SUFFIX = re.compile(
-    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?P<noturn>_noturn)?(?:_lowat(?P<lowat>\d+)k)?"
+    r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_(?P<turn>turn|noturn))?(?:_lowat(?P<lowat>\d+)k)?"
     r"(?:_(?P<receive>waitall|readinto))?$"
 )
 Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib turns")
@@ -109,8 +109,8 @@ def split_kind(name):
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
-            "unknown method %r: one of %s, with _c<KiB>k, _thp, _noturn, _lowat<KiB>k and/or _waitall / _readinto"
-            % (name, KINDS)
+            "unknown method %r: one of %s, with _c<KiB>k, _thp, _turn / _noturn, _lowat<KiB>k and/or"
+            " _waitall / _readinto" % (name, KINDS)
         )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
     lowat = found.group("lowat")
@@ -120,7 +120,7 @@ def split_kind(name):
         int(found.group("chunk") or 0),
         bool(found.group("thp")),
         None if lowat is None else int(lowat),
-        False if found.group("noturn") else None,
+        {None: None, "turn": True, "noturn": False}[found.group("turn")],
     )
 
 

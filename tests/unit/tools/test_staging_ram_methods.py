@@ -24,6 +24,7 @@ BENCH = load_script("bench/staging_ram.py")
         ("plain_lowat0k", ("plain", None, 0, False, 0, None)),
         ("verified_c1024k_thp_lowat512k_waitall", ("verified", True, 1024, True, 512, None)),
         ("verified_noturn", ("verified", None, 0, False, None, False)),
+        ("verified_turn_waitall", ("verified", True, 0, False, None, True)),
         ("plain_pieces_buffered_noturn_lowat1024k", ("plain_pieces_buffered", None, 0, False, 1024, False)),
     ],
 )

@@ -72,6 +72,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging i
     parse_content_length,
     partial_name,
     splice_pieces,
+    write_turns,
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging_auth import (
     CHUNK_BYTES,
@@ -116,8 +117,9 @@ MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 # there spins on a core while the holder copies: on the 16-core device two writers in one tmpfs file
 # wrote no faster than one at twice the CPU, 8 files at 16 writers at twice that of 8 (bench/staging/
 # file_writers.py). A node's streams (a process each) take a lock of this file's first, which sleeps.
-# False: the kernel's lock alone (the bench times both). The lock covers one byte past any file's end.
-WRITE_TURNS = True
+# None lets the run decide (weights/staging.py write_turns: only where its streams outnumber its
+# files); True or False forces it (the bench times both). The lock covers one byte past any file's end.
+WRITE_TURNS = None
 WRITE_TURN_OFFSET = 1 << 62
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
@@ -273,9 +275,10 @@ class PeerSource(Source):
 class PieceFile:
     """A unit's file in progress: pieces land at their offsets, from any stream, in any order."""
 
-    def __init__(self, path, direct, resume):
+    def __init__(self, path, direct, resume, turns=False):
         self.handle = PartialFile(path, False, resume)
         self.fd = self.handle.fd
+        self.turns = turns
         self.direct_fd = None
         if direct:
             try:
@@ -293,12 +296,13 @@ class PieceFile:
 
     @contextlib.contextmanager
     def turn(self):
-        """This process's turn at buffered writes into the file (WRITE_TURNS): other streams' wait sleeping.
+        """This process's turn at buffered writes into the file, where the run takes turns (WRITE_TURNS):
+        other streams wait sleeping.
 
         A POSIX record lock, so held per process: each stream's worker is one, and the kernel drops
         it if the worker dies.
         """
-        if not WRITE_TURNS:
+        if not self.turns:
             yield
             return
         fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, WRITE_TURN_OFFSET)
@@ -764,12 +768,14 @@ class Swarm:
         return self.records, self.failures
 
     def _open_units(self):
+        shared = sum(1 for target in self.pending if self.counts[target] > 1)
+        turns = write_turns(max(1, self.options["streams"]), shared) if WRITE_TURNS is None else WRITE_TURNS
         for target in sorted(self.pending):
             unit = self.units[target]
             make_dirs_under(self.root, os.path.dirname(target))
             partial = resolve_under(self.root, partial_name(target, self.layout, unit))
             resume = self.pending[target]["action"] == "resume"
-            handle = PieceFile(partial, self.options["direct_io"], resume)
+            handle = PieceFile(partial, self.options["direct_io"], resume, turns)
             self.files[target] = handle
             self.started[target] = time.monotonic()
             if self.server is not None:

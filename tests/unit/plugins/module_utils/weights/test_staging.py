@@ -225,3 +225,23 @@ def test_failure_summary_names_each_file_and_what_was_kept():
     text = st.failure_summary("m", {"blobs/x": "source corrupt", "blobs/y": "disk full"})
     assert "2 file(s): blobs/x: source corrupt; blobs/y: disk full" in text
     assert "no parity manifest was written" in text
+
+
+@pytest.mark.parametrize(
+    "streams, shared_files, turns",
+    [
+        # 8 shards: 6 and 8 streams were level with and without turns, 12 and 16 gained (device run).
+        (6, 8, False),
+        (8, 8, False),
+        (12, 8, True),
+        (16, 8, True),
+        # One large file: any second stream writes into it with the first.
+        (1, 1, False),
+        (2, 1, True),
+        # Only small files (one piece each): no file is written by two streams.
+        (6, 0, False),
+        (1, 0, False),
+    ],
+)
+def test_streams_take_turns_only_where_they_outnumber_the_files(streams, shared_files, turns):
+    assert st.write_turns(streams, shared_files) is turns

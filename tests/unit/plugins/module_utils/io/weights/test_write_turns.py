@@ -36,7 +36,7 @@ def _ask_another_process(path):
 
 def test_a_turn_keeps_other_processes_out_until_it_ends(tmp_path):
     path = str(tmp_path / "x.partial")
-    handle = swarm.PieceFile(path, False, False)
+    handle = swarm.PieceFile(path, False, False, turns=True)
     try:
         assert _ask_another_process(path)
         with handle.turn():
@@ -48,7 +48,6 @@ def test_a_turn_keeps_other_processes_out_until_it_ends(tmp_path):
 
 @pytest.mark.parametrize("turns", [True, False])
 def test_buffered_writes_take_turns_and_land_whole(tmp_path, monkeypatch, turns):
-    monkeypatch.setattr(swarm, "WRITE_TURNS", turns)
     taken = []
     real = fcntl.lockf
 
@@ -58,7 +57,7 @@ def test_buffered_writes_take_turns_and_land_whole(tmp_path, monkeypatch, turns)
 
     monkeypatch.setattr(swarm.fcntl, "lockf", lockf)
     path = str(tmp_path / "x.partial")
-    handle = swarm.PieceFile(path, False, False)
+    handle = swarm.PieceFile(path, False, False, turns)
     data = os.urandom(3 * 4096 + 17)
     try:
         handle.write_at(memoryview(data[4096:]), 4096)
