@@ -28,3 +28,10 @@ def test_writer_processes_write_every_byte_and_leave_nothing_behind(tmp_path, ho
     # Their CPU is counted (children's), not left out as the parent's idle wait.
     assert found["cpu_s_per_gb"] > 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_bench_takes_the_products_write_turn():
+    """The bench stands alone (python3 only), so it keeps the byte of its own: the same one."""
+    from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
+
+    assert WRITERS.TURN_OFFSET == swarm.WRITE_TURN_OFFSET

@@ -300,12 +300,19 @@ class PieceFile:
         other streams wait sleeping.
 
         A POSIX record lock, so held per process: each stream's worker is one, and the kernel drops
-        it if the worker dies.
+        it if the worker dies. A filesystem that keeps no locks (NFS mounted nolock) leaves the
+        writes to the kernel's own lock, as before turns.
         """
+        if self.turns:
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, WRITE_TURN_OFFSET)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                self.turns = False
         if not self.turns:
             yield
             return
-        fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, WRITE_TURN_OFFSET)
         try:
             yield
         finally:
@@ -319,10 +326,7 @@ class PieceFile:
         fd = self.direct_fd if self.direct_fd is not None and not (len(view) % 4096 or offset % 4096) else self.fd
         while view:
             try:
-                if fd == self.fd:
-                    with self.turn():
-                        written = os.pwrite(fd, view, offset)
-                else:
+                with self.turn() if fd == self.fd else contextlib.nullcontext():
                     written = os.pwrite(fd, view, offset)
             except OSError as exc:
                 if fd == self.fd or exc.errno != errno.EINVAL:

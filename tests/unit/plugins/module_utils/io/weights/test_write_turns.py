@@ -67,3 +67,38 @@ def test_buffered_writes_take_turns_and_land_whole(tmp_path, monkeypatch, turns)
     with open(path, "rb") as written:
         assert written.read() == data
     assert taken == ([fcntl.LOCK_EX, fcntl.LOCK_UN] * 2 if turns else [])
+
+
+def test_a_filesystem_without_locks_keeps_writing_on_the_kernels_lock(tmp_path, monkeypatch):
+    """NFS mounted nolock answers ENOLCK: the write still lands, and the file takes no more turns."""
+    asked = []
+
+    def lockf(_fd, command, *_rest):
+        asked.append(command)
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(swarm.fcntl, "lockf", lockf)
+    path = str(tmp_path / "x.partial")
+    handle = swarm.PieceFile(path, False, False, turns=True)
+    try:
+        handle.write_at(memoryview(b"a" * 4096), 0)
+        handle.write_at(memoryview(b"b" * 10), 4096)
+    finally:
+        handle.close(False)
+    with open(path, "rb") as written:
+        assert written.read() == b"a" * 4096 + b"b" * 10
+    assert asked == [fcntl.LOCK_EX]
+    assert handle.turns is False
+
+
+def test_another_failure_to_take_a_turn_is_not_swallowed(tmp_path, monkeypatch):
+    def lockf(_fd, _command, *_rest):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(swarm.fcntl, "lockf", lockf)
+    handle = swarm.PieceFile(str(tmp_path / "x.partial"), False, False, turns=True)
+    try:
+        with pytest.raises(OSError, match="Bad file"):
+            handle.write_at(memoryview(b"a"), 0)
+    finally:
+        handle.close(False)
