@@ -91,26 +91,27 @@ KINDS = (
 )
 # A method may carry suffixes: _c<KiB>k (the piece path's chunk, e.g. verified_inline_c1024k), _thp
 # (receive buffers on transparent huge pages), _turn or _noturn (a file's writers always or never take
-# turns, swarm.WRITE_TURNS), _lowat<KiB>k (the body's socket low-water mark, 0: off), then _waitall or
-# _readinto (how a body is received), so variants are timed side by side in one run.
+# turns, swarm.WRITE_TURNS), _lowat<KiB>k (the body's socket low-water mark, 0: off), _ahead or _noahead
+# (a stream handed its next piece before the last settles, or one at a time: swarm.LOOKAHEAD), then
+# _waitall or _readinto (how a body is received), so variants are timed side by side in one run.
 SUFFIX = re.compile(
     r"^(?P<base>[a-z0-9_]+?)(?:_c(?P<chunk>\d+)k)?(?P<thp>_thp)?(?:_(?P<turn>turn|noturn))?(?:_lowat(?P<lowat>\d+)k)?"
-    r"(?:_(?P<receive>waitall|readinto))?$"
+    r"(?:_(?P<ahead>ahead|noahead))?(?:_(?P<receive>waitall|readinto))?$"
 )
-Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib turns")
+Variant = collections.namedtuple("Variant", "base receive chunk_kib thp lowat_kib turns ahead")
 
 
 def split_kind(name):
     """A method name's Variant: its base method, whole-chunk receive (None: the default), chunk KiB (0: the
-    default), huge-page buffers, low-water mark KiB (None: the default), write turns (None: the default).
-    ValueError if the base is unknown."""
+    default), huge-page buffers, low-water mark KiB (None: the default), write turns and lookahead (None:
+    the default). ValueError if the base is unknown."""
     if name in KINDS and not name.endswith(("_waitall", "_readinto")):
-        return Variant(name, None, 0, False, None, None)
+        return Variant(name, None, 0, False, None, None, None)
     found = SUFFIX.match(name)
     if found is None or found.group("base") not in KINDS:
         raise ValueError(
-            "unknown method %r: one of %s, with _c<KiB>k, _thp, _turn / _noturn, _lowat<KiB>k and/or"
-            " _waitall / _readinto" % (name, KINDS)
+            "unknown method %r: one of %s, with _c<KiB>k, _thp, _turn / _noturn, _lowat<KiB>k, _ahead / _noahead"
+            " and/or _waitall / _readinto" % (name, KINDS)
         )
     receive = {None: None, "waitall": True, "readinto": False}[found.group("receive")]
     lowat = found.group("lowat")
@@ -121,6 +122,7 @@ def split_kind(name):
         bool(found.group("thp")),
         None if lowat is None else int(lowat),
         {None: None, "turn": True, "noturn": False}[found.group("turn")],
+        {None: None, "ahead": True, "noahead": False}[found.group("ahead")],
     )
 
 
@@ -356,7 +358,7 @@ def pull_once(args):
 
     # Any method with _readinto appended: the same, with the body as http.client's reads return it;
     # with _waitall, received a whole chunk per recv(2) (transport.BodyReader), whichever is the default.
-    method, receive, chunk_kib, thp, lowat_kib, turns = split_kind(args.pull)
+    method, receive, chunk_kib, thp, lowat_kib, turns, ahead = split_kind(args.pull)
     if thp:
         huge_page_buffers(swarm, staging_pull)
     # The method's own chunk (its _c<KiB>k) over the run's --chunk-kib.
@@ -368,6 +370,8 @@ def pull_once(args):
         transport.RECV_LOWAT_BYTES = lowat_kib * 1024
     if turns is not None:
         swarm.WRITE_TURNS = turns
+    if ahead is not None:
+        swarm.LOOKAHEAD = ahead
     if method == "plain":
         staging_pull.new_hashers = lambda _git, _size: {"sha256": Nothing()}
         staging_pull.digest_problem = lambda _unit, _digests: None
@@ -549,7 +553,8 @@ def timeline_marks():
     from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import swarm
 
     marks = {"run": None, "end": None, "forked": [], "first": {}, "last": {}, "pieces": {}}
-    run, fetch_one, fork = swarm.Swarm.run, swarm.Swarm._fetch_one, swarm._FetchWorker.__init__
+    run, stream_on, fork = swarm.Swarm.run, swarm.Swarm._stream_on, swarm._FetchWorker.__init__
+    hear = swarm._FetchWorker.hear
 
     def timed_run(self):
         marks["run"] = time.perf_counter()
@@ -558,20 +563,26 @@ def timeline_marks():
         finally:
             marks["end"] = time.perf_counter()
 
-    def timed_fetch(self, piece, sender, worker):
+    def timed_stream(self, worker):
         key = id(worker)
         marks["first"].setdefault(key, time.perf_counter())
         try:
-            return fetch_one(self, piece, sender, worker)
+            return stream_on(self, worker)
         finally:
             marks["last"][key] = time.perf_counter()
-            marks["pieces"][key] = marks["pieces"].get(key, 0) + 1
+
+    def counted_hear(self):
+        heard = hear(self)
+        if heard[0] == "ok":
+            marks["pieces"][id(self)] = marks["pieces"].get(id(self), 0) + 1
+        return heard
 
     def timed_fork(self, *given):
         fork(self, *given)
         marks["forked"].append(time.perf_counter())
 
-    swarm.Swarm.run, swarm.Swarm._fetch_one, swarm._FetchWorker.__init__ = timed_run, timed_fetch, timed_fork
+    swarm.Swarm.run, swarm.Swarm._stream_on, swarm._FetchWorker.__init__ = timed_run, timed_stream, timed_fork
+    swarm._FetchWorker.hear = counted_hear
     return marks
 
 

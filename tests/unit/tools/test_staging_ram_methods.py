@@ -1,5 +1,5 @@
 """bench/staging_ram.py: its method names (a base method, then a chunk size, huge pages, write turns, a low-water
-mark and a receive, in that order), and how a whole-file pull's best is taken."""
+mark, lookahead and a receive, in that order), and how a whole-file pull's best is taken."""
 
 import pytest
 from conftest import load_script
@@ -10,22 +10,24 @@ BENCH = load_script("bench/staging_ram.py")
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("plain", ("plain", None, 0, False, None, None)),
-        ("verified", ("verified", None, 0, False, None, None)),
-        ("whole", ("whole", None, 0, False, None, None)),
-        ("plain_waitall", ("plain", True, 0, False, None, None)),
-        ("verified_buffered_readinto", ("verified_buffered", False, 0, False, None, None)),
-        ("verified_inline_c1024k_waitall", ("verified_inline", True, 1024, False, None, None)),
-        ("verified_onelane_c2048k", ("verified_onelane", None, 2048, False, None, None)),
-        ("verified_spliced_mapped", ("verified_spliced_mapped", None, 0, False, None, None)),
-        ("verified_thp_waitall", ("verified", True, 0, True, None, None)),
-        ("plain_thp", ("plain", None, 0, True, None, None)),
-        ("verified_lowat1024k", ("verified", None, 0, False, 1024, None)),
-        ("plain_lowat0k", ("plain", None, 0, False, 0, None)),
-        ("verified_c1024k_thp_lowat512k_waitall", ("verified", True, 1024, True, 512, None)),
-        ("verified_noturn", ("verified", None, 0, False, None, False)),
-        ("verified_turn_waitall", ("verified", True, 0, False, None, True)),
-        ("plain_pieces_buffered_noturn_lowat1024k", ("plain_pieces_buffered", None, 0, False, 1024, False)),
+        ("plain", ("plain", None, 0, False, None, None, None)),
+        ("verified", ("verified", None, 0, False, None, None, None)),
+        ("whole", ("whole", None, 0, False, None, None, None)),
+        ("plain_waitall", ("plain", True, 0, False, None, None, None)),
+        ("verified_buffered_readinto", ("verified_buffered", False, 0, False, None, None, None)),
+        ("verified_inline_c1024k_waitall", ("verified_inline", True, 1024, False, None, None, None)),
+        ("verified_onelane_c2048k", ("verified_onelane", None, 2048, False, None, None, None)),
+        ("verified_spliced_mapped", ("verified_spliced_mapped", None, 0, False, None, None, None)),
+        ("verified_thp_waitall", ("verified", True, 0, True, None, None, None)),
+        ("plain_thp", ("plain", None, 0, True, None, None, None)),
+        ("verified_lowat1024k", ("verified", None, 0, False, 1024, None, None)),
+        ("plain_lowat0k", ("plain", None, 0, False, 0, None, None)),
+        ("verified_c1024k_thp_lowat512k_waitall", ("verified", True, 1024, True, 512, None, None)),
+        ("verified_noturn", ("verified", None, 0, False, None, False, None)),
+        ("verified_turn_waitall", ("verified", True, 0, False, None, True, None)),
+        ("plain_pieces_buffered_noturn_lowat1024k", ("plain_pieces_buffered", None, 0, False, 1024, False, None)),
+        ("verified_noahead", ("verified", None, 0, False, None, None, False)),
+        ("verified_noturn_ahead_waitall", ("verified", True, 0, False, None, False, True)),
     ],
 )
 def test_a_method_name_splits_into_its_parts(name, expected):
@@ -42,6 +44,7 @@ def test_a_method_name_splits_into_its_parts(name, expected):
         "verified_lowat1k_thp",
         "plain_lowatk",
         "verified_lowat1k_noturn",
+        "verified_noahead_noturn",
     ],
 )
 def test_an_unknown_method_is_refused_with_the_known_ones(name):

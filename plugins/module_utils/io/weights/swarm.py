@@ -9,6 +9,8 @@ names a path: the listing comes from the origin alone, and a peer only answers f
 piece indices the listing already holds, with bytes that must hash to the listing's digest.
 """
 
+import collections
+import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -69,6 +71,7 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces im
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     fetch_units,
+    look_ahead,
     parse_content_length,
     partial_name,
     splice_pieces,
@@ -121,6 +124,11 @@ MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 # files); True or False forces it (the bench times both). The lock covers one byte past any file's end.
 WRITE_TURNS = None
 WRITE_TURN_OFFSET = 1 << 62
+# Whether a stream is handed its next piece as soon as the current one's bytes are all in, so the
+# request goes out while the last chunks are still hashed and written: None lets the run decide
+# (weights/staging.py look_ahead: only where cores are left over); True or False forces it (the bench
+# times both; False is one piece at a time, each settled before the next is asked for).
+LOOKAHEAD = None
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 # Dropped or too slow pieces after which a peer is asked no more in this run.
@@ -371,6 +379,16 @@ def _splice_pipe():
     return read_end, write_end, fcntl.fcntl(write_end, F_GETPIPE_SZ)
 
 
+class _Landing:
+    """A piece whose bytes are all in a worker: its answer waits for the lanes' futures that hold its chunks."""
+
+    def __init__(self, count, digest, futures, expected):
+        self.count, self.digest, self.futures, self.expected = count, digest, futures, expected
+
+    def ready(self):
+        return all(future.done() for future in self.futures)
+
+
 class _Pipeline:
     """A stream's buffers and its two lanes: a chunk is hashed and written while the next one arrives.
 
@@ -391,6 +409,8 @@ class _Pipeline:
         self.buffers = [memoryview(mmap.mmap(-1, PIECE_CHUNK_BYTES)) for _ in range(self.DEPTH)]
         self.busy = [None] * self.DEPTH
         self.hashing = []
+        # Every future handed to the lanes since the last take(): one piece's, for its own answer.
+        self.landed = []
         self.turn = 0
         self.hash_lane = ThreadPoolExecutor(max_workers=1)
         self.write_lane = ThreadPoolExecutor(max_workers=1)
@@ -398,10 +418,14 @@ class _Pipeline:
         self.pipe = _splice_pipe() if spliced else None
 
     def buffer(self):
-        """The buffer to fill next, once its last chunk is hashed and written."""
+        """The buffer to fill next, once its last chunk is hashed and written.
+
+        A failure there is the answer of the piece that chunk was of (settle_piece), not of this one.
+        """
         self.current = self.turn
         self.turn = (self.turn + 1) % self.DEPTH
-        self._wait(self.current)
+        futures, self.busy[self.current] = self.busy[self.current], None
+        concurrent.futures.wait(futures or ())
         return self.buffers[self.current]
 
     def submit(self, digest, handle, view, offset):
@@ -409,6 +433,12 @@ class _Pipeline:
             self.hash_lane.submit(digest.update, view),
             self.write_lane.submit(handle.write_at, view, offset),
         )
+        self.landed.extend(self.busy[self.current])
+
+    def take(self):
+        """The futures handed over since the last take: what one piece waits for before its answer."""
+        landed, self.landed = self.landed, []
+        return landed
 
     def hash_written(self, digest, handle, start, end):
         """Hash bytes already in the file, after every span handed over before them."""
@@ -416,6 +446,7 @@ class _Pipeline:
             _hash_range(digest, handle.fd, start, end)
         else:
             self.hashing.append(self.hash_lane.submit(_hash_range, digest, handle.fd, start, end))
+            self.landed.append(self.hashing[-1])
 
     def splice(self, sock, handle, start, end, on_moved):
         """Move the socket's next bytes into the file from `start` until `end`; the offset reached.
@@ -452,10 +483,6 @@ class _Pipeline:
             on_moved(offset)
         return offset
 
-    def _wait(self, index):
-        futures, self.busy[index] = self.busy[index], None
-        self._results(futures or ())
-
     @staticmethod
     def _results(futures):
         """Wait for every one of `futures`, then raise the first failure among them."""
@@ -471,7 +498,7 @@ class _Pipeline:
     def wait(self):
         """Every chunk handed over so far hashed and written; the first failure among them, once all ended."""
         pending = [future for futures in self.busy if futures for future in futures] + self.hashing
-        self.busy, self.hashing = [None] * self.DEPTH, []
+        self.busy, self.hashing, self.landed = [None] * self.DEPTH, [], []
         self._results(pending)
 
     def settle(self):
@@ -502,16 +529,24 @@ class _Pipeline:
 
 # What a fetch worker answers, and the exception each answer is raised as in the stream.
 _ANSWERS = {"bad": BadPiece, "interrupted": Interrupted, "error": StagingError}
+# A worker's word that a piece's bytes are all in (its answer follows once they are hashed and
+# written), and the stream's reply when it has no next piece to hand over yet.
+RECEIVED = ("in", None)
+NONE_NOW = "none"
 
 
 class _FetchWorker:
-    """A stream's data plane in a process of its own: it receives, hashes and writes one piece per job.
+    """A stream's data plane in a process of its own: it receives, hashes and writes the pieces it is handed.
 
     The stream's thread keeps the choosing and the bookkeeping and waits on a pipe while the piece
     moves. Threads of one process take turns at the interpreter lock at every receive, hash and
     write; at 8 streams on 16 cores those turns, not the cores, set the pace, so each stream's three
     lanes live in a process that holds no other stream. Forked after the files are open: a worker
     writes through the same open files, at the piece's offsets.
+
+    The wire, in order: the stream hands a piece; the worker says RECEIVED once its bytes are in,
+    and the stream hands the next piece or NONE_NOW; the worker answers for each piece in the order
+    it was handed, ("ok", bytes) or an _ANSWERS kind and why, a failed piece with no RECEIVED before.
     """
 
     def __init__(self, swarm, streams):
@@ -523,16 +558,19 @@ class _FetchWorker:
         theirs.close()
         self.stopped = False
 
-    def fetch(self, sender, piece):
-        """The piece's byte count; BadPiece, Interrupted or StagingError as the worker found them."""
+    def hand(self, job):
+        """Give the worker (sender, piece) to fetch, or None: nothing more for now."""
         try:
-            self.conn.send((sender, piece))
-            answer, detail = self.conn.recv()
+            self.conn.send(NONE_NOW if job is None else job)
+        except OSError as exc:
+            raise WorkerLost("the fetch worker of this stream stopped (%s)" % exc)
+
+    def hear(self):
+        """The worker's next word: RECEIVED, or the answer for the oldest piece it holds."""
+        try:
+            return self.conn.recv()
         except (EOFError, OSError) as exc:
             raise WorkerLost("the fetch worker of this stream stopped (%s)" % (exc or "exited"))
-        if answer != "ok":
-            raise _ANSWERS[answer](detail)
-        return detail
 
     def stop(self):
         """Tell the worker to end after its piece (once); close() then waits for it."""
@@ -551,6 +589,20 @@ class _FetchWorker:
             self.process.terminate()
             self.process.join(5)
         self.conn.close()
+
+
+def _answer(work, *given):
+    """("ok", what work(*given) returned), or what it raised as a worker's answer."""
+    try:
+        return ("ok", work(*given))
+    except BadPiece as exc:
+        return ("bad", str(exc))
+    except Interrupted as exc:
+        return ("interrupted", str(exc))
+    except StagingError as exc:
+        return ("error", str(exc))
+    except Exception as exc:  # noqa: BLE001 (the stream reports it; a worker never dies silently)
+        return ("error", "fetch worker: %s: %s" % (type(exc).__name__, exc))
 
 
 def _close_workers(workers):
@@ -607,26 +659,38 @@ def _worker_main(conn, swarm, rate, parent_pid):
     for name, peer in swarm.peers.items():
         sources[name] = PeerSource(peer.url, peer.secret, peer.client, peer.io_timeout_s)
     pipeline, throttle = _Pipeline(), Throttle(rate)
+    # A piece whose bytes are in and whose answer waits for its last chunks' hash and write.
+    held = []
+
+    def answer_held(wait):
+        if held and (wait or held[0].ready()):
+            conn.send(_answer(swarm.settle_piece, held.pop()))
+
+    def answer_held_if_ready():
+        answer_held(False)
+
     try:
         while True:
             try:
                 job = conn.recv()
             except (EOFError, OSError):
                 return
-            if job is None:
-                return
+            if job is None or job == NONE_NOW:
+                answer_held(True)
+                if job is None:
+                    return
+                continue
             sender, piece = job
-            try:
-                answer = ("ok", swarm.fetch_piece(sources[sender], sender, piece, pipeline, throttle))
-            except BadPiece as exc:
-                answer = ("bad", str(exc))
-            except Interrupted as exc:
-                answer = ("interrupted", str(exc))
-            except StagingError as exc:
-                answer = ("error", str(exc))
-            except Exception as exc:  # noqa: BLE001 (the stream reports it; a worker never dies silently)
-                answer = ("error", "fetch worker: %s: %s" % (type(exc).__name__, exc))
-            conn.send(answer)
+            answer, landing = _answer(
+                swarm.receive_piece, sources[sender], sender, piece, pipeline, throttle, answer_held_if_ready
+            )
+            # Answers go in the order the pieces were handed: the one before first.
+            answer_held(True)
+            if answer == "ok":
+                held.append(landing)
+                conn.send(RECEIVED)
+            else:
+                conn.send((answer, landing))
     finally:
         pipeline.close()
 
@@ -669,6 +733,7 @@ class Swarm:
         self.from_peers = {}
         self.interruptions, self.peer_interruptions = {}, {}
         self.server = None
+        self.ahead = False
         self.polling = threading.Event()
         self.order = walk_order(piece_order(self.counts), options.get("rank") or 0, options.get("ranks") or 1)
 
@@ -732,6 +797,7 @@ class Swarm:
         poller.daemon = True
         try:
             streams = max(1, self.options["streams"])
+            self.ahead = look_ahead(streams, usable_cores()) if LOOKAHEAD is None else LOOKAHEAD
             workers, futures = [], []
             # Peers are asked for their holdings from the start: streams fetch while later workers are forked.
             if self.peers:
@@ -840,48 +906,68 @@ class Swarm:
                     self.views[name] = view
 
     def _stream_on(self, worker):
+        """Hand pieces to one worker until none is left; looking ahead, the next while the last settles."""
+        handed = collections.deque()
+        try:
+            while True:
+                if not handed:
+                    job = self._next_job(wait=True)
+                    if job is None:
+                        return
+                    worker.hand(job)
+                    handed.append(job)
+                heard = worker.hear()
+                if heard == RECEIVED:
+                    job = self._next_job(wait=False) if self.ahead else None
+                    worker.hand(job)
+                    if job is not None:
+                        handed.append(job)
+                    continue
+                sender, piece = handed.popleft()
+                self._settled(piece, sender, heard)
+        except WorkerLost as exc:
+            with self.lock:
+                for _sender, piece in handed:
+                    self.local.pop(piece, None)
+                    self.needed.add(piece)
+                self.lost.append(str(exc))
+
+    def _next_job(self, wait):
+        """(sender, piece) to fetch next, marked in flight here; None when none is left, or none now and not `wait`."""
         while True:
             with self.lock:
                 decision = choose(
                     self.order, self.needed, self.local, self.views, self.banned, time.monotonic(), self.waiting_since
                 )
                 if decision[0] == "done":
-                    return
-                if decision[0] == "wait":
-                    piece = None
-                else:
+                    return None
+                if decision[0] != "wait":
                     piece = decision[-1]
                     sender = decision[1] if decision[0] == "peer" else ORIGIN
                     self.local[piece] = sender
                     self.needed.discard(piece)
-            if piece is None:
-                time.sleep(WAIT_S)
-                continue
-            if self.server is not None:
-                self.server.fetching_piece(piece, True)
-            if not self._fetch_one(piece, sender, worker):
-                return
+                    break
+            if not wait:
+                return None
+            time.sleep(WAIT_S)
+        if self.server is not None:
+            self.server.fetching_piece(piece, True)
+        return sender, piece
 
-    def _fetch_one(self, piece, sender, worker):
-        """Fetch one piece through the stream's worker; False once the worker is gone."""
+    def _settled(self, piece, sender, heard):
+        """A worker's answer for one piece: its bytes counted and the file completed, or the failure recorded."""
         target, _index = piece
-        try:
-            count = worker.fetch(sender, piece)
-        except WorkerLost as exc:
+        answer, detail = heard
+        if answer == "error":
             with self.lock:
                 self.local.pop(piece, None)
-                self.needed.add(piece)
-                self.lost.append(str(exc))
-            return False
-        except (BadPiece, Interrupted) as exc:
-            self._failed(piece, sender, exc)
-            return True
-        except StagingError as exc:
-            with self.lock:
-                self.local.pop(piece, None)
-                self.failures[target] = str(exc)
+                self.failures[target] = detail
                 self.needed -= {(target, i) for i in range(self.counts[target])}
-            return True
+            return
+        if answer != "ok":
+            self._failed(piece, sender, _ANSWERS[answer](detail))
+            return
+        count = detail
         self._received(target, count)
         self.progress.add(target, count)
         with self.lock:
@@ -893,7 +979,6 @@ class Swarm:
         self._verified(piece)
         if last:
             self._complete(target)
-        return True
 
     def _complete(self, target):
         try:
@@ -936,8 +1021,13 @@ class Swarm:
             self.needed.add(piece)
         time.sleep(min(2**tries, 10) / 10.0)
 
-    def fetch_piece(self, source, sender, piece, pipeline, throttle):
-        """In a fetch worker: one piece in place, its digest checked; its byte count, or BadPiece / Interrupted."""
+    def receive_piece(self, source, sender, piece, pipeline, throttle, between):
+        """In a fetch worker: one piece's bytes all in and handed to the lanes; a _Landing for settle_piece.
+
+        between() is called once the answer's headers are in and before each chunk: the worker
+        answers there for the piece before this one as soon as its lanes are done with it.
+        BadPiece / Interrupted / StagingError where the piece could not be received.
+        """
         target, index = piece
         unit = self.units[target]
         start, end = piece_span(unit["size"], self.piece_bytes, index)
@@ -956,6 +1046,7 @@ class Swarm:
                 with watchdog:
                     response = conn.getresponse()
                     self._check_answer(response, unit, start, end)
+                    between()
                     try:
                         offset = self._spliced(conn.sock, response, handle, (start, end), digest, pipeline, throttle)
                     except Interrupted as exc:
@@ -963,6 +1054,7 @@ class Swarm:
                     with BodyReader(conn.sock, response) as body:
                         while offset < end:
                             buffer = pipeline.buffer()
+                            between()
                             want = min(len(buffer), end - offset)
                             got = body.readinto(buffer[:want])
                             if got < want:
@@ -973,8 +1065,6 @@ class Swarm:
                             pipeline.submit(digest, handle, buffer[:got], offset)
                             throttle.consume(got)
                             offset += got
-                # The piece is in the file in full, and hashed, before anyone may read it from here.
-                pipeline.wait()
             except (OSError, http.client.HTTPException, BadPiece, Interrupted, StagingError) as exc:
                 pipeline.settle()
                 source.connection(fresh=True)
@@ -986,11 +1076,19 @@ class Swarm:
                 if isinstance(exc, Interrupted):
                     raise
                 raise Interrupted("%s: %s" % (sender, exc))
-        if digest.hexdigest() != self.expected[target][index]:
+        return _Landing(end - start, digest, pipeline.take(), self.expected[target][index])
+
+    def settle_piece(self, landing):
+        """A received piece once its chunks are hashed and written: its byte count; BadPiece or StagingError.
+
+        Only then is the piece in the file in full, and hashed, so no one may read it from here before.
+        """
+        _Pipeline._results(landing.futures)
+        if landing.digest.hexdigest() != landing.expected:
             raise BadPiece(
-                "hash to %s %s, expected %s" % (self.piece_hash, digest.hexdigest(), self.expected[target][index])
+                "hash to %s %s, expected %s" % (self.piece_hash, landing.digest.hexdigest(), landing.expected)
             )
-        return end - start
+        return landing.count
 
     @staticmethod
     def _spliced(sock, response, handle, span, digest, pipeline, throttle):

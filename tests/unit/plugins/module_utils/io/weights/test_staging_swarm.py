@@ -321,10 +321,10 @@ def test_the_source_reads_a_file_again_after_a_same_size_rewrite_with_its_mtime_
 
 
 def _dying_fetch(marker, every):
-    """A fetch_piece whose worker exits at its first piece: the first worker only, or every one."""
-    real = swarm.Swarm.fetch_piece
+    """A receive_piece whose worker exits at its first piece: the first worker only, or every one."""
+    real = swarm.Swarm.receive_piece
 
-    def fetch_piece(self, *given):
+    def receive_piece(self, *given):
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
             first = True
@@ -334,11 +334,11 @@ def _dying_fetch(marker, every):
             os._exit(3)
         return real(self, *given)
 
-    return fetch_piece
+    return receive_piece
 
 
 def test_a_stream_whose_worker_dies_hands_its_piece_to_the_other_streams(tmp_path, origin_files, monkeypatch):
-    monkeypatch.setattr(swarm.Swarm, "fetch_piece", _dying_fetch(str(tmp_path / "died"), every=False))
+    monkeypatch.setattr(swarm.Swarm, "receive_piece", _dying_fetch(str(tmp_path / "died"), every=False))
     origin = Origin(tmp_path, origin_files, clients=1)
     try:
         result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None))
@@ -352,7 +352,7 @@ def test_a_stream_whose_worker_dies_hands_its_piece_to_the_other_streams(tmp_pat
 def test_when_every_worker_dies_the_run_fails_saying_so_and_keeps_nothing_half_written(
     tmp_path, origin_files, monkeypatch
 ):
-    monkeypatch.setattr(swarm.Swarm, "fetch_piece", _dying_fetch(str(tmp_path / "died"), every=True))
+    monkeypatch.setattr(swarm.Swarm, "receive_piece", _dying_fetch(str(tmp_path / "died"), every=True))
     origin = Origin(tmp_path, origin_files, clients=1)
     try:
         with pytest.raises(Exception) as raised:
@@ -382,10 +382,11 @@ def test_a_stream_fetches_while_the_next_workers_are_forked(tmp_path, origin_fil
             seen.append(moved.is_set())
             real.__init__(self, *given)
 
-        def fetch(self, *given):
-            count = real.fetch(self, *given)
-            moved.set()
-            return count
+        def hear(self):
+            heard = real.hear(self)
+            if heard[0] == "ok":
+                moved.set()
+            return heard
 
     monkeypatch.setattr(swarm, "_FetchWorker", Watched)
     origin = Origin(tmp_path, origin_files, clients=1)
@@ -464,13 +465,13 @@ def test_a_worker_never_collects_the_parents_garbage(tmp_path, origin_files, mon
     import gc
 
     log = str(tmp_path / "finalized")
-    real = swarm.Swarm.fetch_piece
+    real = swarm.Swarm.receive_piece
 
     def collecting(self, *given):
         gc.collect()
         return real(self, *given)
 
-    monkeypatch.setattr(swarm.Swarm, "fetch_piece", collecting)
+    monkeypatch.setattr(swarm.Swarm, "receive_piece", collecting)
     origin = Origin(tmp_path, origin_files, clients=1)
     gc.disable()
     try:
@@ -571,3 +572,77 @@ def test_a_filesystem_that_refuses_splice_gets_the_pieces_by_buffered_writes(tmp
     # Not one interruption: the refused bytes were written from the pipe, and the rest received into buffers.
     assert_verified(result)
     assert all(r["interruptions"] == 0 for r in result["transfers"])
+
+
+@pytest.mark.parametrize(
+    "forced, decided, ahead", [(True, False, True), (False, True, False), (None, True, True), (None, False, False)]
+)
+def test_a_stream_is_handed_its_next_piece_while_the_last_settles_only_when_looking_ahead(
+    tmp_path, origin_files, monkeypatch, forced, decided, ahead
+):
+    # The next request goes out while the last piece's chunks are still hashed and written (issue 49);
+    # otherwise a stream holds one piece at a time, as before. LOOKAHEAD None: the run decides.
+    monkeypatch.setattr(swarm, "LOOKAHEAD", forced)
+    monkeypatch.setattr(swarm, "look_ahead", lambda streams, cores: decided)
+    real = swarm._FetchWorker
+    most = []
+
+    class Watched(real):
+        def __init__(self, *given):
+            real.__init__(self, *given)
+            self.holding = 0
+            most.append(0)
+            self.index = len(most) - 1
+
+        def hand(self, job):
+            self.holding += job is not None
+            most[self.index] = max(most[self.index], self.holding)
+            real.hand(self, job)
+
+        def hear(self):
+            heard = real.hear(self)
+            self.holding -= heard != swarm.RECEIVED
+            return heard
+
+    monkeypatch.setattr(swarm, "_FetchWorker", Watched)
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2))
+    finally:
+        origin.stop()
+    assert_verified(result)
+    assert result["bytes_transferred"] == result["bytes_total"]
+    assert max(most) == (2 if ahead else 1), most
+
+
+class _Landed:
+    def __init__(self, fail_at=None):
+        self.fail_at, self.written = fail_at, []
+
+    def write_at(self, view, offset):
+        if offset == self.fail_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.written.append((offset, bytes(view)))
+
+
+def test_a_failed_write_is_answered_by_its_own_piece_not_by_the_one_received_after_it():
+    import hashlib
+
+    pipeline = swarm._Pipeline()
+    try:
+        first, second = _Landed(fail_at=0), _Landed()
+        for handle in (first, second):
+            for offset in range(0, 3 * 4, 4):
+                # Reusing a buffer whose last chunk failed to write must not fail the piece now received.
+                buffer = pipeline.buffer()
+                buffer[:4] = b"abcd"
+                pipeline.submit(hashlib.sha256(), handle, buffer[:4], offset)
+            if handle is first:
+                failed = pipeline.take()
+        received = pipeline.take()
+        with pytest.raises(swarm.StagingError, match="No space left"):
+            swarm._Pipeline._results(failed)
+        swarm._Pipeline._results(received)
+        assert [offset for offset, _ in second.written] == [0, 4, 8]
+    finally:
+        pipeline.close()
