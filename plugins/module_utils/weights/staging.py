@@ -67,19 +67,6 @@ def write_turns(streams, shared_files):
     return 0 < shared_files < streams
 
 
-def look_ahead(streams, cores):
-    """Whether a stream is handed its next piece once the last one's bytes are in, before they are hashed and written.
-
-    The next request then goes out, and the stream's choice and bookkeeping run, while the last
-    chunks are still on the lanes, so those lanes do not wait at each piece's boundary. That pays
-    where cores are left over: 6 streams on 16 cores ran 6 and 8 % faster in two device calls. Where
-    the streams keep every core busy (8 to 16 streams on 16 cores, 4 to 8 on 8 cores of their own)
-    there is no wait to fill, and it ran level to 4 % slower (bench/results/staging-ram/README.md).
-    `cores`: the cores this process may run on.
-    """
-    return (cores or 1) > 2 * streams
-
-
 def build_listing(name, layout, revision, refs, files, problems, piece_bytes=None):
     """What the source serves: every file with its size, mode and the digest it must hash to.
 

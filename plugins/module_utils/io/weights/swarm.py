@@ -71,7 +71,6 @@ from ansible_collections.seatwright.fleet.plugins.module_utils.weights.pieces im
 )
 from ansible_collections.seatwright.fleet.plugins.module_utils.weights.staging import (
     fetch_units,
-    look_ahead,
     parse_content_length,
     partial_name,
     splice_pieces,
@@ -125,10 +124,11 @@ MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 WRITE_TURNS = None
 WRITE_TURN_OFFSET = 1 << 62
 # Whether a stream is handed its next piece as soon as the current one's bytes are all in, so the
-# request goes out while the last chunks are still hashed and written: None lets the run decide
-# (weights/staging.py look_ahead: only where cores are left over); True or False forces it (the bench
-# times both; False is one piece at a time, each settled before the next is asked for).
-LOOKAHEAD = None
+# request goes out while the last chunks are still hashed and written. At the derived 6 streams on the
+# 16-core device it ran 2-8 % faster in three calls; where the streams keep every core busy it was level
+# (bench/results/staging-ram/README.md). False: one piece at a time, each settled before the next is
+# asked for, the order before, which the bench times beside it.
+LOOKAHEAD = True
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
 # Dropped or too slow pieces after which a peer is asked no more in this run.
@@ -733,7 +733,6 @@ class Swarm:
         self.from_peers = {}
         self.interruptions, self.peer_interruptions = {}, {}
         self.server = None
-        self.ahead = False
         self.polling = threading.Event()
         self.order = walk_order(piece_order(self.counts), options.get("rank") or 0, options.get("ranks") or 1)
 
@@ -797,7 +796,6 @@ class Swarm:
         poller.daemon = True
         try:
             streams = max(1, self.options["streams"])
-            self.ahead = look_ahead(streams, usable_cores()) if LOOKAHEAD is None else LOOKAHEAD
             workers, futures = [], []
             # Peers are asked for their holdings from the start: streams fetch while later workers are forked.
             if self.peers:
@@ -918,7 +916,7 @@ class Swarm:
                     handed.append(job)
                 heard = worker.hear()
                 if heard == RECEIVED:
-                    job = self._next_job(wait=False) if self.ahead else None
+                    job = self._next_job(wait=False) if LOOKAHEAD else None
                     worker.hand(job)
                     if job is not None:
                         handed.append(job)

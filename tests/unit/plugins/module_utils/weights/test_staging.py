@@ -245,24 +245,3 @@ def test_failure_summary_names_each_file_and_what_was_kept():
 )
 def test_streams_take_turns_only_where_they_outnumber_the_files(streams, shared_files, turns):
     assert st.write_turns(streams, shared_files) is turns
-
-
-@pytest.mark.parametrize(
-    "streams, cores, ahead",
-    [
-        # The 16-core device: 6 streams gained from looking ahead, 8 to 16 were level or slower.
-        (6, 16, True),
-        (7, 16, True),
-        (8, 16, False),
-        (16, 16, False),
-        # The pull on 8 cores of its own (--split): 4 to 8 streams keep every core busy.
-        (4, 8, False),
-        (6, 8, False),
-        # Many cores, the derived count; and a node whose core count is unknown.
-        (6, 64, True),
-        (1, 2, False),
-        (1, 0, False),
-    ],
-)
-def test_a_stream_looks_ahead_only_where_cores_are_left_over(streams, cores, ahead):
-    assert st.look_ahead(streams, cores) is ahead

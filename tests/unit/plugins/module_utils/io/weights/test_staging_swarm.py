@@ -574,16 +574,13 @@ def test_a_filesystem_that_refuses_splice_gets_the_pieces_by_buffered_writes(tmp
     assert all(r["interruptions"] == 0 for r in result["transfers"])
 
 
-@pytest.mark.parametrize(
-    "forced, decided, ahead", [(True, False, True), (False, True, False), (None, True, True), (None, False, False)]
-)
+@pytest.mark.parametrize("ahead", [True, False])
 def test_a_stream_is_handed_its_next_piece_while_the_last_settles_only_when_looking_ahead(
-    tmp_path, origin_files, monkeypatch, forced, decided, ahead
+    tmp_path, origin_files, monkeypatch, ahead
 ):
     # The next request goes out while the last piece's chunks are still hashed and written (issue 49);
-    # otherwise a stream holds one piece at a time, as before. LOOKAHEAD None: the run decides.
-    monkeypatch.setattr(swarm, "LOOKAHEAD", forced)
-    monkeypatch.setattr(swarm, "look_ahead", lambda streams, cores: decided)
+    # without LOOKAHEAD a stream holds one piece at a time, as before.
+    monkeypatch.setattr(swarm, "LOOKAHEAD", ahead)
     real = swarm._FetchWorker
     most = []
 
