@@ -125,7 +125,7 @@ WRITE_TURNS = None
 WRITE_TURN_OFFSET = 1 << 62
 # Whether a stream is handed its next piece as soon as the current one's bytes are all in, so the
 # request goes out while the last chunks are still hashed and written. At the derived 6 streams on the
-# 16-core device it ran 5-8 % faster in three calls; where the streams keep every core busy it was level
+# 16-core device it ran 5-8 % faster in four calls; where the streams keep every core busy it was level
 # (bench/results/staging-ram/README.md). False: one piece at a time, each settled before the next is
 # asked for, the order before, which the bench times beside it.
 LOOKAHEAD = True
