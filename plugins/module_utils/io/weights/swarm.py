@@ -912,14 +912,15 @@ class Swarm:
                     job = self._next_job(wait=True)
                     if job is None:
                         return
-                    worker.hand(job)
+                    # Counted as handed first: a worker lost at the hand-over gives its piece back too.
                     handed.append(job)
+                    worker.hand(job)
                 heard = worker.hear()
                 if heard == RECEIVED:
                     job = self._next_job(wait=False) if LOOKAHEAD else None
-                    worker.hand(job)
                     if job is not None:
                         handed.append(job)
+                    worker.hand(job)
                     continue
                 sender, piece = handed.popleft()
                 self._settled(piece, sender, heard)

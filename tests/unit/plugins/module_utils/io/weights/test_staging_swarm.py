@@ -643,3 +643,45 @@ def test_a_failed_write_is_answered_by_its_own_piece_not_by_the_one_received_aft
         assert [offset for offset, _ in second.written] == [0, 4, 8]
     finally:
         pipeline.close()
+
+
+def _stage_losing_the_first_hand_over(opts, answers):
+    """In a child process: stage, the first piece handed to any worker lost with it; (lost, result) to `answers`."""
+    real = swarm._FetchWorker
+    lost = []
+
+    class Breaking(real):
+        def hand(self, job):
+            if job is not None and not lost:
+                lost.append(job)
+                raise swarm.WorkerLost("the fetch worker of this stream stopped (test)")
+            real.hand(self, job)
+
+    swarm._FetchWorker = Breaking
+    result = stage(opts)
+    answers.put((bool(lost), result))
+
+
+def test_a_worker_lost_as_it_is_handed_a_piece_gives_that_piece_back(tmp_path, origin_files):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    origin = Origin(tmp_path, origin_files, clients=1)
+    opts = options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2)
+    # In a process of its own: a piece left marked in flight here would keep the run waiting for ever.
+    child = context.Process(target=_stage_losing_the_first_hand_over, args=(opts, answers))
+    try:
+        child.start()
+        child.join(60)
+        alive = child.is_alive()
+        if alive:
+            child.terminate()
+            child.join(5)
+    finally:
+        origin.stop()
+    assert not alive, "the run still waits for the piece handed to the lost worker"
+    lost, result = answers.get(timeout=5)
+    assert lost
+    assert_verified(result)
+    assert result["bytes_transferred"] == result["bytes_total"]
