@@ -564,17 +564,15 @@ def timeline_marks():
             marks["end"] = time.perf_counter()
 
     def timed_stream(self, worker):
-        key = id(worker)
-        marks["first"].setdefault(key, time.perf_counter())
-        try:
-            return stream_on(self, worker)
-        finally:
-            marks["last"][key] = time.perf_counter()
+        marks["first"].setdefault(id(worker), time.perf_counter())
+        return stream_on(self, worker)
 
-    def counted_hear(self):
-        heard = hear(self)
-        if heard[0] == "ok":
-            marks["pieces"][id(self)] = marks["pieces"].get(id(self), 0) + 1
+    def counted_hear(self, limit_s):
+        # A stream's last piece ends at its last answer: a stream out of pieces waits for the others' to settle.
+        heard = hear(self, limit_s)
+        if heard != swarm.RECEIVED:
+            marks["last"][id(self)] = time.perf_counter()
+            marks["pieces"][id(self)] = marks["pieces"].get(id(self), 0) + (heard[0] == "ok")
         return heard
 
     def timed_fork(self, *given):
@@ -593,7 +591,7 @@ def timeline_summary(marks, started):
     run, end = marks["run"], marks["end"]
     firsts, lasts = sorted(marks["first"].values()), sorted(marks["last"].values())
     span = end - run
-    busy = sum(marks["last"][k] - marks["first"][k] for k in marks["first"])
+    busy = sum(marks["last"].get(k, marks["first"][k]) - marks["first"][k] for k in marks["first"])
     return {
         "before_run_s": round(run - started, 4),
         "forks_s": round(marks["forked"][-1] - run, 4) if marks["forked"] else None,

@@ -131,6 +131,9 @@ WRITE_TURN_OFFSET = 1 << 62
 LOOKAHEAD = True
 # Slowest rate a peer may send a piece at before the piece is taken elsewhere (bytes/s).
 PEER_MIN_RATE = 1e6
+# Seconds past the limits of the two pieces a worker may hold that its stream waits for a word from it
+# before it counts the worker stuck, ends it and hands its pieces to the other streams.
+WORKER_GRACE_S = 30
 # Dropped or too slow pieces after which a peer is asked no more in this run.
 PEER_MAX_INTERRUPTIONS = 3
 # Peers asked for their holdings, or told this node is done, at once.
@@ -565,9 +568,17 @@ class _FetchWorker:
         except OSError as exc:
             raise WorkerLost("the fetch worker of this stream stopped (%s)" % exc)
 
-    def hear(self):
-        """The worker's next word: RECEIVED, or the answer for the oldest piece it holds."""
+    def hear(self, limit_s):
+        """The worker's next word: RECEIVED, or the answer for the oldest piece it holds.
+
+        WorkerLost where it is gone, or silent for `limit_s`: then it is ended first, so that no late
+        write of a stuck worker lands over the same piece fetched again by another stream.
+        """
         try:
+            if not self.conn.poll(limit_s):
+                self.process.terminate()
+                self.process.join(5)
+                raise WorkerLost("the fetch worker of this stream said nothing for %ds and was ended" % limit_s)
             return self.conn.recv()
         except (EOFError, OSError) as exc:
             raise WorkerLost("the fetch worker of this stream stopped (%s)" % (exc or "exited"))
@@ -725,6 +736,8 @@ class Swarm:
             if peer["name"] != options["client"]
         }
         self.lock = threading.Lock()
+        # Told whenever a piece in flight here settles or comes back: a stream with nothing to take waits on it.
+        self.changed = threading.Condition(self.lock)
         self.needed, self.local, self.left, self.files = set(), {}, {}, {}
         self.views = {name: None for name in self.peers}
         self.rested, self.banned, self.waiting_since = {}, {}, {}
@@ -906,6 +919,8 @@ class Swarm:
     def _stream_on(self, worker):
         """Hand pieces to one worker until none is left; looking ahead, the next while the last settles."""
         handed = collections.deque()
+        # A worker holds at most two pieces, each bounded by its own watchdog.
+        limit_s = 2 * (self.options["io_timeout_s"] + self.piece_bytes / PEER_MIN_RATE) + WORKER_GRACE_S
         try:
             while True:
                 if not handed:
@@ -915,7 +930,7 @@ class Swarm:
                     # Counted as handed first: a worker lost at the hand-over gives its piece back too.
                     handed.append(job)
                     worker.hand(job)
-                heard = worker.hear()
+                heard = worker.hear(limit_s)
                 if heard == RECEIVED:
                     job = self._next_job(wait=False) if LOOKAHEAD else None
                     if job is not None:
@@ -930,25 +945,30 @@ class Swarm:
                     self.local.pop(piece, None)
                     self.needed.add(piece)
                 self.lost.append(str(exc))
+                self.changed.notify_all()
 
     def _next_job(self, wait):
-        """(sender, piece) to fetch next, marked in flight here; None when none is left, or none now and not `wait`."""
-        while True:
-            with self.lock:
+        """(sender, piece) to fetch next, marked in flight here; None when none is left, or none now and not `wait`.
+
+        None is left only once no piece is in flight here either: one whose worker is lost comes back,
+        and a stream still running takes it.
+        """
+        with self.lock:
+            while True:
                 decision = choose(
                     self.order, self.needed, self.local, self.views, self.banned, time.monotonic(), self.waiting_since
                 )
-                if decision[0] == "done":
+                if decision[0] == "done" and not self.local:
                     return None
-                if decision[0] != "wait":
+                if decision[0] not in ("done", "wait"):
                     piece = decision[-1]
                     sender = decision[1] if decision[0] == "peer" else ORIGIN
                     self.local[piece] = sender
                     self.needed.discard(piece)
                     break
-            if not wait:
-                return None
-            time.sleep(WAIT_S)
+                if not wait:
+                    return None
+                self.changed.wait(WAIT_S)
         if self.server is not None:
             self.server.fetching_piece(piece, True)
         return sender, piece
@@ -960,6 +980,7 @@ class Swarm:
         if answer == "error":
             with self.lock:
                 self.local.pop(piece, None)
+                self.changed.notify_all()
                 self.failures[target] = detail
                 self.needed -= {(target, i) for i in range(self.counts[target])}
             return
@@ -971,6 +992,7 @@ class Swarm:
         self.progress.add(target, count)
         with self.lock:
             self.local.pop(piece, None)
+            self.changed.notify_all()
             self.left[target] -= 1
             if sender != ORIGIN:
                 self.from_peers[target] = self.from_peers.get(target, 0) + count
@@ -990,6 +1012,7 @@ class Swarm:
         target = piece[0]
         with self.lock:
             self.local.pop(piece, None)
+            self.changed.notify_all()
             if self.server is not None:
                 self.server.fetching_piece(piece, False)
             if sender != ORIGIN:

@@ -113,6 +113,7 @@ def _swarm_for(peers, **extra):
     made.peers = peers
     made.banned, made.failures, made.server = {}, {}, None
     made.lock = threading.Lock()
+    made.changed = threading.Condition(made.lock)
     made.views = {name: None for name in peers}
     made.rested, made.local, made.needed = {}, {}, set()
     made.interruptions, made.peer_interruptions = {}, {}

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 
 import pytest
 from ansible_collections.seatwright.fleet.plugins.module_utils.io.weights import staging_source, swarm
@@ -382,8 +383,8 @@ def test_a_stream_fetches_while_the_next_workers_are_forked(tmp_path, origin_fil
             seen.append(moved.is_set())
             real.__init__(self, *given)
 
-        def hear(self):
-            heard = real.hear(self)
+        def hear(self, limit_s):
+            heard = real.hear(self, limit_s)
             if heard[0] == "ok":
                 moved.set()
             return heard
@@ -596,8 +597,8 @@ def test_a_stream_is_handed_its_next_piece_while_the_last_settles_only_when_look
             most[self.index] = max(most[self.index], self.holding)
             real.hand(self, job)
 
-        def hear(self):
-            heard = real.hear(self)
+        def hear(self, limit_s):
+            heard = real.hear(self, limit_s)
             self.holding -= heard != swarm.RECEIVED
             return heard
 
@@ -683,5 +684,49 @@ def test_a_worker_lost_as_it_is_handed_a_piece_gives_that_piece_back(tmp_path, o
     assert not alive, "the run still waits for the piece handed to the lost worker"
     lost, result = answers.get(timeout=5)
     assert lost
+    assert_verified(result)
+    assert result["bytes_transferred"] == result["bytes_total"]
+
+
+def _stage_with_a_stuck_worker(opts, marker, answers):
+    """In a child process: stage, the first worker to receive a piece stuck in it for good; the result to `answers`."""
+    real = swarm.Swarm.receive_piece
+
+    def receive_piece(self, *given):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return real(self, *given)
+        time.sleep(3600)
+
+    swarm.Swarm.receive_piece = receive_piece
+    swarm.WORKER_GRACE_S = 0
+    answers.put(stage(opts))
+
+
+def test_a_worker_silent_past_its_pieces_limits_is_ended_and_its_piece_fetched_by_another_stream(
+    tmp_path, origin_files
+):
+    # A stuck worker used to hold its stream, and so the run, until the module's async limit, saying nothing.
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    origin = Origin(tmp_path, origin_files, clients=1)
+    marker = str(tmp_path / "stuck")
+    opts = options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2, io_timeout_s=1)
+    child = context.Process(target=_stage_with_a_stuck_worker, args=(opts, marker, answers))
+    try:
+        child.start()
+        child.join(60)
+        alive = child.is_alive()
+        if alive:
+            child.terminate()
+            child.join(5)
+    finally:
+        origin.stop()
+    assert os.path.exists(marker)
+    assert not alive, "the run still waits for its stuck worker"
+    result = answers.get(timeout=5)
     assert_verified(result)
     assert result["bytes_transferred"] == result["bytes_total"]
