@@ -119,6 +119,40 @@ def assert_verified(result):
     assert report["complete"] and report["verified"], report
 
 
+def stage_alone(tmp_path, origin_files, **changes):
+    """One destination staged from a fresh origin, no peers: the module's result."""
+    origin = Origin(tmp_path, origin_files, clients=1)
+    try:
+        return stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, **changes))
+    finally:
+        origin.stop()
+
+
+def stage_alone_in_child(tmp_path, origin_files, run, *given, **changes):
+    """stage_alone's run in a process of its own, `run(options, *given, answers)` putting the result there.
+
+    A run that waits for ever is ended after 60 s: (False, None); else (True, what it put).
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    origin = Origin(tmp_path, origin_files, clients=1)
+    child = context.Process(
+        target=run, args=(options(tmp_path, origin, "d0", peers=[], serve_address=None, **changes), *given, answers)
+    )
+    try:
+        child.start()
+        child.join(60)
+        if child.is_alive():
+            child.terminate()
+            child.join(5)
+            return False, None
+    finally:
+        origin.stop()
+    return True, answers.get(timeout=5)
+
+
 def test_three_destinations_share_pieces_and_the_origin_sends_about_one_copy(tmp_path, origin_files):
     # Slow enough (about 2 s a copy) that the peers' first views, polled every 0.2 s and later on a
     # loaded host, come well before the origin could send a second copy of the 12.6 MB (at 1 s a copy a
@@ -603,11 +637,7 @@ def test_a_stream_is_handed_its_next_piece_while_the_last_settles_only_when_look
             return heard
 
     monkeypatch.setattr(swarm, "_FetchWorker", Watched)
-    origin = Origin(tmp_path, origin_files, clients=1)
-    try:
-        result = stage(options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2))
-    finally:
-        origin.stop()
+    result = stage_alone(tmp_path, origin_files, streams=2)
     assert_verified(result)
     assert result["bytes_transferred"] == result["bytes_total"]
     assert max(most) == (2 if ahead else 1), most
@@ -647,7 +677,7 @@ def test_a_failed_write_is_answered_by_its_own_piece_not_by_the_one_received_aft
 
 
 def _stage_losing_the_first_hand_over(opts, answers):
-    """In a child process: stage, the first piece handed to any worker lost with it; (lost, result) to `answers`."""
+    """Stage, the first piece handed to any worker lost with it; (lost, result) to `answers`."""
     real = swarm._FetchWorker
     lost = []
 
@@ -664,32 +694,17 @@ def _stage_losing_the_first_hand_over(opts, answers):
 
 
 def test_a_worker_lost_as_it_is_handed_a_piece_gives_that_piece_back(tmp_path, origin_files):
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    answers = context.Queue()
-    origin = Origin(tmp_path, origin_files, clients=1)
-    opts = options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2)
-    # In a process of its own: a piece left marked in flight here would keep the run waiting for ever.
-    child = context.Process(target=_stage_losing_the_first_hand_over, args=(opts, answers))
-    try:
-        child.start()
-        child.join(60)
-        alive = child.is_alive()
-        if alive:
-            child.terminate()
-            child.join(5)
-    finally:
-        origin.stop()
-    assert not alive, "the run still waits for the piece handed to the lost worker"
-    lost, result = answers.get(timeout=5)
+    # A piece left marked in flight here would keep the run waiting for ever.
+    ended, answer = stage_alone_in_child(tmp_path, origin_files, _stage_losing_the_first_hand_over, streams=2)
+    assert ended, "the run still waits for the piece handed to the lost worker"
+    lost, result = answer
     assert lost
     assert_verified(result)
     assert result["bytes_transferred"] == result["bytes_total"]
 
 
 def _stage_with_a_stuck_worker(opts, marker, answers):
-    """In a child process: stage, the first worker to receive a piece stuck in it for good; the result to `answers`."""
+    """Stage, the first worker to receive a piece stuck in it for good; the result to `answers`."""
     real = swarm.Swarm.receive_piece
 
     def receive_piece(self, *given):
@@ -708,25 +723,11 @@ def test_a_worker_silent_past_its_pieces_limits_is_ended_and_its_piece_fetched_b
     tmp_path, origin_files
 ):
     # A stuck worker used to hold its stream, and so the run, until the module's async limit, saying nothing.
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    answers = context.Queue()
-    origin = Origin(tmp_path, origin_files, clients=1)
     marker = str(tmp_path / "stuck")
-    opts = options(tmp_path, origin, "d0", peers=[], serve_address=None, streams=2, io_timeout_s=1)
-    child = context.Process(target=_stage_with_a_stuck_worker, args=(opts, marker, answers))
-    try:
-        child.start()
-        child.join(60)
-        alive = child.is_alive()
-        if alive:
-            child.terminate()
-            child.join(5)
-    finally:
-        origin.stop()
+    ended, result = stage_alone_in_child(
+        tmp_path, origin_files, _stage_with_a_stuck_worker, marker, streams=2, io_timeout_s=1
+    )
     assert os.path.exists(marker)
-    assert not alive, "the run still waits for its stuck worker"
-    result = answers.get(timeout=5)
+    assert ended, "the run still waits for its stuck worker"
     assert_verified(result)
     assert result["bytes_transferred"] == result["bytes_total"]
