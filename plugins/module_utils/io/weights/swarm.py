@@ -920,7 +920,7 @@ class Swarm:
         """Hand pieces to one worker until none is left; looking ahead, the next while the last settles."""
         handed = collections.deque()
         # A worker holds at most two pieces, each bounded by its own watchdog.
-        limit_s = 2 * (self.options["io_timeout_s"] + self.piece_bytes / PEER_MIN_RATE) + WORKER_GRACE_S
+        limit_s = 2 * self._piece_limit_s(self.piece_bytes) + WORKER_GRACE_S
         try:
             while True:
                 if not handed:
@@ -1043,6 +1043,10 @@ class Swarm:
             self.needed.add(piece)
         time.sleep(min(2**tries, 10) / 10.0)
 
+    def _piece_limit_s(self, count):
+        """Seconds a piece of `count` bytes may take before its sender counts as too slow."""
+        return int(self.options["io_timeout_s"] + count / PEER_MIN_RATE)
+
     def receive_piece(self, source, sender, piece, pipeline, throttle, between):
         """In a fetch worker: one piece's bytes all in and handed to the lanes; a _Landing for settle_piece.
 
@@ -1059,7 +1063,7 @@ class Swarm:
             path = "/file/" + quote(target, safe="/")
             headers = source.headers("GET", path)
             headers["Range"] = "bytes=%d-%d" % (start, end - 1)
-            limit = int(self.options["io_timeout_s"] + (end - start) / PEER_MIN_RATE)
+            limit = self._piece_limit_s(end - start)
             watchdog = None
             try:
                 conn = source.connection()
